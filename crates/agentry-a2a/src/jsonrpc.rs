@@ -1,0 +1,293 @@
+//! The JSON-RPC 2.0 binding: envelopes, and the v0.3 codec from method names to [`Request`]s.
+//!
+//! Decoding is strict where the spec is (envelope shape, required fields, with the failing
+//! field's path in the -32602 message) and tolerant where peers differ (unknown fields).
+//!
+//! ```
+//! use agentry_a2a::jsonrpc::{decode_request, Request};
+//! let body = br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t1"}}"#;
+//! let (id, req) = decode_request(body).unwrap();
+//! assert_eq!(id, serde_json::json!(1));
+//! assert!(matches!(req, Request::GetTask(p) if p.id == "t1"));
+//! ```
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::error::RpcError;
+use crate::model::*;
+
+/// v0.3 method names.
+pub mod method {
+    pub const SEND: &str = "message/send";
+    pub const STREAM: &str = "message/stream";
+    pub const GET: &str = "tasks/get";
+    pub const CANCEL: &str = "tasks/cancel";
+    pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+    pub const PUSH_SET: &str = "tasks/pushNotificationConfig/set";
+    pub const PUSH_GET: &str = "tasks/pushNotificationConfig/get";
+    pub const PUSH_LIST: &str = "tasks/pushNotificationConfig/list";
+    pub const PUSH_DELETE: &str = "tasks/pushNotificationConfig/delete";
+    pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
+}
+
+/// A decoded request, independent of the wire version it came in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    SendMessage(MessageSendParams),
+    StreamMessage(MessageSendParams),
+    GetTask(TaskQueryParams),
+    CancelTask(TaskIdParams),
+    Resubscribe(TaskIdParams),
+    SetPushConfig(TaskPushNotificationConfig),
+    GetPushConfig(GetTaskPushNotificationConfigParams),
+    ListPushConfigs(TaskIdParams),
+    DeletePushConfig(DeleteTaskPushNotificationConfigParams),
+    GetExtendedCard,
+}
+
+impl Request {
+    /// The v0.3 method name.
+    pub fn method(&self) -> &'static str {
+        match self {
+            Request::SendMessage(_) => method::SEND,
+            Request::StreamMessage(_) => method::STREAM,
+            Request::GetTask(_) => method::GET,
+            Request::CancelTask(_) => method::CANCEL,
+            Request::Resubscribe(_) => method::RESUBSCRIBE,
+            Request::SetPushConfig(_) => method::PUSH_SET,
+            Request::GetPushConfig(_) => method::PUSH_GET,
+            Request::ListPushConfigs(_) => method::PUSH_LIST,
+            Request::DeletePushConfig(_) => method::PUSH_DELETE,
+            Request::GetExtendedCard => method::EXTENDED_CARD,
+        }
+    }
+
+    /// The params as JSON (for a client to send).
+    pub fn params(&self) -> Value {
+        let v = match self {
+            Request::SendMessage(p) | Request::StreamMessage(p) => serde_json::to_value(p),
+            Request::GetTask(p) => serde_json::to_value(p),
+            Request::CancelTask(p) | Request::Resubscribe(p) | Request::ListPushConfigs(p) => {
+                serde_json::to_value(p)
+            }
+            Request::SetPushConfig(p) => serde_json::to_value(p),
+            Request::GetPushConfig(p) => serde_json::to_value(p),
+            Request::DeletePushConfig(p) => serde_json::to_value(p),
+            Request::GetExtendedCard => return Value::Object(Default::default()),
+        };
+        v.unwrap_or(Value::Null)
+    }
+
+    /// Answers arrive as a stream of events.
+    pub fn is_streaming(&self) -> bool {
+        matches!(self, Request::StreamMessage(_) | Request::Resubscribe(_))
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// Decodes a JSON-RPC request body. On failure the error comes with the request id when one
+/// could be read (`Value::Null` otherwise), so the caller can always answer.
+pub fn decode_request(body: &[u8]) -> Result<(Value, Request), (Value, RpcError)> {
+    let env: Envelope = match serde_json::from_slice(body) {
+        Ok(e) => e,
+        Err(e) if e.is_data() => {
+            // Valid JSON of the wrong shape (an array, a string, ...).
+            return Err((
+                Value::Null,
+                RpcError::invalid_request("a request must be a JSON-RPC 2.0 object"),
+            ));
+        }
+        Err(e) => return Err((Value::Null, RpcError::parse(e))),
+    };
+    let id = match env.id {
+        Some(id @ (Value::String(_) | Value::Number(_))) => id,
+        Some(Value::Null) | None => {
+            return Err((
+                Value::Null,
+                RpcError::invalid_request("`id` is required (a string or a number)"),
+            ));
+        }
+        Some(_) => {
+            return Err((
+                Value::Null,
+                RpcError::invalid_request("`id` must be a string or a number"),
+            ));
+        }
+    };
+    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return Err((id, RpcError::invalid_request("`jsonrpc` must be \"2.0\"")));
+    }
+    let method: &str = match env.method.map(|m| serde_json::from_str::<&str>(m.get())) {
+        Some(Ok(m)) => m,
+        _ => {
+            return Err((id, RpcError::invalid_request("`method` must be a string")));
+        }
+    };
+    let params = env.params.map(RawValue::get);
+    match decode_params(method, params) {
+        Ok(req) => Ok((id, req)),
+        Err(e) => Err((id, e)),
+    }
+}
+
+/// Maps a v0.3 method name and its params to a [`Request`].
+pub fn decode_params(method: &str, params: Option<&str>) -> Result<Request, RpcError> {
+    Ok(match method {
+        method::SEND => Request::SendMessage(validate_send(parse(params)?)?),
+        method::STREAM => Request::StreamMessage(validate_send(parse(params)?)?),
+        method::GET => {
+            let p: TaskQueryParams = parse(params)?;
+            check_history_length(p.history_length, "params.historyLength")?;
+            Request::GetTask(p)
+        }
+        method::CANCEL => Request::CancelTask(parse(params)?),
+        method::RESUBSCRIBE => Request::Resubscribe(parse(params)?),
+        method::PUSH_SET => Request::SetPushConfig(parse(params)?),
+        method::PUSH_GET => Request::GetPushConfig(parse(params)?),
+        method::PUSH_LIST => Request::ListPushConfigs(parse(params)?),
+        method::PUSH_DELETE => Request::DeletePushConfig(parse(params)?),
+        method::EXTENDED_CARD => Request::GetExtendedCard,
+        other => return Err(RpcError::method_not_found(other)),
+    })
+}
+
+fn parse<T: DeserializeOwned>(params: Option<&str>) -> Result<T, RpcError> {
+    let Some(raw) = params else {
+        return Err(RpcError::invalid_params("missing `params`"));
+    };
+    let de = &mut serde_json::Deserializer::from_str(raw);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = strip_position(&inner.to_string());
+        let prefix = if path == "." || path.is_empty() {
+            "params".to_owned()
+        } else {
+            format!("params.{path}")
+        };
+        // Name the missing field itself: "params.message.parts is required".
+        if let Some(field) = msg
+            .strip_prefix("missing field `")
+            .and_then(|r| r.strip_suffix('`'))
+        {
+            return RpcError::invalid_params(format!("{prefix}.{field} is required"));
+        }
+        if path == "." || path.is_empty() {
+            RpcError::invalid_params(format!("invalid params: {msg}"))
+        } else {
+            RpcError::invalid_params(format!("invalid params.{path}: {msg}"))
+        }
+    })
+}
+
+/// serde_json appends " at line 1 column 42", which means little to a caller.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_owned(),
+        None => msg.to_owned(),
+    }
+}
+
+fn check_history_length(h: Option<i64>, field: &str) -> Result<(), RpcError> {
+    match h {
+        Some(n) if n < 0 => Err(RpcError::invalid_params(format!(
+            "{field} must not be negative (got {n})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn validate_send(p: MessageSendParams) -> Result<MessageSendParams, RpcError> {
+    if p.message.parts.is_empty() {
+        return Err(RpcError::invalid_params(
+            "params.message.parts must not be empty",
+        ));
+    }
+    if p.message.message_id.is_empty() {
+        return Err(RpcError::invalid_params(
+            "params.message.messageId must not be empty",
+        ));
+    }
+    if let Some(c) = &p.configuration {
+        check_history_length(c.history_length, "params.configuration.historyLength")?;
+    }
+    Ok(p)
+}
+
+#[derive(Serialize)]
+struct OkResponse<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+#[derive(Serialize)]
+struct ErrResponse<'a> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    error: &'a RpcError,
+}
+
+/// Encodes a success response.
+pub fn encode_result<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
+    serde_json::to_vec(&OkResponse {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_else(|e| encode_error(id, &RpcError::internal(format!("encoding failed: {e}"))))
+}
+
+/// Encodes an error response.
+pub fn encode_error(id: &Value, error: &RpcError) -> Vec<u8> {
+    serde_json::to_vec(&ErrResponse {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+    .unwrap_or_default()
+}
+
+/// A response as a client reads it.
+#[derive(Debug, Deserialize)]
+pub struct Response<T> {
+    #[serde(default)]
+    pub id: Value,
+    pub result: Option<T>,
+    pub error: Option<RpcError>,
+}
+
+impl<T> Response<T> {
+    /// The result, or the error the peer sent. A `null`/missing result is `None`.
+    pub fn into_result(self) -> Result<Option<T>, RpcError> {
+        match (self.result, self.error) {
+            (_, Some(e)) => Err(e),
+            (r, None) => Ok(r),
+        }
+    }
+}
+
+/// Encodes a request (for a client).
+pub fn encode_request(id: &Value, req: &Request) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": req.method(),
+        "params": req.params(),
+    }))
+    .unwrap_or_default()
+}

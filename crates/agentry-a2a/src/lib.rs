@@ -1,0 +1,35 @@
+//! # agentry-a2a
+//!
+//! The A2A protocol (Agent-to-Agent, JSON-RPC 2.0 over HTTP with SSE) for agentry.
+//!
+//! - [`model`]: the protocol's data model, shaped after v0.3.0; no I/O.
+//! - [`jsonrpc`]: the JSON-RPC binding: envelopes, method names, decoding with precise errors.
+//! - [`store`]: task stores (in-memory, SQLite).
+//! - [`server`] (feature `server`): serve agents; agents implement
+//!   [`server::AgentExecutor`].
+//! - [`client`] (feature `client`): discover and call any A2A agent.
+//! - [`agents`]: the built-in `echo` and `conformance` agents.
+//!
+//! Features: `server`, `client`, `sqlite` (all on by default).
+
+pub mod error;
+pub mod jsonrpc;
+pub mod model;
+pub mod store;
+pub mod time;
+
+#[cfg(feature = "server")]
+pub mod agents;
+#[cfg(feature = "client")]
+pub mod client;
+#[cfg(feature = "server")]
+pub mod server;
+#[cfg(feature = "client")]
+pub mod sse;
+
+pub use error::{A2aError, RpcError};
+
+/// A fresh random identifier (UUID v4).
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}

@@ -1,0 +1,186 @@
+//! Method parameters and results.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use super::message::{Message, Metadata};
+use super::task::{Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
+
+/// Parameters of `message/send` and `message/stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageSendParams {
+    pub message: Message,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<MessageSendConfiguration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+impl MessageSendParams {
+    pub fn new(message: Message) -> Self {
+        MessageSendParams {
+            message,
+            configuration: None,
+            metadata: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageSendConfiguration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_output_modes: Option<Vec<String>>,
+    /// Signed on the wire so that a negative value is a clear -32602, not a type error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_notification_config: Option<PushNotificationConfig>,
+    /// Wait for the task to finish its turn (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<bool>,
+}
+
+/// A webhook that receives the task on every state change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushNotificationConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<PushNotificationAuthenticationInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushNotificationAuthenticationInfo {
+    pub schemes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPushNotificationConfig {
+    pub task_id: String,
+    pub push_notification_config: PushNotificationConfig,
+}
+
+/// Parameters of `tasks/get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskQueryParams {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// Parameters of `tasks/cancel`, `tasks/resubscribe` and push-config listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskIdParams {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// Parameters of `tasks/pushNotificationConfig/get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetTaskPushNotificationConfigParams {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_notification_config_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// Parameters of `tasks/pushNotificationConfig/delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteTaskPushNotificationConfigParams {
+    pub id: String,
+    pub push_notification_config_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+/// What `message/send` returns: a task, or a direct message with no task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum SendMessageResult {
+    Task(Task),
+    Message(Message),
+}
+
+/// One item of a stream (`message/stream`, `tasks/resubscribe`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum StreamEvent {
+    Task(Task),
+    Message(Message),
+    StatusUpdate(TaskStatusUpdateEvent),
+    ArtifactUpdate(TaskArtifactUpdateEvent),
+}
+
+impl StreamEvent {
+    /// This event ends the stream.
+    pub fn is_final(&self) -> bool {
+        match self {
+            StreamEvent::Message(_) => true,
+            StreamEvent::StatusUpdate(s) => s.is_final,
+            StreamEvent::Task(t) => t.status.state.is_terminal(),
+            StreamEvent::ArtifactUpdate(_) => false,
+        }
+    }
+}
+
+/// Reads the `kind` discriminator, then decodes the matching variant. Peers put `kind` anywhere
+/// in the object, so an internally tagged derive (which needs it buffered anyway) gains nothing.
+fn kind_of<E: serde::de::Error>(v: &Value) -> Result<String, E> {
+    match v.get("kind") {
+        Some(Value::String(k)) => Ok(k.clone()),
+        Some(_) => Err(E::custom("`kind` must be a string")),
+        None => Err(E::missing_field("kind")),
+    }
+}
+
+impl<'de> Deserialize<'de> for SendMessageResult {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = Value::deserialize(d)?;
+        match kind_of::<D::Error>(&v)?.as_str() {
+            "task" => Task::deserialize(v).map(Self::Task).map_err(D::Error::custom),
+            "message" => Message::deserialize(v)
+                .map(Self::Message)
+                .map_err(D::Error::custom),
+            k => Err(D::Error::unknown_variant(k, &["task", "message"])),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StreamEvent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = Value::deserialize(d)?;
+        match kind_of::<D::Error>(&v)?.as_str() {
+            "task" => Task::deserialize(v).map(Self::Task).map_err(D::Error::custom),
+            "message" => Message::deserialize(v)
+                .map(Self::Message)
+                .map_err(D::Error::custom),
+            "status-update" => TaskStatusUpdateEvent::deserialize(v)
+                .map(Self::StatusUpdate)
+                .map_err(D::Error::custom),
+            "artifact-update" => TaskArtifactUpdateEvent::deserialize(v)
+                .map(Self::ArtifactUpdate)
+                .map_err(D::Error::custom),
+            k => Err(D::Error::unknown_variant(
+                k,
+                &["task", "message", "status-update", "artifact-update"],
+            )),
+        }
+    }
+}

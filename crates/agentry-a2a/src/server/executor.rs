@@ -1,0 +1,209 @@
+//! The contract between the server and an agent: [`AgentExecutor`].
+//!
+//! An agent receives a [`RequestContext`] and an [`EventSink`], and emits what it does as it
+//! does it: status changes, messages, artifacts (whole or in chunks). The server turns those into
+//! task state, persistence, stream events and push notifications, so an agent never touches
+//! protocol plumbing. Returning `Ok(())` without a final state completes the task; returning an
+//! error fails it with the error's text.
+//!
+//! ```
+//! use agentry_a2a::server::{AgentExecutor, AgentError, EventSink, RequestContext};
+//!
+//! struct Shout;
+//! impl AgentExecutor for Shout {
+//!     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), AgentError> {
+//!         let text = ctx.message.text_content().to_uppercase();
+//!         events.complete(Some(events.agent_text(text))).await?;
+//!         Ok(())
+//!     }
+//! }
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::hub::{AgentEvent, Hub};
+use crate::model::*;
+use crate::store::BoxFuture;
+
+/// Why an agent's run failed, or why an event was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The task already reached a final state (e.g. it was canceled): stop working.
+    #[error("task {0} is closed")]
+    TaskClosed(String),
+    #[error(transparent)]
+    InvalidTransition(#[from] InvalidTransition),
+    #[error("{0}")]
+    Failed(String),
+    #[error("rejected: {0}")]
+    Rejected(String),
+}
+
+impl AgentError {
+    pub fn failed(msg: impl Into<String>) -> Self {
+        AgentError::Failed(msg.into())
+    }
+}
+
+/// What an agent is asked to do.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub task_id: String,
+    pub context_id: String,
+    /// The incoming message (also the last entry of the task's history).
+    pub message: Message,
+    /// The task as it stood before this message (`None` for a new task).
+    pub previous: Option<Task>,
+    pub configuration: Option<MessageSendConfiguration>,
+    pub metadata: Option<Metadata>,
+    pub(crate) cancel: watch::Receiver<bool>,
+}
+
+impl RequestContext {
+    /// The task was canceled by the client.
+    pub fn is_canceled(&self) -> bool {
+        *self.cancel.borrow()
+    }
+
+    /// Resolves when the task is canceled.
+    pub async fn canceled(&self) {
+        let mut rx = self.cancel.clone();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+
+    /// A builder for tests and embedded use outside a server.
+    pub fn for_message(message: Message) -> (Self, watch::Sender<bool>) {
+        let (tx, rx) = watch::channel(false);
+        let ctx = RequestContext {
+            task_id: message.task_id.clone().unwrap_or_else(crate::new_id),
+            context_id: message.context_id.clone().unwrap_or_else(crate::new_id),
+            message,
+            previous: None,
+            configuration: None,
+            metadata: None,
+            cancel: rx,
+        };
+        (ctx, tx)
+    }
+}
+
+/// Where an agent sends what it does. Each call resolves once the event is applied, stored and
+/// published; slow stream subscribers never hold it up.
+#[derive(Clone)]
+pub struct EventSink {
+    hub: Arc<Hub>,
+}
+
+impl EventSink {
+    pub(crate) fn new(hub: Arc<Hub>) -> Self {
+        EventSink { hub }
+    }
+
+    pub fn task_id(&self) -> &str {
+        &self.hub.task_id
+    }
+
+    pub fn context_id(&self) -> &str {
+        &self.hub.context_id
+    }
+
+    /// An agent message with one text part, tied to this task.
+    pub fn agent_text(&self, text: impl Into<String>) -> Message {
+        self.agent_message(vec![Part::text(text)])
+    }
+
+    /// An agent message with the given parts, tied to this task.
+    pub fn agent_message(&self, parts: Vec<Part>) -> Message {
+        Message::new(Role::Agent, parts).in_task(self.task_id(), self.context_id())
+    }
+
+    /// Moves the task to `state`, with an optional message that joins the history.
+    pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<(), AgentError> {
+        self.hub.apply(AgentEvent::Status(TaskStatus::now(state, message))).await
+    }
+
+    pub async fn working(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.status(TaskState::Working, message).await
+    }
+
+    pub async fn complete(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.status(TaskState::Completed, message).await
+    }
+
+    pub async fn input_required(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.status(TaskState::InputRequired, message).await
+    }
+
+    pub async fn fail(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.status(TaskState::Failed, message).await
+    }
+
+    pub async fn reject(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.status(TaskState::Rejected, message).await
+    }
+
+    /// Publishes an artifact, or a chunk of one: `append` adds the parts to an artifact with
+    /// the same id, `last_chunk` says no more chunks follow.
+    pub async fn artifact(
+        &self,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Result<(), AgentError> {
+        self.hub
+            .apply(AgentEvent::Artifact {
+                artifact,
+                append,
+                last_chunk,
+            })
+            .await
+    }
+
+    /// Answers with a message and no task. Only valid as the first event of a new task;
+    /// afterwards the message joins the task's history and ends the stream.
+    pub async fn message(&self, message: Message) -> Result<(), AgentError> {
+        self.hub.apply(AgentEvent::Message(message)).await
+    }
+}
+
+/// An agent, as the server runs it. See the module docs.
+pub trait AgentExecutor: Send + Sync + 'static {
+    fn execute(
+        &self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> impl Future<Output = Result<(), AgentError>> + Send;
+
+    /// Called when a client cancels a running task, after the task is marked canceled and
+    /// `ctx.canceled()` has fired. Release resources here.
+    fn cancel(&self, _task_id: &str) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// The object-safe twin of [`AgentExecutor`], for registries and the server.
+pub trait DynAgentExecutor: Send + Sync + 'static {
+    fn execute_dyn(
+        &self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> BoxFuture<'_, Result<(), AgentError>>;
+    fn cancel_dyn<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()>;
+}
+
+impl<T: AgentExecutor> DynAgentExecutor for T {
+    fn execute_dyn(
+        &self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> BoxFuture<'_, Result<(), AgentError>> {
+        Box::pin(self.execute(ctx, events))
+    }
+
+    fn cancel_dyn<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.cancel(task_id))
+    }
+}

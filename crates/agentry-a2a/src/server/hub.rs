@@ -1,0 +1,464 @@
+//! Live tasks: one [`Hub`] per task that is running or watched.
+//!
+//! A hub holds the task's current snapshot behind an async lock. Every change (an agent event,
+//! a cancel) happens under that lock in one order: apply to the snapshot (state changes through
+//! [`Task::transition`]), save to the store, then publish on a bounded broadcast channel. A
+//! subscriber takes the lock to read the snapshot and subscribe in one step, so it sees every
+//! change after its snapshot, and a subscriber racing completion sees the terminal snapshot.
+//! A subscriber that falls behind the channel's buffer is not waited for: it skips ahead and is
+//! sent the current snapshot instead (see `server::stream`).
+//!
+//! Hubs live in a registry only while a turn runs or someone subscribes; finished tasks are
+//! only in the store, so memory stays flat however many tasks have run.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures_util::FutureExt;
+use tokio::sync::{Mutex as AsyncMutex, broadcast, watch};
+
+use super::executor::{AgentError, DynAgentExecutor, EventSink, RequestContext};
+use super::push::PushSender;
+use crate::error::RpcError;
+use crate::model::*;
+use crate::store::TaskStore;
+
+/// What an agent emits.
+pub(crate) enum AgentEvent {
+    Status(TaskStatus),
+    Artifact {
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+    Message(Message),
+}
+
+pub(crate) struct HubState {
+    pub task: Task,
+    /// The task exists in the store (false for a new task until its first event).
+    stored: bool,
+    /// The current turn has published its opening Task snapshot.
+    announced: bool,
+    /// The current turn has ended (final status or a direct message).
+    turn_over: bool,
+    running: bool,
+    pub push: Vec<PushNotificationConfig>,
+}
+
+/// One live task.
+pub(crate) struct Hub {
+    pub task_id: String,
+    pub context_id: String,
+    pub state: AsyncMutex<HubState>,
+    pub events: broadcast::Sender<Arc<StreamEvent>>,
+    cancel: watch::Sender<bool>,
+    agent: Arc<AgentTasks>,
+}
+
+impl Hub {
+    fn new(task: Task, stored: bool, push: Vec<PushNotificationConfig>, agent: Arc<AgentTasks>) -> Self {
+        let (events, _) = broadcast::channel(agent.stream_buffer);
+        let (cancel, _) = watch::channel(false);
+        Hub {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            state: AsyncMutex::new(HubState {
+                task,
+                stored,
+                announced: false,
+                turn_over: false,
+                running: false,
+                push,
+            }),
+            events,
+            cancel,
+            agent,
+        }
+    }
+
+    fn publish(&self, ev: StreamEvent) {
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(Arc::new(ev));
+    }
+
+    async fn save(&self, st: &HubState) -> Result<(), AgentError> {
+        self.agent
+            .store
+            .save(&st.task)
+            .await
+            .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")))
+    }
+
+    fn notify_push(&self, st: &HubState) {
+        if let Some(p) = &self.agent.push
+            && !st.push.is_empty()
+        {
+            p.notify(&st.push, &st.task);
+        }
+    }
+
+    /// Persists and publishes the opening snapshot of a turn, once.
+    async fn announce(&self, st: &mut HubState) -> Result<(), AgentError> {
+        if !st.announced {
+            self.save(st).await?;
+            st.stored = true;
+            st.announced = true;
+            self.publish(StreamEvent::Task(st.task.clone()));
+            self.notify_push(st);
+        }
+        Ok(())
+    }
+
+    /// Applies one agent event: snapshot, store, publish, push.
+    pub(crate) async fn apply(&self, ev: AgentEvent) -> Result<(), AgentError> {
+        let mut st = self.state.lock().await;
+        if st.task.state().is_terminal() || st.turn_over {
+            return Err(AgentError::TaskClosed(self.task_id.clone()));
+        }
+        match ev {
+            AgentEvent::Message(m) if !st.stored => {
+                // A direct answer: no task is created.
+                st.turn_over = true;
+                self.publish(StreamEvent::Message(m));
+            }
+            AgentEvent::Message(m) => {
+                self.announce(&mut st).await?;
+                st.task.history.push(m.clone());
+                self.save(&st).await?;
+                st.turn_over = true;
+                self.publish(StreamEvent::Message(m));
+            }
+            AgentEvent::Status(status) => {
+                self.announce(&mut st).await?;
+                st.task.transition(status)?;
+                self.save(&st).await?;
+                let is_final = st.task.state().ends_turn();
+                st.turn_over = is_final;
+                self.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+                    task_id: self.task_id.clone(),
+                    context_id: self.context_id.clone(),
+                    status: st.task.status.clone(),
+                    is_final,
+                    metadata: None,
+                }));
+                self.notify_push(&st);
+            }
+            AgentEvent::Artifact {
+                artifact,
+                append,
+                last_chunk,
+            } => {
+                self.announce(&mut st).await?;
+                st.task.apply_artifact(&artifact, append);
+                self.save(&st).await?;
+                self.publish(StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+                    task_id: self.task_id.clone(),
+                    context_id: self.context_id.clone(),
+                    artifact,
+                    append: append.then_some(true),
+                    last_chunk: last_chunk.then_some(true),
+                    metadata: None,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a turn whose agent returned: `Ok` without a final state completes the task, an
+    /// error fails it with the error's text.
+    async fn end_turn(&self, result: Result<(), AgentError>) {
+        let open = {
+            let mut st = self.state.lock().await;
+            st.running = false;
+            !(st.turn_over || st.task.state().is_terminal())
+        };
+        if !open {
+            return;
+        }
+        let status = match result {
+            Ok(()) => TaskStatus::now(TaskState::Completed, None),
+            Err(AgentError::TaskClosed(_)) => return,
+            Err(AgentError::Rejected(why)) => TaskStatus::now(
+                TaskState::Rejected,
+                Some(self.agent_text(why)),
+            ),
+            Err(e) => TaskStatus::now(TaskState::Failed, Some(self.agent_text(e.to_string()))),
+        };
+        if let Err(e) = self.apply(AgentEvent::Status(status)).await {
+            tracing::warn!(task = %self.task_id, "closing the turn failed: {e}");
+        }
+    }
+
+    fn agent_text(&self, text: String) -> Message {
+        Message::text(Role::Agent, text).in_task(&self.task_id, &self.context_id)
+    }
+}
+
+/// Keeps a hub registered while a stream holds it; releases it on drop.
+pub(crate) struct HubLease {
+    pub hub: Arc<Hub>,
+}
+
+impl Drop for HubLease {
+    fn drop(&mut self) {
+        self.hub.agent.release(&self.hub);
+    }
+}
+
+/// The live tasks of one agent, and what they need: store, executor, push sender.
+pub(crate) struct AgentTasks {
+    pub store: Arc<dyn TaskStore>,
+    pub executor: Arc<dyn DynAgentExecutor>,
+    pub push: Option<PushSender>,
+    pub stream_buffer: usize,
+    hubs: Mutex<HashMap<String, (Arc<Hub>, usize)>>,
+}
+
+/// A started turn: the hub, a receiver subscribed before the agent ran, and a lease.
+pub(crate) struct Turn {
+    pub lease: HubLease,
+    pub events: broadcast::Receiver<Arc<StreamEvent>>,
+}
+
+impl AgentTasks {
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        executor: Arc<dyn DynAgentExecutor>,
+        push: Option<PushSender>,
+        stream_buffer: usize,
+    ) -> Arc<Self> {
+        Arc::new(AgentTasks {
+            store,
+            executor,
+            push,
+            stream_buffer: stream_buffer.max(1),
+            hubs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Hub>, usize)>> {
+        self.hubs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `hub` (or the one already registered for its task) and takes a lease on it.
+    fn lease(self: &Arc<Self>, hub: Arc<Hub>) -> HubLease {
+        let mut hubs = self.hubs();
+        let entry = hubs
+            .entry(hub.task_id.clone())
+            .or_insert_with(|| (hub, 0));
+        entry.1 += 1;
+        HubLease {
+            hub: entry.0.clone(),
+        }
+    }
+
+    fn release(&self, hub: &Arc<Hub>) {
+        let mut hubs = self.hubs();
+        if let Some(entry) = hubs.get_mut(&hub.task_id)
+            && Arc::ptr_eq(&entry.0, hub)
+        {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                hubs.remove(&hub.task_id);
+            }
+        }
+    }
+
+    /// The live hub of a task, or one loaded from the store.
+    pub async fn open(self: &Arc<Self>, task_id: &str) -> Result<HubLease, RpcError> {
+        if let Some((hub, _)) = self.hubs().get(task_id) {
+            let hub = hub.clone();
+            return Ok(self.lease(hub));
+        }
+        let task = self
+            .store
+            .get(task_id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?
+            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        let push = self
+            .store
+            .list_push(task_id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        Ok(self.lease(Arc::new(Hub::new(task, true, push, self.clone()))))
+    }
+
+    /// Starts a turn for `params`: a new task, or the next turn of an interrupted one.
+    pub async fn start(self: &Arc<Self>, params: MessageSendParams) -> Result<Turn, RpcError> {
+        let MessageSendParams {
+            mut message,
+            configuration,
+            metadata,
+        } = params;
+        let lease = match message.task_id.clone() {
+            Some(task_id) => self.open(&task_id).await?,
+            None => {
+                let context_id = message.context_id.clone().unwrap_or_else(crate::new_id);
+                let task = Task::new(crate::new_id(), context_id);
+                self.lease(Arc::new(Hub::new(task, false, Vec::new(), self.clone())))
+            }
+        };
+        let hub = lease.hub.clone();
+        let (previous, events) = {
+            let mut st = hub.state.lock().await;
+            let state = st.task.state();
+            if state.is_terminal() {
+                return Err(RpcError::unsupported(format!(
+                    "task {} is {state} and takes no more messages; start a new task",
+                    hub.task_id
+                )));
+            }
+            if st.running {
+                return Err(RpcError::unsupported(format!(
+                    "task {} is still working on the previous message; wait for it or cancel it",
+                    hub.task_id
+                )));
+            }
+            if message
+                .context_id
+                .as_deref()
+                .is_some_and(|c| c != hub.context_id)
+            {
+                return Err(RpcError::invalid_params(format!(
+                    "params.message.contextId does not match task {}'s context {}",
+                    hub.task_id, hub.context_id
+                )));
+            }
+            let previous = st.stored.then(|| st.task.clone());
+            message.task_id = Some(hub.task_id.clone());
+            message.context_id = Some(hub.context_id.clone());
+            st.task.history.push(message.clone());
+            if let Some(cfg) = configuration
+                .as_ref()
+                .and_then(|c| c.push_notification_config.clone())
+            {
+                let cfg = normalize_push(cfg, &hub.task_id);
+                self.store
+                    .set_push(&hub.task_id, &cfg)
+                    .await
+                    .map_err(|e| RpcError::internal(e.to_string()))?;
+                upsert_push(&mut st.push, cfg);
+            }
+            st.running = true;
+            st.announced = false;
+            st.turn_over = false;
+            (previous, hub.events.subscribe())
+        };
+        let ctx = RequestContext {
+            task_id: hub.task_id.clone(),
+            context_id: hub.context_id.clone(),
+            message,
+            previous,
+            configuration,
+            metadata,
+            cancel: hub.cancel.subscribe(),
+        };
+        let run_lease = self.lease(hub.clone());
+        let executor = self.executor.clone();
+        tokio::spawn(async move {
+            let hub = run_lease.hub.clone();
+            // A panicking agent fails its task instead of leaving callers waiting.
+            let result = AssertUnwindSafe(executor.execute_dyn(ctx, EventSink::new(hub.clone())))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(AgentError::failed("the agent crashed (panic)")));
+            hub.end_turn(result).await;
+            drop(run_lease);
+        });
+        Ok(Turn { lease, events })
+    }
+
+    /// Cancels a task that is not yet final; returns it canceled.
+    pub async fn cancel(self: &Arc<Self>, task_id: &str) -> Result<Task, RpcError> {
+        let lease = self.open(task_id).await?;
+        let hub = &lease.hub;
+        let task = {
+            let mut st = hub.state.lock().await;
+            let state = st.task.state();
+            if state.is_terminal() {
+                return Err(RpcError::task_not_cancelable(task_id, state));
+            }
+            st.task
+                .transition(TaskStatus::now(TaskState::Canceled, None))
+                .map_err(|e| RpcError::internal(e.to_string()))?;
+            self.store
+                .save(&st.task)
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?;
+            st.turn_over = true;
+            hub.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: hub.task_id.clone(),
+                context_id: hub.context_id.clone(),
+                status: st.task.status.clone(),
+                is_final: true,
+                metadata: None,
+            }));
+            hub.notify_push(&st);
+            st.task.clone()
+        };
+        let _ = hub.cancel.send(true);
+        let executor = self.executor.clone();
+        let id = task_id.to_owned();
+        tokio::spawn(async move { executor.cancel_dyn(&id).await });
+        Ok(task)
+    }
+
+    /// Subscribes to a task: its snapshot now, and a receiver for every change after it.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        task_id: &str,
+    ) -> Result<(HubLease, Task, broadcast::Receiver<Arc<StreamEvent>>), RpcError> {
+        let lease = self.open(task_id).await?;
+        let (task, rx) = {
+            let st = lease.hub.state.lock().await;
+            (st.task.clone(), lease.hub.events.subscribe())
+        };
+        Ok((lease, task, rx))
+    }
+
+    /// Adds a push config to a task (live or stored).
+    pub async fn set_push(
+        self: &Arc<Self>,
+        task_id: &str,
+        cfg: PushNotificationConfig,
+    ) -> Result<PushNotificationConfig, RpcError> {
+        let lease = self.open(task_id).await?;
+        let cfg = normalize_push(cfg, task_id);
+        let mut st = lease.hub.state.lock().await;
+        self.store
+            .set_push(task_id, &cfg)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        upsert_push(&mut st.push, cfg.clone());
+        Ok(cfg)
+    }
+
+    pub async fn delete_push(self: &Arc<Self>, task_id: &str, config_id: &str) -> Result<(), RpcError> {
+        let lease = self.open(task_id).await?;
+        let mut st = lease.hub.state.lock().await;
+        self.store
+            .delete_push(task_id, config_id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        st.push.retain(|c| c.id.as_deref() != Some(config_id));
+        Ok(())
+    }
+}
+
+/// A config without an id gets the task's id, as the official SDKs do.
+fn normalize_push(mut cfg: PushNotificationConfig, task_id: &str) -> PushNotificationConfig {
+    if cfg.id.as_deref().is_none_or(str::is_empty) {
+        cfg.id = Some(task_id.to_owned());
+    }
+    cfg
+}
+
+fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConfig) {
+    match list.iter_mut().find(|c| c.id == cfg.id) {
+        Some(c) => *c = cfg,
+        None => list.push(cfg),
+    }
+}

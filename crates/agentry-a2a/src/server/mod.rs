@@ -1,0 +1,177 @@
+//! The A2A server: agent cards, the JSON-RPC endpoint, SSE streams, push notifications.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use agentry_a2a::{model::AgentCard, server::{A2aServer, AgentService}, store::MemoryStore};
+//! # async fn run(agent: impl agentry_a2a::server::AgentExecutor) -> std::io::Result<()> {
+//! let card = AgentCard::new("echo", "Echoes its input", "http://127.0.0.1:8080/");
+//! let server = A2aServer::new()
+//!     .agent("/", AgentService::new(card, agent, Arc::new(MemoryStore::default())));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! server.serve(listener, std::future::pending()).await
+//! # }
+//! ```
+//!
+//! Flow of a request: [`handlers`](self) check the content type and credentials, the JSON-RPC
+//! codec ([`crate::jsonrpc`]) decodes it into a [`Request`](crate::jsonrpc::Request), and the
+//! per-agent task registry (`hub`) starts a turn, cancels, or subscribes; the agent's events come
+//! back through the registry's broadcast channel as a JSON body or an SSE stream.
+
+mod executor;
+mod handlers;
+mod hub;
+mod push;
+mod stream;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use executor::{AgentError, AgentExecutor, DynAgentExecutor, EventSink, RequestContext};
+pub use push::{PushSender, PushSettings, check_url_syntax, is_private};
+
+use crate::model::AgentCard;
+use crate::store::TaskStore;
+
+/// Credentials a server accepts. A request carries one of them as `Authorization: Bearer` or
+/// in the API-key header.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    pub bearer_tokens: Vec<String>,
+    /// Header name and accepted values, e.g. `X-API-Key`.
+    pub api_key_header: Option<String>,
+    pub api_keys: Vec<String>,
+    /// Require credentials on every call, not only for the extended card.
+    pub required_for_all: bool,
+}
+
+impl Credentials {
+    fn accepts(&self, headers: &http::HeaderMap) -> bool {
+        if let Some(auth) = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            && let Some(token) = auth
+                .strip_prefix("Bearer ")
+                .or_else(|| auth.strip_prefix("bearer "))
+            && self.bearer_tokens.iter().any(|t| ct_eq(t, token.trim()))
+        {
+            return true;
+        }
+        if let Some(h) = &self.api_key_header
+            && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
+            && self.api_keys.iter().any(|k| ct_eq(k, v))
+        {
+            return true;
+        }
+        false
+    }
+}
+
+/// Constant-time comparison, so a token cannot be guessed byte by byte from timings.
+fn ct_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// One agent as served: its card, its executor, its store.
+pub struct AgentService {
+    pub card: AgentCard,
+    pub extended_card: Option<AgentCard>,
+    pub executor: Arc<dyn DynAgentExecutor>,
+    pub store: Arc<dyn TaskStore>,
+    pub credentials: Option<Credentials>,
+}
+
+impl AgentService {
+    pub fn new(card: AgentCard, executor: impl AgentExecutor, store: Arc<dyn TaskStore>) -> Self {
+        AgentService {
+            card,
+            extended_card: None,
+            executor: Arc::new(executor),
+            store,
+            credentials: None,
+        }
+    }
+
+    /// Serves `card` to authenticated callers of `agent/getAuthenticatedExtendedCard`, and
+    /// advertises it in the public card.
+    pub fn with_extended_card(mut self, card: AgentCard, credentials: Credentials) -> Self {
+        self.card.supports_authenticated_extended_card = Some(true);
+        self.extended_card = Some(card);
+        self.credentials = Some(credentials);
+        self
+    }
+
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+}
+
+/// Server-wide limits and settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Largest request body; larger ones get HTTP 413.
+    pub body_limit: usize,
+    /// Interval of SSE keep-alive comments.
+    pub keep_alive: Duration,
+    /// Events buffered per task for slow stream subscribers before they skip ahead.
+    pub stream_buffer: usize,
+    pub push: PushSettings,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            body_limit: 4 * 1024 * 1024,
+            keep_alive: Duration::from_secs(15),
+            stream_buffer: 64,
+            push: PushSettings::default(),
+        }
+    }
+}
+
+/// An HTTP server for one or more agents, each under its own path.
+#[derive(Default)]
+pub struct A2aServer {
+    agents: Vec<(String, AgentService)>,
+    config: ServerConfig,
+}
+
+impl A2aServer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Serves `agent` at `path` (`/` or `/name`): JSON-RPC at the path, the card under
+    /// `path/.well-known/`.
+    pub fn agent(mut self, path: &str, agent: AgentService) -> Self {
+        let p = path.trim_end_matches('/');
+        self.agents.push((p.to_owned(), agent));
+        self
+    }
+
+    /// The axum router, to embed in a larger application. Needs a Tokio runtime (the push
+    /// sender starts a worker).
+    pub fn router(self) -> axum::Router {
+        handlers::router(self.agents, self.config)
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting and lets open requests and
+    /// streams finish.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = self.router();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}

@@ -1,0 +1,155 @@
+//! Turning a task's broadcast into answers: a blocking result, or an SSE stream.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, Stream, StreamExt};
+use serde_json::Value;
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::hub::{HubLease, Turn};
+use crate::error::RpcError;
+use crate::jsonrpc;
+use crate::model::*;
+
+/// Waits for the answer to `message/send`: the first event when not blocking, otherwise the
+/// end of the turn. A direct message is returned as is; otherwise the task's snapshot.
+pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageResult {
+    loop {
+        match turn.events.recv().await {
+            Ok(ev) => match &*ev {
+                StreamEvent::Message(m) => return SendMessageResult::Message(m.clone()),
+                _ if !blocking => break,
+                e if e.is_final() => break,
+                _ => {}
+            },
+            Err(RecvError::Lagged(_)) => {
+                // Missed events; the snapshot decides.
+                let st = turn.lease.hub.state.lock().await;
+                if !blocking || st.task.state().ends_turn() {
+                    break;
+                }
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+    let st = turn.lease.hub.state.lock().await;
+    SendMessageResult::Task(st.task.clone())
+}
+
+fn encode(id: &Value, ev: &StreamEvent) -> Event {
+    let body = jsonrpc::encode_result(id, ev);
+    Event::default().data(String::from_utf8(body).unwrap_or_default())
+}
+
+fn sse<S>(events: S, keep_alive: Duration) -> Response
+where
+    S: Stream<Item = Event> + Send + 'static,
+{
+    Sse::new(events.map(Ok::<_, Infallible>))
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
+        .into_response()
+}
+
+/// A stream that carries one JSON-RPC error (stream clients expect an event stream).
+pub(super) fn error(id: Value, e: RpcError, keep_alive: Duration) -> Response {
+    let body = jsonrpc::encode_error(&id, &e);
+    let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
+    sse(stream::iter([ev]), keep_alive)
+}
+
+/// The final status event that a snapshot in a turn-ending state stands for.
+fn closing_event(task: &Task) -> StreamEvent {
+    StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: task.status.clone(),
+        is_final: true,
+        metadata: None,
+    })
+}
+
+struct Forward {
+    id: Value,
+    lease: HubLease,
+    rx: broadcast::Receiver<Arc<StreamEvent>>,
+    pending: Vec<StreamEvent>,
+    done: bool,
+}
+
+/// Forwards broadcast events until the final one. A subscriber that lags is sent the current
+/// snapshot instead of the events it missed, so it never holds the agent up.
+fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
+    stream::unfold(f, |mut f| async move {
+        if let Some(ev) = f.pending.pop() {
+            f.done |= ev.is_final();
+            let out = encode(&f.id, &ev);
+            return Some((out, f));
+        }
+        if f.done {
+            return None;
+        }
+        loop {
+            match f.rx.recv().await {
+                Ok(ev) => {
+                    f.done = ev.is_final();
+                    let out = encode(&f.id, &ev);
+                    return Some((out, f));
+                }
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(task = %f.lease.hub.task_id, skipped = n, "slow subscriber skipped ahead");
+                    let task = f.lease.hub.state.lock().await.task.clone();
+                    if task.state().ends_turn() {
+                        f.pending.push(closing_event(&task));
+                    }
+                    let out = encode(&f.id, &StreamEvent::Task(task));
+                    return Some((out, f));
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+/// The stream of a `message/stream` turn.
+pub(super) fn turn(id: Value, turn: Turn, keep_alive: Duration) -> Response {
+    sse(
+        forward(Forward {
+            id,
+            lease: turn.lease,
+            rx: turn.events,
+            pending: Vec::new(),
+            done: false,
+        }),
+        keep_alive,
+    )
+}
+
+/// The stream of `tasks/resubscribe`: the snapshot first, then every change after it. A task
+/// already final gets its snapshot and the closing status event.
+pub(super) fn resubscribe(
+    id: Value,
+    lease: HubLease,
+    task: Task,
+    rx: broadcast::Receiver<Arc<StreamEvent>>,
+    keep_alive: Duration,
+) -> Response {
+    let mut pending = Vec::new();
+    if task.state().is_terminal() {
+        pending.push(closing_event(&task));
+    }
+    pending.push(StreamEvent::Task(task));
+    sse(
+        forward(Forward {
+            id,
+            lease,
+            rx,
+            pending,
+            done: false,
+        }),
+        keep_alive,
+    )
+}

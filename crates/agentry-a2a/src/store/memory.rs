@@ -1,0 +1,121 @@
+//! An in-memory store that forgets the oldest finished tasks past a cap.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use super::{BoxFuture, StoreError, TaskStore};
+use crate::model::{PushNotificationConfig, Task};
+
+/// Tasks in a map; finished tasks beyond `max_finished` are evicted oldest first, so a
+/// long-running server does not grow without bound (the JS SDK's store never drops any).
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    max_finished: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    tasks: HashMap<String, Task>,
+    push: HashMap<String, Vec<PushNotificationConfig>>,
+    finished: VecDeque<String>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new(10_000)
+    }
+}
+
+impl MemoryStore {
+    /// A store that keeps at most `max_finished` terminal tasks.
+    pub fn new(max_finished: usize) -> Self {
+        MemoryStore {
+            inner: Mutex::new(Inner::default()),
+            max_finished,
+        }
+    }
+
+    /// How many tasks are held now.
+    pub fn len(&self) -> usize {
+        self.lock().tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves the maps consistent (each update is
+        // a single insert), so a poisoned lock is still safe to use.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl TaskStore for MemoryStore {
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        let t = self.lock().tasks.get(id).cloned();
+        Box::pin(async move { Ok(t) })
+    }
+
+    fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut g = self.lock();
+        let newly_finished = task.state().is_terminal()
+            && !g
+                .tasks
+                .get(&task.id)
+                .is_some_and(|t| t.state().is_terminal());
+        g.tasks.insert(task.id.clone(), task.clone());
+        if newly_finished {
+            g.finished.push_back(task.id.clone());
+            while g.finished.len() > self.max_finished {
+                if let Some(old) = g.finished.pop_front() {
+                    g.tasks.remove(&old);
+                    g.push.remove(&old);
+                }
+            }
+        }
+        drop(g);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn set_push<'a>(
+        &'a self,
+        task_id: &'a str,
+        config: &'a PushNotificationConfig,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut g = self.lock();
+        let list = g.push.entry(task_id.to_owned()).or_default();
+        match list.iter_mut().find(|c| c.id == config.id) {
+            Some(c) => *c = config.clone(),
+            None => list.push(config.clone()),
+        }
+        drop(g);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn list_push<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<PushNotificationConfig>, StoreError>> {
+        let l = self.lock().push.get(task_id).cloned().unwrap_or_default();
+        Box::pin(async move { Ok(l) })
+    }
+
+    fn delete_push<'a>(
+        &'a self,
+        task_id: &'a str,
+        config_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let mut g = self.lock();
+        let deleted = match g.push.get_mut(task_id) {
+            Some(list) => {
+                let before = list.len();
+                list.retain(|c| c.id.as_deref() != Some(config_id));
+                before != list.len()
+            }
+            None => false,
+        };
+        drop(g);
+        Box::pin(async move { Ok(deleted) })
+    }
+}

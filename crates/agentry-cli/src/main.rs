@@ -1,0 +1,377 @@
+//! `agentry`: serve agents over A2A and call any A2A agent from the shell.
+
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agentry_a2a::agents::{Conformance, Echo, EchoMode};
+use agentry_a2a::client::{A2aClient, Auth, ClientConfig, fetch_card};
+use agentry_a2a::model::*;
+use agentry_a2a::server::{A2aServer, AgentService, ServerConfig};
+use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
+use agentry_a2a::A2aError;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use futures_util::StreamExt;
+
+#[derive(Parser)]
+#[command(name = "agentry", version, about = "Specialized AI agents that cooperate over A2A")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a built-in agent over A2A (JSON-RPC + SSE).
+    Serve(ServeArgs),
+    /// Call an A2A agent.
+    #[command(subcommand)]
+    A2a(A2aCommand),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AgentName {
+    /// Echoes each message (as a task, or as a direct message with --echo-mode message).
+    Echo,
+    /// The test agent for conformance suites (behaviour chosen by messageId prefix).
+    Conformance,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum StoreKind {
+    /// SQLite file (the default; tasks survive a restart).
+    Sqlite,
+    /// In memory (lost on exit; oldest finished tasks evicted past 10,000).
+    Memory,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[arg(long, value_enum, default_value = "echo")]
+    agent: AgentName,
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// The URL clients should use (put in the agent card); default http://HOST:PORT/.
+    #[arg(long)]
+    public_url: Option<String>,
+    #[arg(long, value_enum, default_value = "sqlite")]
+    store: StoreKind,
+    /// SQLite file; default $AGENTRY_HOME/<agent>.db (AGENTRY_HOME defaults to
+    /// ~/.local/share/agentry).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "task")]
+    echo_mode: EchoModeArg,
+    /// Allow push-notification webhooks on loopback/private addresses (tests only).
+    #[arg(long)]
+    allow_private_push: bool,
+    /// Require this bearer token on every call.
+    #[arg(long, env = "AGENTRY_SERVE_TOKEN")]
+    token: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EchoModeArg {
+    Task,
+    Message,
+}
+
+#[derive(Args, Clone)]
+struct CallOpts {
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Bearer token.
+    #[arg(long, global = true, env = "AGENTRY_TOKEN")]
+    token: Option<String>,
+    /// API key as HEADER=VALUE.
+    #[arg(long, global = true)]
+    api_key: Option<String>,
+    /// Request timeout in seconds.
+    #[arg(long, global = true, default_value_t = 60)]
+    timeout: u64,
+}
+
+#[derive(Subcommand)]
+enum A2aCommand {
+    /// Show an agent's card.
+    Card {
+        url: String,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+    /// Send a message.
+    Send {
+        url: String,
+        text: String,
+        /// Stream events as they happen.
+        #[arg(long)]
+        stream: bool,
+        /// Continue this task.
+        #[arg(long)]
+        task: Option<String>,
+        /// Continue this context.
+        #[arg(long)]
+        context: Option<String>,
+        /// Return at once instead of waiting for the turn to end.
+        #[arg(long)]
+        no_wait: bool,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+    /// Show a task.
+    Get {
+        url: String,
+        task: String,
+        /// At most this many history messages.
+        #[arg(long)]
+        history: Option<i64>,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+    /// Cancel a task.
+    Cancel {
+        url: String,
+        task: String,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+    /// Follow a running task's events.
+    Resubscribe {
+        url: String,
+        task: String,
+        #[command(flatten)]
+        opts: CallOpts,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENTRY_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve(args).await,
+            Command::A2a(cmd) => a2a(cmd).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            if let Some(hint) = hint(&e) {
+                eprintln!("hint: {hint}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn hint(e: &A2aError) -> Option<&'static str> {
+    match e {
+        A2aError::Connect { .. } => {
+            Some("is the agent running? start one with `agentry serve --agent echo`")
+        }
+        A2aError::CardNotFound { .. } => {
+            Some("pass the agent's base URL, e.g. http://127.0.0.1:8080")
+        }
+        A2aError::Unauthorized { .. } => Some("pass --token TOKEN or --api-key HEADER=VALUE"),
+        A2aError::Rpc(r) if r.code == agentry_a2a::error::code::TASK_NOT_FOUND => {
+            Some("check the task id; tasks of an in-memory agent are lost when it restarts")
+        }
+        _ => None,
+    }
+}
+
+fn data_dir() -> PathBuf {
+    if let Some(h) = std::env::var_os("AGENTRY_HOME") {
+        return PathBuf::from(h);
+    }
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("agentry")
+}
+
+async fn serve(args: ServeArgs) -> Result<(), A2aError> {
+    let url = args
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}:{}/", args.host, args.port));
+    let (name, card) = match args.agent {
+        AgentName::Echo => ("echo", Echo::card(&url)),
+        AgentName::Conformance => ("conformance", Conformance::card(&url)),
+    };
+    let store: Arc<dyn TaskStore> = match args.store {
+        StoreKind::Memory => Arc::new(MemoryStore::default()),
+        StoreKind::Sqlite => {
+            let path = args
+                .db
+                .clone()
+                .unwrap_or_else(|| data_dir().join(format!("{name}.db")));
+            let s = SqliteStore::open(&path).map_err(|e| {
+                A2aError::Other(format!("cannot open task store {}: {e}", path.display()))
+            })?;
+            tracing::info!("task store: {}", path.display());
+            Arc::new(s)
+        }
+    };
+    let mut svc = match args.agent {
+        AgentName::Echo => {
+            let mode = match args.echo_mode {
+                EchoModeArg::Task => EchoMode::Task,
+                EchoModeArg::Message => EchoMode::Message,
+            };
+            AgentService::new(card, Echo { mode }, store)
+        }
+        AgentName::Conformance => AgentService::new(card, Conformance::default(), store),
+    };
+    if let Some(token) = args.token {
+        svc = svc.with_credentials(agentry_a2a::server::Credentials {
+            bearer_tokens: vec![token],
+            required_for_all: true,
+            ..Default::default()
+        });
+    }
+    let mut config = ServerConfig::default();
+    config.push.allow_private = args.allow_private_push;
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .map_err(|e| {
+            A2aError::Other(format!(
+                "cannot listen on {}:{}: {e} (is the port taken? try --port)",
+                args.host, args.port
+            ))
+        })?;
+    eprintln!("agentry: serving agent `{name}` at {url} (card: {url}.well-known/agent-card.json)");
+    A2aServer::new()
+        .config(config)
+        .agent("/", svc)
+        .serve(listener, shutdown_signal())
+        .await
+        .map_err(|e| A2aError::Other(format!("server failed: {e}")))?;
+    eprintln!("agentry: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    eprintln!("agentry: shutting down; finishing open requests and streams");
+}
+
+fn client_config(opts: &CallOpts) -> Result<ClientConfig, A2aError> {
+    let auth = match (&opts.token, &opts.api_key) {
+        (Some(t), _) => Auth::Bearer(t.clone()),
+        (None, Some(kv)) => {
+            let (h, v) = kv.split_once('=').ok_or_else(|| {
+                A2aError::Other("--api-key takes HEADER=VALUE, e.g. X-API-Key=secret".into())
+            })?;
+            Auth::ApiKey(h.to_owned(), v.to_owned())
+        }
+        (None, None) => Auth::None,
+    };
+    Ok(ClientConfig {
+        request_timeout: std::time::Duration::from_secs(opts.timeout),
+        auth,
+        ..ClientConfig::default()
+    })
+}
+
+async fn connect(url: &str, opts: &CallOpts) -> Result<A2aClient, A2aError> {
+    A2aClient::discover(url, client_config(opts)?).await
+}
+
+async fn a2a(cmd: A2aCommand) -> Result<(), A2aError> {
+    match cmd {
+        A2aCommand::Card { url, opts } => {
+            let card = fetch_card(&url, &client_config(&opts)?).await?;
+            output::card(&card, opts.json);
+        }
+        A2aCommand::Send {
+            url,
+            text,
+            stream,
+            task,
+            context,
+            no_wait,
+            opts,
+        } => {
+            let client = connect(&url, &opts).await?;
+            let mut message = Message::text(Role::User, text);
+            message.task_id = task;
+            message.context_id = context;
+            let mut params = MessageSendParams::new(message);
+            if no_wait {
+                params.configuration = Some(MessageSendConfiguration {
+                    blocking: Some(false),
+                    ..Default::default()
+                });
+            }
+            if stream {
+                let mut events = Box::pin(client.stream_message(params));
+                while let Some(ev) = events.next().await {
+                    output::event(&ev?, opts.json);
+                }
+            } else {
+                match client.send_message(params).await? {
+                    SendMessageResult::Task(t) => output::task(&t, opts.json),
+                    SendMessageResult::Message(m) => output::message(&m, opts.json),
+                }
+            }
+        }
+        A2aCommand::Get {
+            url,
+            task,
+            history,
+            opts,
+        } => {
+            let client = connect(&url, &opts).await?;
+            output::task(&client.get_task(&task, history).await?, opts.json);
+        }
+        A2aCommand::Cancel { url, task, opts } => {
+            let client = connect(&url, &opts).await?;
+            output::task(&client.cancel_task(&task).await?, opts.json);
+        }
+        A2aCommand::Resubscribe { url, task, opts } => {
+            let client = connect(&url, &opts).await?;
+            let mut events = Box::pin(client.resubscribe(&task));
+            while let Some(ev) = events.next().await {
+                output::event(&ev?, opts.json);
+            }
+        }
+    }
+    Ok(())
+}
