@@ -268,8 +268,8 @@ impl AgentTasks {
 
     /// The live hub of a task, or one loaded from the store.
     pub async fn open(self: &Arc<Self>, task_id: &str) -> Result<HubLease, RpcError> {
-        if let Some((hub, _)) = self.hubs().get(task_id) {
-            let hub = hub.clone();
+        let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        if let Some(hub) = live {
             return Ok(self.lease(hub));
         }
         let task = self

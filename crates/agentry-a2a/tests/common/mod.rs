@@ -1,0 +1,132 @@
+//! Shared test helpers: in-process servers on ephemeral ports, external peers.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentry_a2a::agents::{Conformance, Echo};
+use agentry_a2a::model::AgentCard;
+use agentry_a2a::server::{A2aServer, AgentExecutor, AgentService, Credentials, ServerConfig};
+use agentry_a2a::store::{MemoryStore, TaskStore};
+use tokio::sync::oneshot;
+
+pub const TOKEN: &str = "test-token-123";
+
+/// A running server; dropping it shuts the server down.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub base: String,
+    _stop: oneshot::Sender<()>,
+}
+
+pub async fn serve(svc: AgentService, config: ServerConfig) -> TestServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let server = A2aServer::new().config(config).agent("/", svc);
+    tokio::spawn(async move {
+        server
+            .serve(listener, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    TestServer {
+        addr,
+        base: format!("http://{addr}/"),
+        _stop: stop,
+    }
+}
+
+/// A listener bound first, so the card can carry the real URL.
+pub async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    (listener, url)
+}
+
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    svc: AgentService,
+    config: ServerConfig,
+) -> TestServer {
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let server = A2aServer::new().config(config).agent("/", svc);
+    tokio::spawn(async move {
+        server
+            .serve(listener, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    TestServer {
+        addr,
+        base: format!("http://{addr}/"),
+        _stop: stop,
+    }
+}
+
+pub fn loopback_push() -> ServerConfig {
+    let mut c = ServerConfig::default();
+    c.push.allow_private = true;
+    c.push.backoff = std::time::Duration::from_millis(20);
+    c
+}
+
+/// The conformance agent with an extended card behind [`TOKEN`], push to loopback allowed.
+pub async fn conformance_server(store: Arc<dyn TaskStore>) -> TestServer {
+    let (listener, url) = bind().await;
+    let card = Conformance::card(&url);
+    let mut extended = card.clone();
+    extended.description.push_str(" (extended)");
+    let svc = AgentService::new(card, Conformance::default(), store).with_extended_card(
+        extended,
+        Credentials {
+            bearer_tokens: vec![TOKEN.into()],
+            ..Default::default()
+        },
+    );
+    serve_on(listener, svc, loopback_push()).await
+}
+
+pub async fn agent_server(card: impl FnOnce(&str) -> AgentCard, agent: impl AgentExecutor) -> TestServer {
+    let (listener, url) = bind().await;
+    let svc = AgentService::new(card(&url), agent, Arc::new(MemoryStore::default()));
+    serve_on(listener, svc, loopback_push()).await
+}
+
+pub async fn echo_server() -> TestServer {
+    agent_server(Echo::card, Echo::default()).await
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python of the interop virtualenv, or `None` (with a loud note) when it is absent and
+/// not required. `AGENTRY_REQUIRE_INTEROP=1` (set by the test script and CI) turns absence
+/// into a failure.
+pub fn interop_python() -> Option<PathBuf> {
+    let p = std::env::var_os("AGENTRY_INTEROP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".venv-interop/bin/python"));
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+        panic!(
+            "interop virtualenv missing at {}: run scripts/test.sh, which creates it",
+            p.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: interop peer not installed ({}); run scripts/test.sh to install a2a-sdk",
+        p.display()
+    );
+    None
+}

@@ -1,0 +1,177 @@
+//! Interop with the official Python SDK (`a2a-sdk` 0.3.26), both directions.
+//!
+//! The SDK runs from the virtualenv that `scripts/test.sh` creates; see `common::interop_python`.
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+use agentry_a2a::store::SqliteStore;
+use futures_util::StreamExt;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_drives_our_server() {
+    let Some(python) = common::interop_python() else { return };
+    let db = std::env::temp_dir().join(format!("agentry-interop-{}.db", agentry_a2a::new_id()));
+    let server = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
+    let script = common::repo_root().join("tests/interop/sdk03_client_checks.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&server.base)
+        .args(["--token", common::TOKEN])
+        .output()
+        .await
+        .expect("run the Python SDK client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "Python SDK client checks failed:\n{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+    let _ = std::fs::remove_file(&db);
+}
+
+/// Starts the reference server built on the Python SDK; killed on drop.
+struct PyServer {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl Drop for PyServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+async fn python_server() -> Option<PyServer> {
+    let python = common::interop_python()?;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = tokio::process::Command::new(python)
+        .arg(common::repo_root().join("tests/interop/a2a_sdk03_echo_server.py"))
+        .args(["--port", &port.to_string()])
+        .env("TCK_STREAMING_TIMEOUT", "2.0")
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the Python SDK server");
+    let base = format!("http://127.0.0.1:{port}/");
+    let server = PyServer { child, base };
+    for _ in 0..200 {
+        if agentry_a2a::client::fetch_card(&server.base, &ClientConfig::default())
+            .await
+            .is_ok()
+        {
+            return Some(server);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the Python SDK server did not come up at {}", server.base);
+}
+
+fn user(text: &str) -> Message {
+    Message::text(Role::User, text)
+}
+
+fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
+    match e {
+        agentry_a2a::A2aError::Rpc(r) => r.code,
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_drives_python_sdk_server() {
+    let Some(py) = python_server().await else { return };
+    let client = A2aClient::discover(&py.base, ClientConfig::default()).await.unwrap();
+    assert_eq!(client.card().unwrap().name, "Python SDK Echo Agent");
+
+    // Blocking send: the reference agent ends each turn in input-required.
+    let SendMessageResult::Task(task) = client
+        .send_message(MessageSendParams::new(user("hi")))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(task.state(), TaskState::InputRequired);
+    assert_eq!(join_text(&task.artifacts[0].parts), "echo: hi");
+
+    // Follow-up on the same task, then historyLength.
+    let follow = user("again").in_task(&task.id, &task.context_id);
+    let SendMessageResult::Task(t2) = client.send_message(MessageSendParams::new(follow)).await.unwrap() else {
+        panic!("expected a task")
+    };
+    assert_eq!(t2.id, task.id);
+    let got = client.get_task(&task.id, Some(1)).await.unwrap();
+    assert_eq!(got.history.len(), 1);
+
+    // Streaming: task, working, artifact, final status.
+    let events: Vec<_> = client
+        .stream_message(MessageSendParams::new(user("stream me")))
+        .collect()
+        .await;
+    let events: Vec<StreamEvent> = events.into_iter().map(Result::unwrap).collect();
+    assert!(matches!(events.first(), Some(StreamEvent::Task(_))), "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, StreamEvent::ArtifactUpdate(_))));
+    assert!(events.last().unwrap().is_final());
+
+    // Push configs: set, get, list, delete (the SDK omits `result` on delete; tolerated).
+    let hook = "http://127.0.0.1:9/hook";
+    for id in ["a", "b"] {
+        client
+            .set_push_config(
+                &task.id,
+                PushNotificationConfig {
+                    id: Some(id.into()),
+                    url: hook.into(),
+                    token: Some("t".into()),
+                    authentication: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let one = client.get_push_config(&task.id, Some("a")).await.unwrap();
+    assert_eq!(one.push_notification_config.url, hook);
+    assert_eq!(client.list_push_configs(&task.id).await.unwrap().len(), 2);
+    client.delete_push_config(&task.id, "b").await.unwrap();
+    assert_eq!(client.list_push_configs(&task.id).await.unwrap().len(), 1);
+
+    // Cancel, then cancel again.
+    let canceled = client.cancel_task(&task.id).await.unwrap();
+    assert_eq!(canceled.state(), TaskState::Canceled);
+    assert_eq!(rpc_code(client.cancel_task(&task.id).await.unwrap_err()), -32002);
+    assert_eq!(rpc_code(client.get_task("nope", None).await.unwrap_err()), -32001);
+
+    // Resubscribe to a long-running task started without blocking.
+    let mut m = user("long");
+    m.message_id = format!("test-resubscribe-message-id-{}", agentry_a2a::new_id());
+    let mut params = MessageSendParams::new(m);
+    params.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(long) = client.send_message(params).await.unwrap() else {
+        panic!("expected a task")
+    };
+    let mut stream = Box::pin(client.resubscribe(&long.id));
+    let mut seen = Vec::new();
+    while let Some(ev) = stream.next().await {
+        let ev = ev.unwrap();
+        seen.push(ev);
+        if seen.len() == 3 {
+            client.cancel_task(&long.id).await.unwrap();
+        }
+    }
+    assert!(seen.len() >= 3, "{seen:?}");
+    match seen.last().unwrap() {
+        StreamEvent::StatusUpdate(s) => assert_eq!(s.status.state, TaskState::Canceled),
+        other => panic!("last event {other:?}"),
+    }
+}

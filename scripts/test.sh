@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: installs the interop peers (official A2A SDKs) and runs every test.
+#   bash scripts/test.sh [extra cargo test args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Python peer: the official A2A SDK 0.3.26, in a virtualenv of the project's own.
+VENV=.venv-interop
+if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx; from importlib.metadata import version; assert version("a2a-sdk") == "0.3.26"' 2>/dev/null; then
+  echo "==> installing the interop peers (a2a-sdk 0.3.26) into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27'
+fi
+export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
+# Interop tests fail, instead of skipping, when a peer is missing.
+export AGENTRY_REQUIRE_INTEROP=1
+
+echo "==> cargo test"
+cargo test --workspace --locked "$@"
