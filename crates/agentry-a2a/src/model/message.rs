@@ -189,7 +189,9 @@ impl<'de> Deserialize<'de> for File {
                     "a file has either `bytes` or `uri`, not both",
                 ));
             }
-            (None, None) => return Err(serde::de::Error::missing_field("bytes` or `uri")),
+            (None, None) => {
+                return Err(serde::de::Error::custom("a file needs `bytes` or `uri`"));
+            }
         };
         Ok(File {
             content,

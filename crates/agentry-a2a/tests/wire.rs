@@ -1,0 +1,283 @@
+//! Wire types: the v0.3.0 specification's examples round-trip, unknown fields are tolerated,
+//! missing or mistyped fields give -32602 naming the field.
+
+use agentry_a2a::jsonrpc::{self, Request};
+use agentry_a2a::model::*;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// Decodes into `T`, encodes again, and checks nothing was lost or invented.
+fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(v: Value) -> T {
+    let t: T = serde_json::from_value(v.clone()).expect("decodes");
+    let back = serde_json::to_value(&t).unwrap();
+    assert_eq!(back, v, "round trip changed the JSON");
+    t
+}
+
+#[test]
+fn spec_agent_card_example_round_trips() {
+    // The specification's sample card (section 5.6), with every security scheme kind.
+    let card = json!({
+        "protocolVersion": "0.3.0",
+        "name": "GeoSpatial Route Planner Agent",
+        "description": "Provides advanced route planning, traffic analysis, and custom map generation services.",
+        "url": "https://georoute-agent.example.com/a2a/v1",
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [
+            {"url": "https://georoute-agent.example.com/a2a/v1", "transport": "JSONRPC"},
+            {"url": "https://georoute-agent.example.com/a2a/grpc", "transport": "GRPC"},
+            {"url": "https://georoute-agent.example.com/a2a/json", "transport": "HTTP+JSON"}
+        ],
+        "provider": {"organization": "Example Geo Services Inc.", "url": "https://www.examplegeoservices.com"},
+        "iconUrl": "https://georoute-agent.example.com/icon.png",
+        "version": "1.2.0",
+        "documentationUrl": "https://docs.examplegeoservices.com/georoute-agent/api",
+        "capabilities": {
+            "streaming": true,
+            "pushNotifications": true,
+            "stateTransitionHistory": false,
+            "extensions": [{"uri": "https://example.com/ext/geo/v1", "description": "geo", "required": false, "params": {"units": "metric"}}]
+        },
+        "securitySchemes": {
+            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
+            "google": {"type": "openIdConnect", "openIdConnectUrl": "https://accounts.google.com/.well-known/openid-configuration"},
+            "mtls": {"type": "mutualTLS", "description": "client certificate"},
+            "oauth": {"type": "oauth2", "flows": {
+                "clientCredentials": {"tokenUrl": "https://auth.example.com/token", "scopes": {"read": "read routes"}},
+                "authorizationCode": {"authorizationUrl": "https://auth.example.com/authorize", "tokenUrl": "https://auth.example.com/token", "scopes": {}}
+            }}
+        },
+        "security": [{"google": ["openid", "profile", "email"]}, {"bearer": []}],
+        "defaultInputModes": ["application/json", "text/plain"],
+        "defaultOutputModes": ["application/json", "image/png"],
+        "skills": [{
+            "id": "route-optimizer-traffic",
+            "name": "Traffic-Aware Route Optimizer",
+            "description": "Calculates the optimal driving route between two or more locations.",
+            "tags": ["maps", "routing", "navigation", "directions", "traffic"],
+            "examples": ["Plan a route from '1600 Amphitheatre Parkway, Mountain View, CA' to 'San Francisco International Airport' avoiding tolls."],
+            "inputModes": ["application/json", "text/plain"],
+            "outputModes": ["application/json", "application/vnd.geo+json", "text/html"]
+        }],
+        "supportsAuthenticatedExtendedCard": true,
+        "signatures": [{"protected": "eyJhbGciOiJFUzI1NiJ9", "signature": "QFdkNLNszlGj3z3u0YQGt_T9LixY3qtdQpZmsTdDHDe3fXV9y9-B3m2-XgCpzuhiLt8E0tV6HXoZKHv4GtHgKQ"}]
+    });
+    let c: AgentCard = round_trip(card);
+    assert_eq!(c.security_schemes.len(), 5);
+    assert!(matches!(c.security_schemes["mtls"], SecurityScheme::MutualTls { .. }));
+}
+
+#[test]
+fn spec_task_and_events_round_trip() {
+    let task = json!({
+        "id": "363422be-b0f9-4692-a24d-278670e7c7f1",
+        "contextId": "c295ea44-7543-4f78-b524-7a38915ad6e4",
+        "status": {"state": "completed", "timestamp": "2025-04-02T16:59:35.331Z"},
+        "artifacts": [{
+            "artifactId": "9b6934dd-37e3-4eb1-8766-962efaab63a1",
+            "name": "joke",
+            "parts": [{"kind": "text", "text": "Why did the chicken cross the road? To get to the other side!"}]
+        }],
+        "history": [{
+            "role": "user",
+            "parts": [{"kind": "text", "text": "tell me a joke"}],
+            "messageId": "9229e770-767c-417b-a0b0-f0741243c589",
+            "taskId": "363422be-b0f9-4692-a24d-278670e7c7f1",
+            "contextId": "c295ea44-7543-4f78-b524-7a38915ad6e4",
+            "kind": "message"
+        }],
+        "metadata": {},
+        "kind": "task"
+    });
+    let t: Task = round_trip(task);
+    assert_eq!(t.state(), TaskState::Completed);
+
+    let status = json!({
+        "taskId": "t1", "contextId": "c1", "kind": "status-update",
+        "status": {"state": "input-required", "message": {
+            "role": "agent", "parts": [{"kind": "text", "text": "which date?"}],
+            "messageId": "m2", "kind": "message"}},
+        "final": true
+    });
+    let _: TaskStatusUpdateEvent = round_trip(status.clone());
+    let artifact = json!({
+        "taskId": "t1", "contextId": "c1", "kind": "artifact-update",
+        "artifact": {"artifactId": "a1", "parts": [
+            {"kind": "file", "file": {"name": "map.png", "mimeType": "image/png", "bytes": "iVBORw0KGgo="}},
+            {"kind": "file", "file": {"uri": "https://example.com/x.pdf"}},
+            {"kind": "data", "data": {"distance_km": 42.5}}
+        ]},
+        "append": true, "lastChunk": false
+    });
+    let _: TaskArtifactUpdateEvent = round_trip(artifact.clone());
+    // The stream union picks the variant by `kind`.
+    let ev: StreamEvent = serde_json::from_value(status).unwrap();
+    assert!(ev.is_final());
+    let ev: StreamEvent = serde_json::from_value(artifact).unwrap();
+    assert!(matches!(ev, StreamEvent::ArtifactUpdate(_)));
+}
+
+#[test]
+fn spec_requests_decode() {
+    let send = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "message/send",
+        "params": {
+            "message": {"role": "user", "parts": [{"kind": "text", "text": "tell me a joke"}],
+                        "messageId": "9229e770-767c-417b-a0b0-f0741243c589", "kind": "message"},
+            "configuration": {"blocking": false, "historyLength": 2, "acceptedOutputModes": ["text/plain"],
+                              "pushNotificationConfig": {"url": "https://client.example.com/hook", "token": "secret",
+                                                         "authentication": {"schemes": ["Bearer"], "credentials": "tok"}}},
+            "metadata": {}
+        }
+    });
+    let (id, req) = jsonrpc::decode_request(send.to_string().as_bytes()).unwrap();
+    assert_eq!(id, json!(1));
+    let Request::SendMessage(p) = req else { panic!() };
+    let cfg = p.configuration.unwrap();
+    assert_eq!(cfg.blocking, Some(false));
+    assert_eq!(cfg.push_notification_config.unwrap().authentication.unwrap().schemes, ["Bearer"]);
+
+    for (method, params) in [
+        ("tasks/get", json!({"id": "t1", "historyLength": 10})),
+        ("tasks/cancel", json!({"id": "t1"})),
+        ("tasks/resubscribe", json!({"id": "t1"})),
+        ("tasks/pushNotificationConfig/set", json!({"taskId": "t1", "pushNotificationConfig": {"url": "https://x/y"}})),
+        ("tasks/pushNotificationConfig/get", json!({"id": "t1", "pushNotificationConfigId": "c1"})),
+        ("tasks/pushNotificationConfig/list", json!({"id": "t1"})),
+        ("tasks/pushNotificationConfig/delete", json!({"id": "t1", "pushNotificationConfigId": "c1"})),
+        ("agent/getAuthenticatedExtendedCard", json!({})),
+        ("message/stream", json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "m"}})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params});
+        let (_, req) = jsonrpc::decode_request(body.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("{method}: {e:?}"));
+        assert_eq!(req.method(), method);
+        // What our client sends decodes to the same request.
+        let again = jsonrpc::encode_request(&json!(1), &req);
+        assert_eq!(jsonrpc::decode_request(&again).unwrap().1, req);
+    }
+}
+
+#[test]
+fn unknown_fields_are_tolerated() {
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "message/send", "x-vendor": true,
+        "params": {"future": 1, "message": {"role": "user", "messageId": "m", "novel": [1],
+                   "parts": [{"kind": "text", "text": "hi", "extra": {}}]}}
+    });
+    assert!(jsonrpc::decode_request(body.to_string().as_bytes()).is_ok());
+    let card: AgentCard = serde_json::from_value(json!({
+        "name": "n", "description": "d", "url": "http://x", "version": "1",
+        "capabilities": {"newCapability": true}, "defaultInputModes": [], "defaultOutputModes": [],
+        "skills": [], "somethingNew": {"a": 1}
+    }))
+    .unwrap();
+    assert_eq!(card.protocol_version, "0.3.0");
+}
+
+fn decode_err(body: &str) -> agentry_a2a::RpcError {
+    jsonrpc::decode_request(body.as_bytes()).unwrap_err().1
+}
+
+#[test]
+fn missing_or_wrong_fields_name_the_path() {
+    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m"}}}"#);
+    assert_eq!(e.code, -32602);
+    assert_eq!(e.message, "params.message.parts is required");
+
+    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text"}]}}}"#);
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("params.message.parts[0]") && e.message.contains("text"), "{}", e.message);
+
+    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":7}}"#);
+    assert_eq!(e.code, -32602);
+    assert!(e.message.starts_with("invalid params.id"), "{}", e.message);
+
+    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"robot","messageId":"m","parts":[]}}}"#);
+    assert!(e.message.contains("params.message.role"), "{}", e.message);
+
+    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"file","file":{"name":"x"}}]}}}"#);
+    assert_eq!(e.code, -32602);
+    assert!(e.message.contains("params.message.parts[0]") && e.message.contains("`bytes` or `uri`"), "{}", e.message);
+}
+
+#[test]
+fn envelope_errors_use_jsonrpc_codes() {
+    assert_eq!(decode_err("{").code, -32700);
+    assert_eq!(decode_err("not json").code, -32700);
+    assert_eq!(decode_err("[]").code, -32600);
+    assert_eq!(decode_err(r#"{"jsonrpc":"1.0","id":1,"method":"tasks/get"}"#).code, -32600);
+    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":{},"method":"tasks/get"}"#).code, -32600);
+    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).code, -32600);
+    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/list"}"#).code, -32601);
+    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#).code, -32602);
+    // The id is echoed when it could be read.
+    let (id, _) = jsonrpc::decode_request(br#"{"jsonrpc":"2.0","id":"abc","method":"nope"}"#).unwrap_err();
+    assert_eq!(id, json!("abc"));
+}
+
+#[test]
+fn state_machine_refuses_invalid_transitions() {
+    use TaskState::*;
+    for from in TaskState::ALL {
+        for to in TaskState::ALL {
+            let ok = from.can_transition_to(to);
+            if from.is_terminal() || to == Unknown {
+                assert!(!ok, "{from} -> {to} must be refused");
+            }
+        }
+    }
+    assert!(Submitted.can_transition_to(Working));
+    assert!(Working.can_transition_to(Working));
+    assert!(InputRequired.can_transition_to(Working));
+    assert!(!Working.can_transition_to(Submitted));
+    let mut t = Task::new("t".into(), "c".into());
+    t.transition(TaskStatus::now(Completed, None)).unwrap();
+    let err = t.transition(TaskStatus::now(Working, None)).unwrap_err();
+    assert_eq!((err.from, err.to), (Completed, Working));
+    assert_eq!(t.state(), Completed, "a refused move changes nothing");
+}
+
+fn arb_part() -> impl Strategy<Value = Part> {
+    prop_oneof![
+        ".*".prop_map(Part::text),
+        ("[a-z]{1,8}", any::<i64>()).prop_map(|(k, v)| {
+            let mut m = serde_json::Map::new();
+            m.insert(k, json!(v));
+            Part::data(m)
+        }),
+        ("[A-Za-z0-9+/]{0,16}", proptest::option::of("[a-z]{1,8}\\.txt")).prop_map(|(b, n)| Part::file(File {
+            content: FileContent::Bytes(b),
+            mime_type: Some("text/plain".into()),
+            name: n,
+        })),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn messages_round_trip(parts in proptest::collection::vec(arb_part(), 1..5), id in "[a-z0-9-]{1,36}", agent in any::<bool>()) {
+        let mut m = Message::new(if agent { Role::Agent } else { Role::User }, parts);
+        m.message_id = id;
+        let v = serde_json::to_value(&m).unwrap();
+        let back: Message = serde_json::from_value(v).unwrap();
+        prop_assert_eq!(back, m);
+    }
+
+    #[test]
+    fn decoder_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = jsonrpc::decode_request(&bytes);
+    }
+
+    #[test]
+    fn decoder_never_panics_on_mutated_requests(method in prop_oneof![
+        Just("message/send"), Just("tasks/get"), Just("tasks/pushNotificationConfig/set"), Just("x")],
+        params in any::<Option<i32>>().prop_map(|p| p.map(|n| json!({"id": n, "message": n}))) ) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = jsonrpc::decode_request(body.to_string().as_bytes());
+        if let Err((_, e)) = r {
+            prop_assert!([-32700, -32600, -32601, -32602].contains(&e.code));
+        }
+    }
+}
