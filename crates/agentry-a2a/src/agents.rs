@@ -152,7 +152,8 @@ impl AgentExecutor for Conformance {
         let id = ctx.message.message_id.as_str();
         match conformance_behaviour(id) {
             Some("test-resubscribe-message-id") => {
-                ev.working(Some(ev.agent_text("working for a while"))).await?;
+                ev.working(Some(ev.agent_text("working for a while")))
+                    .await?;
                 let artifact_id = crate::new_id();
                 let ticks = (self.resubscribe_window.as_millis() / 500).max(1);
                 for i in 0..ticks {
@@ -180,8 +181,12 @@ impl AgentExecutor for Conformance {
             Some("tck-artifact-data") => {
                 let data = json!({"key": "value", "count": 42});
                 let data = data.as_object().cloned().unwrap_or_default();
-                ev.artifact(Artifact::new(Some("data"), vec![Part::data(data)]), false, true)
-                    .await?;
+                ev.artifact(
+                    Artifact::new(Some("data"), vec![Part::data(data)]),
+                    false,
+                    true,
+                )
+                .await?;
                 ev.complete(None).await
             }
             Some(b @ ("tck-artifact-file" | "tck-artifact-file-url")) => {
@@ -195,8 +200,12 @@ impl AgentExecutor for Conformance {
                     mime_type: Some("text/plain".into()),
                     name: Some("output.txt".into()),
                 };
-                ev.artifact(Artifact::new(Some("file"), vec![Part::file(file)]), false, true)
-                    .await?;
+                ev.artifact(
+                    Artifact::new(Some("file"), vec![Part::file(file)]),
+                    false,
+                    true,
+                )
+                .await?;
                 ev.complete(None).await
             }
             Some("tck-message-response") => {
@@ -225,7 +234,8 @@ impl AgentExecutor for Conformance {
                 }
                 ev.working(None).await?;
                 let text = ctx.message.text_content();
-                ev.artifact(text_artifact("echo", &text), false, true).await?;
+                ev.artifact(text_artifact("echo", &text), false, true)
+                    .await?;
                 ev.input_required(Some(ev.agent_text(format!("echo: {text}"))))
                     .await
             }
@@ -247,8 +257,14 @@ mod tests {
             conformance_behaviour("tck-artifact-file-1a2b3c4d"),
             Some("tck-artifact-file")
         );
-        assert_eq!(conformance_behaviour("tck-stream-002-aa"), Some("tck-stream-002"));
-        assert_eq!(conformance_behaviour("tck-stream-001-aa"), Some("tck-stream"));
+        assert_eq!(
+            conformance_behaviour("tck-stream-002-aa"),
+            Some("tck-stream-002")
+        );
+        assert_eq!(
+            conformance_behaviour("tck-stream-001-aa"),
+            Some("tck-stream")
+        );
         assert_eq!(conformance_behaviour("hello"), None);
     }
 }

@@ -329,11 +329,13 @@ impl A2aClient {
         task_id: &str,
         config_id: Option<&str>,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
-        self.call_required(Request::GetPushConfig(GetTaskPushNotificationConfigParams {
-            id: task_id.to_owned(),
-            push_notification_config_id: config_id.map(str::to_owned),
-            metadata: None,
-        }))
+        self.call_required(Request::GetPushConfig(
+            GetTaskPushNotificationConfigParams {
+                id: task_id.to_owned(),
+                push_notification_config_id: config_id.map(str::to_owned),
+                metadata: None,
+            },
+        ))
         .await
     }
 
@@ -414,9 +416,10 @@ impl A2aClient {
             let resp = self.post(&req, true).await?;
             if !is_event_stream(&resp) {
                 // An error (or a non-streaming peer) answered with one JSON body.
-                let body = resp.bytes().await.map_err(|e| {
-                    map_send_error(e, &self.endpoint, self.cfg.request_timeout)
-                })?;
+                let body = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| map_send_error(e, &self.endpoint, self.cfg.request_timeout))?;
                 let r: Response<StreamEvent> = serde_json::from_slice(&body)
                     .map_err(|e| A2aError::InvalidResponse(format!("stream answer: {e}")))?;
                 if let Some(ev) = r.into_result()? {

@@ -46,7 +46,13 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(format_unix_millis(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_unix_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(format_unix_millis(1_795_307_696_789), "2026-11-22T00:34:56.789Z");
+        assert_eq!(
+            format_unix_millis(951_782_400_123),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            format_unix_millis(1_795_307_696_789),
+            "2026-11-22T00:34:56.789Z"
+        );
     }
 }

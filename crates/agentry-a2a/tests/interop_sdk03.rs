@@ -15,7 +15,9 @@ use futures_util::StreamExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_client_drives_our_server() {
-    let Some(python) = common::interop_python() else { return };
+    let Some(python) = common::interop_python() else {
+        return;
+    };
     let db = std::env::temp_dir().join(format!("agentry-interop-{}.db", agentry_a2a::new_id()));
     let server = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
     let script = common::repo_root().join("tests/interop/sdk03_client_checks.py");
@@ -29,7 +31,10 @@ async fn python_sdk_client_drives_our_server() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "Python SDK client checks failed:\n{stdout}");
+    assert!(
+        out.status.success(),
+        "Python SDK client checks failed:\n{stdout}"
+    );
     assert!(stdout.contains(" 0 failed"), "{stdout}");
     let _ = std::fs::remove_file(&db);
 }
@@ -87,8 +92,12 @@ fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_client_drives_python_sdk_server() {
-    let Some(py) = python_server().await else { return };
-    let client = A2aClient::discover(&py.base, ClientConfig::default()).await.unwrap();
+    let Some(py) = python_server().await else {
+        return;
+    };
+    let client = A2aClient::discover(&py.base, ClientConfig::default())
+        .await
+        .unwrap();
     assert_eq!(client.card().unwrap().name, "Python SDK Echo Agent");
 
     // Blocking send: the reference agent ends each turn in input-required.
@@ -104,7 +113,11 @@ async fn our_client_drives_python_sdk_server() {
 
     // Follow-up on the same task, then historyLength.
     let follow = user("again").in_task(&task.id, &task.context_id);
-    let SendMessageResult::Task(t2) = client.send_message(MessageSendParams::new(follow)).await.unwrap() else {
+    let SendMessageResult::Task(t2) = client
+        .send_message(MessageSendParams::new(follow))
+        .await
+        .unwrap()
+    else {
         panic!("expected a task")
     };
     assert_eq!(t2.id, task.id);
@@ -117,8 +130,15 @@ async fn our_client_drives_python_sdk_server() {
         .collect()
         .await;
     let events: Vec<StreamEvent> = events.into_iter().map(Result::unwrap).collect();
-    assert!(matches!(events.first(), Some(StreamEvent::Task(_))), "{events:?}");
-    assert!(events.iter().any(|e| matches!(e, StreamEvent::ArtifactUpdate(_))));
+    assert!(
+        matches!(events.first(), Some(StreamEvent::Task(_))),
+        "{events:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::ArtifactUpdate(_)))
+    );
     assert!(events.last().unwrap().is_final());
 
     // Push configs: set, get, list, delete (the SDK omits `result` on delete; tolerated).
@@ -146,8 +166,14 @@ async fn our_client_drives_python_sdk_server() {
     // Cancel, then cancel again.
     let canceled = client.cancel_task(&task.id).await.unwrap();
     assert_eq!(canceled.state(), TaskState::Canceled);
-    assert_eq!(rpc_code(client.cancel_task(&task.id).await.unwrap_err()), -32002);
-    assert_eq!(rpc_code(client.get_task("nope", None).await.unwrap_err()), -32001);
+    assert_eq!(
+        rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
+        -32002
+    );
+    assert_eq!(
+        rpc_code(client.get_task("nope", None).await.unwrap_err()),
+        -32001
+    );
 
     // Resubscribe to a long-running task started without blocking.
     let mut m = user("long");

@@ -65,7 +65,10 @@ fn spec_agent_card_example_round_trips() {
     });
     let c: AgentCard = round_trip(card);
     assert_eq!(c.security_schemes.len(), 5);
-    assert!(matches!(c.security_schemes["mtls"], SecurityScheme::MutualTls { .. }));
+    assert!(matches!(
+        c.security_schemes["mtls"],
+        SecurityScheme::MutualTls { .. }
+    ));
 }
 
 #[test]
@@ -133,21 +136,42 @@ fn spec_requests_decode() {
     });
     let (id, req) = jsonrpc::decode_request(send.to_string().as_bytes()).unwrap();
     assert_eq!(id, json!(1));
-    let Request::SendMessage(p) = req else { panic!() };
+    let Request::SendMessage(p) = req else {
+        panic!()
+    };
     let cfg = p.configuration.unwrap();
     assert_eq!(cfg.blocking, Some(false));
-    assert_eq!(cfg.push_notification_config.unwrap().authentication.unwrap().schemes, ["Bearer"]);
+    assert_eq!(
+        cfg.push_notification_config
+            .unwrap()
+            .authentication
+            .unwrap()
+            .schemes,
+        ["Bearer"]
+    );
 
     for (method, params) in [
         ("tasks/get", json!({"id": "t1", "historyLength": 10})),
         ("tasks/cancel", json!({"id": "t1"})),
         ("tasks/resubscribe", json!({"id": "t1"})),
-        ("tasks/pushNotificationConfig/set", json!({"taskId": "t1", "pushNotificationConfig": {"url": "https://x/y"}})),
-        ("tasks/pushNotificationConfig/get", json!({"id": "t1", "pushNotificationConfigId": "c1"})),
+        (
+            "tasks/pushNotificationConfig/set",
+            json!({"taskId": "t1", "pushNotificationConfig": {"url": "https://x/y"}}),
+        ),
+        (
+            "tasks/pushNotificationConfig/get",
+            json!({"id": "t1", "pushNotificationConfigId": "c1"}),
+        ),
         ("tasks/pushNotificationConfig/list", json!({"id": "t1"})),
-        ("tasks/pushNotificationConfig/delete", json!({"id": "t1", "pushNotificationConfigId": "c1"})),
+        (
+            "tasks/pushNotificationConfig/delete",
+            json!({"id": "t1", "pushNotificationConfigId": "c1"}),
+        ),
         ("agent/getAuthenticatedExtendedCard", json!({})),
-        ("message/stream", json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "m"}})),
+        (
+            "message/stream",
+            json!({"message": {"role": "user", "parts": [{"kind": "text", "text": "x"}], "messageId": "m"}}),
+        ),
     ] {
         let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params});
         let (_, req) = jsonrpc::decode_request(body.to_string().as_bytes())
@@ -182,24 +206,40 @@ fn decode_err(body: &str) -> agentry_a2a::RpcError {
 
 #[test]
 fn missing_or_wrong_fields_name_the_path() {
-    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m"}}}"#);
+    let e = decode_err(
+        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m"}}}"#,
+    );
     assert_eq!(e.code, -32602);
     assert_eq!(e.message, "params.message.parts is required");
 
-    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text"}]}}}"#);
+    let e = decode_err(
+        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"text"}]}}}"#,
+    );
     assert_eq!(e.code, -32602);
-    assert!(e.message.contains("params.message.parts[0]") && e.message.contains("text"), "{}", e.message);
+    assert!(
+        e.message.contains("params.message.parts[0]") && e.message.contains("text"),
+        "{}",
+        e.message
+    );
 
     let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":7}}"#);
     assert_eq!(e.code, -32602);
     assert!(e.message.starts_with("invalid params.id"), "{}", e.message);
 
-    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"robot","messageId":"m","parts":[]}}}"#);
+    let e = decode_err(
+        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"robot","messageId":"m","parts":[]}}}"#,
+    );
     assert!(e.message.contains("params.message.role"), "{}", e.message);
 
-    let e = decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"file","file":{"name":"x"}}]}}}"#);
+    let e = decode_err(
+        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m","parts":[{"kind":"file","file":{"name":"x"}}]}}}"#,
+    );
     assert_eq!(e.code, -32602);
-    assert!(e.message.contains("params.message.parts[0]") && e.message.contains("`bytes` or `uri`"), "{}", e.message);
+    assert!(
+        e.message.contains("params.message.parts[0]") && e.message.contains("`bytes` or `uri`"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -207,13 +247,29 @@ fn envelope_errors_use_jsonrpc_codes() {
     assert_eq!(decode_err("{").code, -32700);
     assert_eq!(decode_err("not json").code, -32700);
     assert_eq!(decode_err("[]").code, -32600);
-    assert_eq!(decode_err(r#"{"jsonrpc":"1.0","id":1,"method":"tasks/get"}"#).code, -32600);
-    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":{},"method":"tasks/get"}"#).code, -32600);
-    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).code, -32600);
-    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/list"}"#).code, -32601);
-    assert_eq!(decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#).code, -32602);
+    assert_eq!(
+        decode_err(r#"{"jsonrpc":"1.0","id":1,"method":"tasks/get"}"#).code,
+        -32600
+    );
+    assert_eq!(
+        decode_err(r#"{"jsonrpc":"2.0","id":{},"method":"tasks/get"}"#).code,
+        -32600
+    );
+    assert_eq!(
+        decode_err(r#"{"jsonrpc":"2.0","id":1,"method":5}"#).code,
+        -32600
+    );
+    assert_eq!(
+        decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/list"}"#).code,
+        -32601
+    );
+    assert_eq!(
+        decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#).code,
+        -32602
+    );
     // The id is echoed when it could be read.
-    let (id, _) = jsonrpc::decode_request(br#"{"jsonrpc":"2.0","id":"abc","method":"nope"}"#).unwrap_err();
+    let (id, _) =
+        jsonrpc::decode_request(br#"{"jsonrpc":"2.0","id":"abc","method":"nope"}"#).unwrap_err();
     assert_eq!(id, json!("abc"));
 }
 
@@ -247,11 +303,15 @@ fn arb_part() -> impl Strategy<Value = Part> {
             m.insert(k, json!(v));
             Part::data(m)
         }),
-        ("[A-Za-z0-9+/]{0,16}", proptest::option::of("[a-z]{1,8}\\.txt")).prop_map(|(b, n)| Part::file(File {
-            content: FileContent::Bytes(b),
-            mime_type: Some("text/plain".into()),
-            name: n,
-        })),
+        (
+            "[A-Za-z0-9+/]{0,16}",
+            proptest::option::of("[a-z]{1,8}\\.txt")
+        )
+            .prop_map(|(b, n)| Part::file(File {
+                content: FileContent::Bytes(b),
+                mime_type: Some("text/plain".into()),
+                name: n,
+            })),
     ]
 }
 

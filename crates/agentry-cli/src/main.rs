@@ -6,17 +6,21 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use agentry_a2a::A2aError;
 use agentry_a2a::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::client::{A2aClient, Auth, ClientConfig, fetch_card};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{A2aServer, AgentService, ServerConfig};
 use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
-use agentry_a2a::A2aError;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use futures_util::StreamExt;
 
 #[derive(Parser)]
-#[command(name = "agentry", version, about = "Specialized AI agents that cooperate over A2A")]
+#[command(
+    name = "agentry",
+    version,
+    about = "Specialized AI agents that cooperate over A2A"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -158,7 +162,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -275,13 +282,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -32,7 +32,10 @@ pub fn card(card: &AgentCard, as_json: bool) {
     if as_json {
         return json(card);
     }
-    println!("{} v{} (A2A {})", card.name, card.version, card.protocol_version);
+    println!(
+        "{} v{} (A2A {})",
+        card.name, card.version, card.protocol_version
+    );
     println!("  {}", card.description);
     println!("  endpoint: {} ({})", card.url, card.preferred_transport);
     let c = &card.capabilities;
@@ -57,7 +60,10 @@ pub fn task(t: &Task, as_json: bool) {
     if as_json {
         return json(t);
     }
-    println!("task {} ({}) context {}", t.id, t.status.state, t.context_id);
+    println!(
+        "task {} ({}) context {}",
+        t.id, t.status.state, t.context_id
+    );
     for a in &t.artifacts {
         println!(
             "artifact {}:\n{}",
@@ -84,7 +90,10 @@ pub fn event(ev: &StreamEvent, as_json: bool) {
         },
         StreamEvent::ArtifactUpdate(a) => println!(
             "[artifact {}] {}",
-            a.artifact.name.as_deref().unwrap_or(&a.artifact.artifact_id),
+            a.artifact
+                .name
+                .as_deref()
+                .unwrap_or(&a.artifact.artifact_id),
             parts_text(&a.artifact.parts)
         ),
     }

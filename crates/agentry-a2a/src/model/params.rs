@@ -153,7 +153,9 @@ impl<'de> Deserialize<'de> for SendMessageResult {
         use serde::de::Error;
         let v = Value::deserialize(d)?;
         match kind_of::<D::Error>(&v)?.as_str() {
-            "task" => Task::deserialize(v).map(Self::Task).map_err(D::Error::custom),
+            "task" => Task::deserialize(v)
+                .map(Self::Task)
+                .map_err(D::Error::custom),
             "message" => Message::deserialize(v)
                 .map(Self::Message)
                 .map_err(D::Error::custom),
@@ -167,7 +169,9 @@ impl<'de> Deserialize<'de> for StreamEvent {
         use serde::de::Error;
         let v = Value::deserialize(d)?;
         match kind_of::<D::Error>(&v)?.as_str() {
-            "task" => Task::deserialize(v).map(Self::Task).map_err(D::Error::custom),
+            "task" => Task::deserialize(v)
+                .map(Self::Task)
+                .map_err(D::Error::custom),
             "message" => Message::deserialize(v)
                 .map(Self::Message)
                 .map_err(D::Error::custom),

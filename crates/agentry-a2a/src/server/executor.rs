@@ -121,8 +121,14 @@ impl EventSink {
     }
 
     /// Moves the task to `state`, with an optional message that joins the history.
-    pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<(), AgentError> {
-        self.hub.apply(AgentEvent::Status(TaskStatus::now(state, message))).await
+    pub async fn status(
+        &self,
+        state: TaskState,
+        message: Option<Message>,
+    ) -> Result<(), AgentError> {
+        self.hub
+            .apply(AgentEvent::Status(TaskStatus::now(state, message)))
+            .await
     }
 
     pub async fn working(&self, message: Option<Message>) -> Result<(), AgentError> {

@@ -73,7 +73,10 @@ fn fnv1a(b: &[u8]) -> u64 {
 
 async fn card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response {
     let cache = [
-        (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
+        (
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=300"),
+        ),
         (header::ETAG, s.card_etag.clone()),
     ];
     if headers.get(header::IF_NONE_MATCH) == Some(&s.card_etag) {
@@ -81,7 +84,10 @@ async fn card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response 
     }
     (
         cache,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         s.card_json.clone(),
     )
         .into_response()
@@ -89,7 +95,10 @@ async fn card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response 
 
 pub(super) fn json_body(body: Vec<u8>) -> Response {
     (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
         body,
     )
         .into_response()
@@ -115,7 +124,12 @@ fn unauthorized(id: &Value) -> Response {
 /// JSON, or a JSON structured suffix; charset parameters are fine.
 fn is_json(ct: &HeaderValue) -> bool {
     let Ok(ct) = ct.to_str() else { return false };
-    let mime = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
@@ -200,9 +214,7 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
                 .as_ref()
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
-            let limit = history_limit(
-                p.configuration.as_ref().and_then(|c| c.history_length),
-            );
+            let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
             let result = stream::await_result(s.tasks.start(p).await?, blocking).await;
             to_value(match result {
                 SendMessageResult::Task(mut t) => {
@@ -282,7 +294,10 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
     }
 }
 
-async fn push_configs(s: &AgentState, task_id: &str) -> Result<Vec<PushNotificationConfig>, RpcError> {
+async fn push_configs(
+    s: &AgentState,
+    task_id: &str,
+) -> Result<Vec<PushNotificationConfig>, RpcError> {
     if !s.push_supported {
         return Err(RpcError::push_not_supported());
     }

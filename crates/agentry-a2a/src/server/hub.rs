@@ -58,7 +58,12 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    fn new(task: Task, stored: bool, push: Vec<PushNotificationConfig>, agent: Arc<AgentTasks>) -> Self {
+    fn new(
+        task: Task,
+        stored: bool,
+        push: Vec<PushNotificationConfig>,
+        agent: Arc<AgentTasks>,
+    ) -> Self {
         let (events, _) = broadcast::channel(agent.stream_buffer);
         let (cancel, _) = watch::channel(false);
         Hub {
@@ -180,10 +185,9 @@ impl Hub {
         let status = match result {
             Ok(()) => TaskStatus::now(TaskState::Completed, None),
             Err(AgentError::TaskClosed(_)) => return,
-            Err(AgentError::Rejected(why)) => TaskStatus::now(
-                TaskState::Rejected,
-                Some(self.agent_text(why)),
-            ),
+            Err(AgentError::Rejected(why)) => {
+                TaskStatus::now(TaskState::Rejected, Some(self.agent_text(why)))
+            }
             Err(e) => TaskStatus::now(TaskState::Failed, Some(self.agent_text(e.to_string()))),
         };
         if let Err(e) = self.apply(AgentEvent::Status(status)).await {
@@ -245,9 +249,7 @@ impl AgentTasks {
     /// Registers `hub` (or the one already registered for its task) and takes a lease on it.
     fn lease(self: &Arc<Self>, hub: Arc<Hub>) -> HubLease {
         let mut hubs = self.hubs();
-        let entry = hubs
-            .entry(hub.task_id.clone())
-            .or_insert_with(|| (hub, 0));
+        let entry = hubs.entry(hub.task_id.clone()).or_insert_with(|| (hub, 0));
         entry.1 += 1;
         HubLease {
             hub: entry.0.clone(),
@@ -436,7 +438,11 @@ impl AgentTasks {
         Ok(cfg)
     }
 
-    pub async fn delete_push(self: &Arc<Self>, task_id: &str, config_id: &str) -> Result<(), RpcError> {
+    pub async fn delete_push(
+        self: &Arc<Self>,
+        task_id: &str,
+        config_id: &str,
+    ) -> Result<(), RpcError> {
         let lease = self.open(task_id).await?;
         let mut st = lease.hub.state.lock().await;
         self.store

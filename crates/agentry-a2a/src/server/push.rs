@@ -102,8 +102,9 @@ impl PushSender {
 
     /// Checks a webhook URL when a config is set: scheme, and literal addresses.
     pub fn check_url(&self, url: &str) -> Result<(), RpcError> {
-        check_url_syntax(url, self.settings.allow_private)
-            .map_err(|why| RpcError::invalid_params(format!("push notification url refused: {why}")))
+        check_url_syntax(url, self.settings.allow_private).map_err(|why| {
+            RpcError::invalid_params(format!("push notification url refused: {why}"))
+        })
     }
 }
 
@@ -124,7 +125,10 @@ async fn deliver(client: &reqwest::Client, s: &PushSettings, job: &Job) {
         }
         if let Some(auth) = &job.config.authentication
             && let Some(cred) = &auth.credentials
-            && auth.schemes.iter().any(|s| s.eq_ignore_ascii_case("bearer"))
+            && auth
+                .schemes
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case("bearer"))
         {
             req = req.bearer_auth(cred);
         }
@@ -173,7 +177,11 @@ async fn check_target(url: &str, allow_private: bool) -> Result<(), String> {
         return Ok(());
     }
     let u = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
-    let host = u.host_str().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+    let host = u
+        .host_str()
+        .unwrap_or_default()
+        .trim_matches(['[', ']'])
+        .to_owned();
     let port = u.port_or_known_default().unwrap_or(80);
     let addrs = tokio::net::lookup_host((host.as_str(), port))
         .await
@@ -232,7 +240,10 @@ mod tests {
             "ftp://example.com/",
             "not a url",
         ] {
-            assert!(check_url_syntax(bad, false).is_err(), "{bad} should be refused");
+            assert!(
+                check_url_syntax(bad, false).is_err(),
+                "{bad} should be refused"
+            );
         }
         assert!(check_url_syntax("https://example.com/hook", false).is_ok());
         assert!(check_url_syntax("http://127.0.0.1:9/x", true).is_ok());

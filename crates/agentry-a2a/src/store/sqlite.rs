@@ -238,8 +238,7 @@ impl TaskStore for SqliteStore {
                 .and_then(|mut s| s.query_row([&id], |r| r.get(0)).optional())
                 .map_err(backend)?;
             body.map(|b| {
-                serde_json::from_str(&b)
-                    .map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))
+                serde_json::from_str(&b).map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))
             })
             .transpose()
         }))

@@ -1,0 +1,138 @@
+//! The same contract checked on every store.
+
+use super::*;
+use crate::model::*;
+
+fn task(id: &str, state: TaskState) -> Task {
+    let mut t = Task::new(id.into(), "ctx".into());
+    t.history
+        .push(Message::text(Role::User, "hi").in_task(id, "ctx"));
+    if state != TaskState::Submitted {
+        t.transition(TaskStatus::now(state, None)).unwrap();
+    }
+    t
+}
+
+fn push(id: &str) -> PushNotificationConfig {
+    PushNotificationConfig {
+        id: Some(id.into()),
+        url: format!("https://example.com/{id}"),
+        token: None,
+        authentication: None,
+    }
+}
+
+async fn contract(store: &dyn TaskStore) {
+    assert!(store.get("t1").await.unwrap().is_none());
+    let mut t = task("t1", TaskState::Working);
+    store.save(&t).await.unwrap();
+    t.apply_artifact(&Artifact::new(Some("a"), vec![Part::text("x")]), false);
+    store.save(&t).await.unwrap();
+    assert_eq!(store.get("t1").await.unwrap().unwrap(), t);
+
+    store.set_push("t1", &push("a")).await.unwrap();
+    store.set_push("t1", &push("b")).await.unwrap();
+    let mut a2 = push("a");
+    a2.token = Some("new".into());
+    store.set_push("t1", &a2).await.unwrap();
+    let list = store.list_push("t1").await.unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0].token.as_deref(), Some("new"));
+    assert!(store.delete_push("t1", "b").await.unwrap());
+    assert!(!store.delete_push("t1", "b").await.unwrap());
+    assert_eq!(store.list_push("t1").await.unwrap().len(), 1);
+    assert!(store.list_push("other").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn memory_store_contract() {
+    contract(&MemoryStore::default()).await;
+}
+
+#[tokio::test]
+async fn memory_store_evicts_oldest_finished_tasks() {
+    let s = MemoryStore::new(3);
+    s.save(&task("running", TaskState::Working)).await.unwrap();
+    for i in 0..10 {
+        s.save(&task(&format!("done{i}"), TaskState::Completed))
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.len(), 4, "three finished tasks and the running one");
+    assert!(s.get("running").await.unwrap().is_some());
+    assert!(s.get("done0").await.unwrap().is_none());
+    assert!(s.get("done9").await.unwrap().is_some());
+}
+
+#[cfg(feature = "sqlite")]
+fn temp_db() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("agentry-store-{}.db", crate::new_id()))
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_store_contract_and_restart() {
+    let path = temp_db();
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        contract(&s).await;
+    }
+    // A new process (a new store on the same file) sees everything.
+    let s = SqliteStore::open(&path).unwrap();
+    let t = s.get("t1").await.unwrap().unwrap();
+    assert_eq!(t.artifacts.len(), 1);
+    assert_eq!(t.history.len(), 1);
+    assert_eq!(s.list_push("t1").await.unwrap().len(), 1);
+    let mode: String = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_group_commit_keeps_every_concurrent_write() {
+    let path = temp_db();
+    let s = std::sync::Arc::new(SqliteStore::open(&path).unwrap());
+    let mut handles = Vec::new();
+    for i in 0..200 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let mut t = task(&format!("t{i}"), TaskState::Working);
+            s.save(&t).await.unwrap();
+            t.transition(TaskStatus::now(TaskState::Completed, None))
+                .unwrap();
+            s.save(&t).await.unwrap();
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    for i in 0..200 {
+        let t = s.get(&format!("t{i}")).await.unwrap().unwrap();
+        assert_eq!(t.state(), TaskState::Completed);
+    }
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_reports_corrupt_rows_instead_of_panicking() {
+    let path = temp_db();
+    let s = SqliteStore::open(&path).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute(
+            "INSERT INTO tasks (id, context_id, state, body) VALUES ('bad', 'c', 'working', '{not json')",
+            [],
+        )
+        .unwrap();
+    assert!(matches!(s.get("bad").await, Err(StoreError::Corrupt(_))));
+    let _ = std::fs::remove_file(&path);
+}

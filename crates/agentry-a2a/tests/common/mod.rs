@@ -93,7 +93,10 @@ pub async fn conformance_server(store: Arc<dyn TaskStore>) -> TestServer {
     serve_on(listener, svc, loopback_push()).await
 }
 
-pub async fn agent_server(card: impl FnOnce(&str) -> AgentCard, agent: impl AgentExecutor) -> TestServer {
+pub async fn agent_server(
+    card: impl FnOnce(&str) -> AgentCard,
+    agent: impl AgentExecutor,
+) -> TestServer {
     let (listener, url) = bind().await;
     let svc = AgentService::new(card(&url), agent, Arc::new(MemoryStore::default()));
     serve_on(listener, svc, loopback_push()).await
