@@ -164,7 +164,7 @@ pub enum SecurityScheme {
     },
     #[serde(rename = "oauth2", rename_all = "camelCase")]
     OAuth2 {
-        flows: OAuthFlows,
+        flows: Box<OAuthFlows>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         oauth2_metadata_url: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -92,24 +92,22 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
         if f.done {
             return None;
         }
-        loop {
-            match f.rx.recv().await {
-                Ok(ev) => {
-                    f.done = ev.is_final();
-                    let out = encode(&f.id, &ev);
-                    return Some((out, f));
-                }
-                Err(RecvError::Lagged(n)) => {
-                    tracing::debug!(task = %f.lease.hub.task_id, skipped = n, "slow subscriber skipped ahead");
-                    let task = f.lease.hub.state.lock().await.task.clone();
-                    if task.state().ends_turn() {
-                        f.pending.push(closing_event(&task));
-                    }
-                    let out = encode(&f.id, &StreamEvent::Task(task));
-                    return Some((out, f));
-                }
-                Err(RecvError::Closed) => return None,
+        match f.rx.recv().await {
+            Ok(ev) => {
+                f.done = ev.is_final();
+                let out = encode(&f.id, &ev);
+                Some((out, f))
             }
+            Err(RecvError::Lagged(n)) => {
+                tracing::debug!(task = %f.lease.hub.task_id, skipped = n, "slow subscriber skipped ahead");
+                let task = f.lease.hub.state.lock().await.task.clone();
+                if task.state().ends_turn() {
+                    f.pending.push(closing_event(&task));
+                }
+                let out = encode(&f.id, &StreamEvent::Task(task));
+                Some((out, f))
+            }
+            Err(RecvError::Closed) => None,
         }
     })
 }
