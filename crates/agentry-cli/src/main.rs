@@ -2,6 +2,11 @@
 
 mod output;
 
+/// A2A serving allocates many small objects per request across threads, where glibc's
+/// allocator spends a large share of the time (measured in `bench/`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -225,13 +225,7 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
             })
         }
         Request::GetTask(q) => {
-            let task = s
-                .tasks
-                .store
-                .get(&q.id)
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?
-                .ok_or_else(|| RpcError::task_not_found(&q.id))?;
+            let task = s.tasks.snapshot(&q.id).await?;
             to_value(serde_json::to_value(
                 task.with_history_limit(history_limit(q.history_length)),
             ))
@@ -301,16 +295,9 @@ async fn push_configs(
     if !s.push_supported {
         return Err(RpcError::push_not_supported());
     }
-    let store = &s.tasks.store;
-    if store
-        .get(task_id)
-        .await
-        .map_err(|e| RpcError::internal(e.to_string()))?
-        .is_none()
-    {
-        return Err(RpcError::task_not_found(task_id));
-    }
-    store
+    s.tasks.snapshot(task_id).await?;
+    s.tasks
+        .store
         .list_push(task_id)
         .await
         .map_err(|e| RpcError::internal(e.to_string()))

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::{Mutex as AsyncMutex, broadcast, watch};
@@ -44,8 +45,13 @@ pub(crate) struct HubState {
     /// The current turn has ended (final status or a direct message).
     turn_over: bool,
     running: bool,
+    /// When the snapshot was last handed to the store.
+    last_saved: Option<Instant>,
     pub push: Vec<PushNotificationConfig>,
 }
+
+/// The most a running turn's progress goes unsaved.
+const PERSIST_INTERVAL: Duration = Duration::from_millis(100);
 
 /// One live task.
 pub(crate) struct Hub {
@@ -75,6 +81,7 @@ impl Hub {
                 announced: false,
                 turn_over: false,
                 running: false,
+                last_saved: None,
                 push,
             }),
             events,
@@ -88,12 +95,29 @@ impl Hub {
         let _ = self.events.send(Arc::new(ev));
     }
 
-    async fn save(&self, st: &HubState) -> Result<(), AgentError> {
-        self.agent
-            .store
-            .save(&st.task)
-            .await
-            .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")))
+    /// Saves the snapshot. The end of a turn is saved and waited for: a client is answered
+    /// then, and the hub may be dropped after it. Within a turn, the first save is queued at
+    /// once and later ones at most every [`PERSIST_INTERVAL`] (the next save carries whatever
+    /// was skipped), so a fast agent costs one or two writes per turn while a long one is
+    /// still checkpointed as it goes. Reads of a live task come from the hub, not the store.
+    async fn save(&self, st: &mut HubState) -> Result<(), AgentError> {
+        if st.task.state().ends_turn() {
+            st.last_saved = Some(Instant::now());
+            return self
+                .agent
+                .store
+                .save(&st.task)
+                .await
+                .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")));
+        }
+        if st
+            .last_saved
+            .is_none_or(|t| t.elapsed() >= PERSIST_INTERVAL)
+        {
+            st.last_saved = Some(Instant::now());
+            drop(self.agent.store.save(&st.task));
+        }
+        Ok(())
     }
 
     fn notify_push(&self, st: &HubState) {
@@ -131,14 +155,18 @@ impl Hub {
             AgentEvent::Message(m) => {
                 self.announce(&mut st).await?;
                 st.task.history.push(m.clone());
-                self.save(&st).await?;
+                self.agent
+                    .store
+                    .save(&st.task)
+                    .await
+                    .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")))?;
                 st.turn_over = true;
                 self.publish(StreamEvent::Message(m));
             }
             AgentEvent::Status(status) => {
                 self.announce(&mut st).await?;
                 st.task.transition(status)?;
-                self.save(&st).await?;
+                self.save(&mut st).await?;
                 let is_final = st.task.state().ends_turn();
                 st.turn_over = is_final;
                 self.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
@@ -157,7 +185,7 @@ impl Hub {
             } => {
                 self.announce(&mut st).await?;
                 st.task.apply_artifact(&artifact, append);
-                self.save(&st).await?;
+                self.save(&mut st).await?;
                 self.publish(StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
                     task_id: self.task_id.clone(),
                     context_id: self.context_id.clone(),
@@ -346,6 +374,7 @@ impl AgentTasks {
             }
             st.running = true;
             st.announced = false;
+            st.last_saved = None;
             st.turn_over = false;
             (previous, hub.events.subscribe())
         };
@@ -371,6 +400,23 @@ impl AgentTasks {
             drop(run_lease);
         });
         Ok(Turn { lease, events })
+    }
+
+    /// The current task: from its live hub when it has one (fresher than the store while a
+    /// turn runs), else from the store.
+    pub async fn snapshot(&self, task_id: &str) -> Result<Task, RpcError> {
+        let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        if let Some(hub) = live {
+            let st = hub.state.lock().await;
+            if st.stored {
+                return Ok(st.task.clone());
+            }
+        }
+        self.store
+            .get(task_id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?
+            .ok_or_else(|| RpcError::task_not_found(task_id))
     }
 
     /// Cancels a task that is not yet final; returns it canceled.

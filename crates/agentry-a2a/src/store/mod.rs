@@ -39,9 +39,11 @@ impl From<StoreError> for crate::error::A2aError {
 
 /// Persistence for tasks and push configs.
 ///
-/// `save` is called after every change to a task and must be durable (or at least ordered)
-/// when its future resolves; the server never writes an invalid state change, because changes go
-/// through [`Task::transition`].
+/// Writes take effect in the order of the calls, at call time: a store queues or applies the
+/// write before returning its future, and the future resolves when the write is durable. So the
+/// server can drop the future of an intermediate save (it still happens, in order) and await
+/// only the ones a client will rely on, such as the end of a turn. The server never writes an
+/// invalid state change, because changes go through [`Task::transition`].
 pub trait TaskStore: Send + Sync + 'static {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>>;

@@ -7,6 +7,7 @@
 //! read-only connections on the blocking thread pool (WAL lets them run beside the writer).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -20,12 +21,8 @@ const MAX_GROUP: usize = 512;
 const READERS: usize = 4;
 
 enum Op {
-    Save {
-        id: String,
-        context_id: String,
-        state: &'static str,
-        body: String,
-    },
+    /// Serialized on the writer thread, and only for the last save of a task in a group.
+    Save(Box<Task>),
     SetPush {
         task_id: String,
         config_id: String,
@@ -67,6 +64,8 @@ impl SqliteStore {
             "PRAGMA journal_mode=WAL;
              PRAGMA synchronous=NORMAL;
              PRAGMA busy_timeout=5000;
+             PRAGMA wal_autocheckpoint=8192;
+             PRAGMA cache_size=-32768;
              CREATE TABLE IF NOT EXISTS tasks (
                  id TEXT PRIMARY KEY,
                  context_id TEXT NOT NULL,
@@ -74,7 +73,6 @@ impl SqliteStore {
                  body TEXT NOT NULL,
                  updated_at INTEGER NOT NULL DEFAULT (unixepoch())
              );
-             CREATE INDEX IF NOT EXISTS tasks_context ON tasks(context_id);
              CREATE TABLE IF NOT EXISTS push_configs (
                  task_id TEXT NOT NULL,
                  config_id TEXT NOT NULL,
@@ -100,12 +98,17 @@ impl SqliteStore {
         &self.path
     }
 
-    async fn write(&self, op: Op) -> Result<usize, StoreError> {
+    /// Queues `op` now (so writes keep the order of the calls) and returns a future that
+    /// resolves when its group is committed. Dropping the future does not cancel the write.
+    fn write(&self, op: Op) -> impl Future<Output = Result<usize, StoreError>> + Send + 'static {
         let (done, rx) = oneshot::channel();
-        self.writer
-            .send(Write { op, done })
-            .map_err(|_| StoreError::Closed)?;
-        rx.await.map_err(|_| StoreError::Closed)?
+        let queued = self.writer.send(Write { op, done }).is_ok();
+        async move {
+            if !queued {
+                return Err(StoreError::Closed);
+            }
+            rx.await.map_err(|_| StoreError::Closed)?
+        }
     }
 
     /// Runs `f` on a pooled read-only connection on the blocking pool.
@@ -154,6 +157,9 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::UnboundedReceiver<Write>) {
         }
         let result = commit_group(&mut conn, &batch);
         for (w, r) in batch.drain(..).zip(result) {
+            if let Err(e) = &r {
+                tracing::error!("task store write failed: {e}");
+            }
             let _ = w.done.send(r);
         }
     }
@@ -164,8 +170,8 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
     // The last save of each task in the group wins; earlier ones are skipped.
     let mut last_save: HashMap<&str, usize> = HashMap::new();
     for (i, w) in batch.iter().enumerate() {
-        if let Op::Save { id, .. } = &w.op {
-            last_save.insert(id, i);
+        if let Op::Save(task) = &w.op {
+            last_save.insert(&task.id, i);
         }
     }
     let run = |conn: &mut Connection| -> Result<Vec<usize>, rusqlite::Error> {
@@ -186,14 +192,17 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                 tx.prepare_cached("DELETE FROM push_configs WHERE task_id=?1 AND config_id=?2")?;
             for (i, w) in batch.iter().enumerate() {
                 let n = match &w.op {
-                    Op::Save {
-                        id,
-                        context_id,
-                        state,
-                        body,
-                    } => {
-                        if last_save.get(id.as_str()) == Some(&i) {
-                            save.execute(params![id, context_id, state, body])?
+                    Op::Save(task) => {
+                        if last_save.get(task.id.as_str()) == Some(&i) {
+                            let body = serde_json::to_string(task).map_err(|e| {
+                                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
+                            })?;
+                            save.execute(params![
+                                task.id,
+                                task.context_id,
+                                task.state().as_str(),
+                                body
+                            ])?
                         } else {
                             1
                         }
@@ -245,15 +254,8 @@ impl TaskStore for SqliteStore {
     }
 
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let op = Op::Save {
-                id: task.id.clone(),
-                context_id: task.context_id.clone(),
-                state: task.state().as_str(),
-                body: to_json(task)?,
-            };
-            self.write(op).await.map(|_| ())
-        })
+        let done = self.write(Op::Save(Box::new(task.clone())));
+        Box::pin(async move { done.await.map(|_| ()) })
     }
 
     fn set_push<'a>(
@@ -261,14 +263,16 @@ impl TaskStore for SqliteStore {
         task_id: &'a str,
         config: &'a PushNotificationConfig,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let op = Op::SetPush {
-                task_id: task_id.to_owned(),
-                config_id: config.id.clone().unwrap_or_else(|| task_id.to_owned()),
-                body: to_json(config)?,
-            };
-            self.write(op).await.map(|_| ())
-        })
+        let body = match to_json(config) {
+            Ok(b) => b,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let done = self.write(Op::SetPush {
+            task_id: task_id.to_owned(),
+            config_id: config.id.clone().unwrap_or_else(|| task_id.to_owned()),
+            body,
+        });
+        Box::pin(async move { done.await.map(|_| ()) })
     }
 
     fn list_push<'a>(
@@ -300,12 +304,10 @@ impl TaskStore for SqliteStore {
         task_id: &'a str,
         config_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let op = Op::DeletePush {
-                task_id: task_id.to_owned(),
-                config_id: config_id.to_owned(),
-            };
-            self.write(op).await.map(|n| n > 0)
-        })
+        let done = self.write(Op::DeletePush {
+            task_id: task_id.to_owned(),
+            config_id: config_id.to_owned(),
+        });
+        Box::pin(async move { done.await.map(|n| n > 0) })
     }
 }

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# A2A server benchmark: agentry against the official JS SDK (@a2a-js/sdk 1.3.0 + express) and
+# Python SDK (a2a-sdk 1.3.0 + uvicorn), measured in the same run with wrk, v0.3 message/send.
+#
+#   bash bench/run.sh [DURATION_S] [CONNECTIONS]
+#
+# Workloads: "message" (the agent answers with a direct message) and "task" (submitted ->
+# working -> artifact -> completed; agentry with its SQLite store). For each server: requests/s,
+# p50/p99 latency, server CPU seconds per 1k requests, peak RSS, and ratios against agentry.
+# Then a soak: agentry's resident memory while 500,000 tasks run (BENCH_SOAK_TASKS to change).
+# Needs wrk, node/npm and python3; installs the peers under bench/ on first use.
+set -euo pipefail
+cd "$(dirname "$0")"
+DUR=${1:-10}
+CONN=${2:-64}
+SOAK=${BENCH_SOAK_TASKS:-500000}
+ROOT=$(cd .. && pwd)
+BIN=$ROOT/target/release/agentry
+OUT=${BENCH_OUT:-$PWD/results}
+mkdir -p "$OUT"
+
+command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
+echo "==> building agentry (release)"
+(cd "$ROOT" && cargo build --release --locked -p agentry-cli)
+if [ ! -d peers/node_modules/@a2a-js/sdk ]; then
+  echo "==> installing @a2a-js/sdk 1.3.0 + express"
+  (cd peers && npm install --silent --no-audit --no-fund)
+fi
+if ! .venv-sdk1/bin/python -c 'import a2a, uvicorn, uvloop' 2>/dev/null; then
+  echo "==> installing a2a-sdk 1.3.0 + uvicorn"
+  python3 -m venv .venv-sdk1
+  .venv-sdk1/bin/pip install -q 'a2a-sdk[http-server]==1.3.0' uvicorn uvloop httptools
+fi
+
+PORT=19500
+PID=
+stop() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; PID=; }
+trap stop EXIT
+
+wait_up() {
+  for _ in $(seq 200); do
+    curl -sf "http://127.0.0.1:$PORT/.well-known/agent-card.json" >/dev/null 2>&1 && return 0
+    sleep 0.05
+  done
+  echo "server on $PORT did not come up" >&2; return 1
+}
+
+start() { # name mode
+  local name=$1 mode=$2
+  PORT=$((PORT + 1))
+  case $name in
+    agentry)
+      local db="$OUT/bench-$mode.db"; rm -f "$db"*
+      local em=task; [ "$mode" = message ] && em=message
+      AGENTRY_LOG=warn "$BIN" serve --agent echo --echo-mode "$em" --port "$PORT" --store sqlite --db "$db" &
+      ;;
+    js) A2A_MODE=$mode A2A_PORT=$PORT node peers/js_echo_server.mjs >/dev/null 2>&1 & ;;
+    python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python peers/py_echo_server.py >/dev/null 2>&1 & ;;
+  esac
+  PID=$!
+  wait_up
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hwm_kb() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; }
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+
+declare -A RPS P50 P99 CPU MEM ERR
+measure() { # name mode
+  local name=$1 mode=$2 key="$1/$2"
+  start "$name" "$mode"
+  # Warm-up, then the measured run.
+  A2A_PROTO=0.3 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" >/dev/null
+  local t0; t0=$(cpu_ticks "$PID")
+  A2A_PROTO=0.3 wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" > "$OUT/wrk-$name-$mode.txt"
+  local t1; t1=$(cpu_ticks "$PID")
+  local hz; hz=$(getconf CLK_TCK)
+  local rps; rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name-$mode.txt")
+  local total; total=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name-$mode.txt")
+  RPS[$key]=$rps
+  P50[$key]=$(awk '/A2A_LAT/ {split($2,a,"="); printf "%.2f", a[2]/1000}' "$OUT/wrk-$name-$mode.txt")
+  P99[$key]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$OUT/wrk-$name-$mode.txt")
+  CPU[$key]=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v n="$total" 'BEGIN {printf "%.3f", (b-a)/hz/n*1000}')
+  MEM[$key]=$(( $(hwm_kb "$PID") / 1024 ))
+  ERR[$key]=$(awk '/A2A_RESULT/ {print $3, $4}' "$OUT/wrk-$name-$mode.txt")
+  stop
+  printf '  %-8s %-8s %10s req/s  p50 %6s ms  p99 %7s ms  cpu %6s s/1k req  peak %5s MB  %s\n' \
+    "$name" "$mode" "$rps" "${P50[$key]}" "${P99[$key]}" "${CPU[$key]}" "${MEM[$key]}" "${ERR[$key]}"
+}
+
+echo "==> wrk -t2 -c$CONN -d${DUR}s, v0.3 message/send, unique messageIds"
+for mode in message task; do
+  for name in agentry js python; do
+    measure "$name" "$mode"
+  done
+done
+
+echo
+echo "==> ratios (agentry / peer)"
+for mode in message task; do
+  for peer in js python; do
+    awk -v a="${RPS[agentry/$mode]}" -v b="${RPS[$peer/$mode]}" \
+        -v ca="${CPU[agentry/$mode]}" -v cb="${CPU[$peer/$mode]}" \
+        -v ma="${MEM[agentry/$mode]}" -v mb="${MEM[$peer/$mode]}" -v m="$mode" -v p="$peer" \
+      'BEGIN {printf "  %-8s vs %-7s throughput x%.1f   cpu per request x%.2f   peak memory x%.2f\n", m, p, a/b, ca/cb, ma/mb}'
+  done
+done
+
+echo
+echo "==> soak: agentry task echo (SQLite), $SOAK tasks, resident memory"
+start agentry task
+n=0; samples=""
+while [ "$n" -lt "$SOAK" ]; do
+  A2A_PROTO=0.3 wrk -t2 -c"$CONN" -d5s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" > "$OUT/soak.txt"
+  done_now=$(awk '/requests in/ {print $1}' "$OUT/soak.txt")
+  n=$((n + done_now))
+  samples="$samples $n:$(( $(rss_kb "$PID") / 1024 ))MB"
+  echo "  tasks ${n}: rss $(( $(rss_kb "$PID") / 1024 )) MB"
+done
+rows=$(sqlite3 "$OUT/bench-task.db" 'select count(*) from tasks' 2>/dev/null || echo "?")
+echo "  tasks stored in SQLite: $rows; peak RSS $(( $(hwm_kb "$PID") / 1024 )) MB"
+stop
