@@ -34,7 +34,10 @@ fi
 
 PORT=19500
 PID=
-stop() { [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; PID=; }
+stop() {
+  if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi
+  PID=
+}
 trap stop EXIT
 
 wait_up() {
@@ -52,7 +55,7 @@ start() { # name mode
     agentry)
       local db="$OUT/bench-$mode.db"; rm -f "$db"*
       local em=task; [ "$mode" = message ] && em=message
-      AGENTRY_LOG=warn "$BIN" serve --agent echo --echo-mode "$em" --port "$PORT" --store sqlite --db "$db" &
+      AGENTRY_LOG=warn "$BIN" serve --agent echo --echo-mode "$em" --port "$PORT" --store sqlite --db "$db" 2>/dev/null &
       ;;
     js) A2A_MODE=$mode A2A_PORT=$PORT node peers/js_echo_server.mjs >/dev/null 2>&1 & ;;
     python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python peers/py_echo_server.py >/dev/null 2>&1 & ;;

@@ -1,0 +1,133 @@
+//! The `agentry` binary end to end: serve a built-in agent, call it with the CLI.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentry");
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
+    let child = Command::new(BIN)
+        .args(["serve", "--agent", agent, "--port", &port.to_string()])
+        .args(extra)
+        .env("AGENTRY_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    let url = format!("http://127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (server, url);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("agentry serve did not start");
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn serve_then_card_send_stream_get_cancel() {
+    let (_server, url) = serve("echo", &[]);
+    let card = run(&["a2a", "card", &url]);
+    assert!(card.status.success());
+    assert!(stdout(&card).starts_with("echo v"), "{}", stdout(&card));
+
+    let sent = run(&["a2a", "send", &url, "hello from the cli"]);
+    assert!(sent.status.success());
+    let text = stdout(&sent);
+    assert!(
+        text.contains("(completed)") && text.contains("hello from the cli"),
+        "{text}"
+    );
+
+    let streamed = run(&["a2a", "send", &url, "streamed", "--stream"]);
+    let text = stdout(&streamed);
+    assert!(
+        text.contains("[working]")
+            && text.contains("[artifact echo] streamed")
+            && text.contains("[completed]"),
+        "{text}"
+    );
+
+    let json = run(&["a2a", "send", &url, "as json", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(task["kind"], "task");
+
+    let got = run(&["a2a", "get", &url, id, "--json"]);
+    let again: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(again["status"]["state"], "completed");
+
+    let cancel = run(&["a2a", "cancel", &url, id]);
+    assert!(!cancel.status.success());
+    let err = String::from_utf8_lossy(&cancel.stderr);
+    assert!(
+        err.contains("cannot be canceled") && err.contains("-32002"),
+        "{err}"
+    );
+}
+
+#[test]
+fn conformance_agent_continues_and_cancels_a_task() {
+    let (_server, url) = serve("conformance", &["--store", "memory"]);
+    let first = run(&["a2a", "send", &url, "turn one", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(task["status"]["state"], "input-required");
+    let id = task["id"].as_str().unwrap();
+    let next = run(&["a2a", "send", &url, "turn two", "--task", id, "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(task["history"].as_array().unwrap().len(), 4);
+    let canceled = run(&["a2a", "cancel", &url, id]);
+    assert!(canceled.status.success());
+    assert!(stdout(&canceled).contains("(canceled)"));
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let port = free_port();
+    let out = run(&["a2a", "card", &format!("http://127.0.0.1:{port}")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect") && err.contains("agentry serve"),
+        "{err}"
+    );
+
+    let (_server, url) = serve("echo", &["--store", "memory", "--token", "s3cret"]);
+    let out = run(&["a2a", "send", &url, "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--token"), "{err}");
+    let ok = run(&["a2a", "send", &url, "hi", "--token", "s3cret"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
