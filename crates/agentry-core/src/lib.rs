@@ -1,0 +1,15 @@
+//! # agentry-core
+//!
+//! Specialized agents from one extensible ReAct engine.
+//!
+//! - [`llm`]: the provider trait; OpenAI-compatible, scripted and recording providers.
+//! - [`parse`]: tool calls parsed from text, for models without native tool calling.
+//! - [`tools`]: the typed `Tool` trait, its object-safe twin, the `ToolRegistry`.
+//! - [`react`]: the ReAct loop as a serializable state machine that performs no I/O.
+//! - [`run`]: the driver that performs the loop's I/O and checkpoints it.
+
+pub mod llm;
+pub mod parse;
+pub mod react;
+pub mod run;
+pub mod tools;

@@ -1,0 +1,221 @@
+//! LLM providers behind one small trait: chat with tools, streaming, usage, finish reason.
+//!
+//! - [`OpenAiProvider`]: any OpenAI-compatible Chat Completions server (vLLM, Ollama,
+//!   llama.cpp server, LM Studio, hosted APIs).
+//! - [`ScriptedProvider`]: replays a recorded transcript, for deterministic tests;
+//!   [`RecordingProvider`] captures real exchanges into such a transcript.
+//!
+//! A provider says what it can do in [`Capabilities`]; the agent loop puts tool descriptions into
+//! the prompt and parses calls from text when `native_tools` is false.
+
+mod openai;
+mod scripted;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures_util::stream::{self, Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use scripted::{RecordingProvider, ScriptedProvider, Transcript, TranscriptEntry};
+
+/// A boxed future, for the object-safe twins.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed stream of chat deltas.
+pub type DeltaStream<'a> = Pin<Box<dyn Stream<Item = Result<ChatDelta, LlmError>> + Send + 'a>>;
+
+/// Who wrote a chat message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// A tool call the model asked for. `arguments` is the JSON object the model wrote (a string
+/// that does not parse is kept as `Value::String`, so the loop can say what is wrong).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// One message of a chat. Assistant turns are kept verbatim: their text and tool calls, in the
+/// order the provider gave them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    #[serde(default)]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `Tool` messages: the call this answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::plain(ChatRole::System, text)
+    }
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::plain(ChatRole::User, text)
+    }
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::plain(ChatRole::Assistant, text)
+    }
+    pub fn tool(call_id: impl Into<String>, text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: ChatRole::Tool,
+            content: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(call_id.into()),
+        }
+    }
+    fn plain(role: ChatRole, text: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// What to ask the model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Ask for output matching this JSON Schema (where the provider supports it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+/// Tokens spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    Stop,
+    ToolCalls,
+    Length,
+    ContentFilter,
+    Other(String),
+}
+
+/// The model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The assistant turn, verbatim.
+    pub message: ChatMessage,
+    #[serde(default)]
+    pub usage: Usage,
+    pub finish_reason: FinishReason,
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatDelta {
+    Text(String),
+    /// A fragment of a tool call: the first fragment of a call has its id and name.
+    ToolCall {
+        index: usize,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+    },
+    /// The whole answer, last.
+    Done(ChatResponse),
+}
+
+/// What a provider can do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// The API takes tool definitions and returns structured tool calls.
+    pub native_tools: bool,
+    /// The API can constrain output to a JSON Schema.
+    pub json_schema: bool,
+    pub streaming: bool,
+}
+
+/// A provider failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("cannot reach the model at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("model request timed out after {0} ms")]
+    Timeout(u64),
+    #[error("model API returned HTTP {status}: {body}")]
+    Http { status: u16, body: String },
+    #[error("invalid model response: {0}")]
+    InvalidResponse(String),
+    #[error("transcript: {0}")]
+    Transcript(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A chat model. `chat_stream` defaults to one `Done` delta from `chat`.
+pub trait LlmProvider: Send + Sync + 'static {
+    fn capabilities(&self) -> Capabilities;
+
+    fn chat(&self, req: ChatRequest)
+    -> impl Future<Output = Result<ChatResponse, LlmError>> + Send;
+
+    fn chat_stream(&self, req: ChatRequest) -> DeltaStream<'_> {
+        Box::pin(stream::once(self.chat(req)).map(|r| r.map(ChatDelta::Done)))
+    }
+}
+
+/// The object-safe twin of [`LlmProvider`].
+pub trait DynLlmProvider: Send + Sync + 'static {
+    fn capabilities(&self) -> Capabilities;
+    fn chat_dyn(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>>;
+    fn chat_stream_dyn(&self, req: ChatRequest) -> DeltaStream<'_>;
+}
+
+impl<T: LlmProvider> DynLlmProvider for T {
+    fn capabilities(&self) -> Capabilities {
+        LlmProvider::capabilities(self)
+    }
+    fn chat_dyn(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        Box::pin(self.chat(req))
+    }
+    fn chat_stream_dyn(&self, req: ChatRequest) -> DeltaStream<'_> {
+        self.chat_stream(req)
+    }
+}

@@ -1,0 +1,412 @@
+//! The ReAct loop as a serializable state machine that performs no I/O.
+//!
+//! [`ReactState::next`] says what to do (call the model, call tools, or finish); the driver
+//! ([`crate::run`]) does it and feeds the result back with [`ReactState::on_model`] or
+//! [`ReactState::on_tools`]. The state is plain data (serde), so a driver can checkpoint it after
+//! every step and resume after a crash, and the same loop runs in tests, streaming and servers.
+//!
+//! Assistant turns are kept verbatim (text and tool calls in the provider's order). Unknown
+//! tools and arguments that fail a tool's JSON Schema never end a run: the model gets a
+//! corrective observation naming the valid tools or the schema error, within the iteration
+//! budget. Two built-in tools end a run: `finish` (the answer) and `ask_user` (a question for the
+//! user, which an A2A server turns into `input-required`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::llm::*;
+use crate::parse::parse_model_text;
+use crate::tools::{ToolResult, schema};
+
+/// Name of the built-in tool that ends a run with an answer.
+pub const FINISH: &str = "finish";
+/// Name of the built-in tool that ends a run with a question for the user.
+pub const ASK_USER: &str = "ask_user";
+
+/// Limits and modes of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReactConfig {
+    /// Model calls allowed in one run.
+    pub max_iterations: u32,
+    /// Total tokens allowed in one run.
+    pub token_budget: Option<u64>,
+    /// Longer observations are cut, keeping the head.
+    pub max_observation_chars: usize,
+    /// The provider takes tool definitions and returns structured calls; otherwise tools are
+    /// described in the prompt and calls parsed from text.
+    pub native_tools: bool,
+    /// Offer the `ask_user` tool.
+    pub ask_user: bool,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f32>,
+}
+
+impl Default for ReactConfig {
+    fn default() -> Self {
+        ReactConfig {
+            max_iterations: 10,
+            token_budget: None,
+            max_observation_chars: 4000,
+            native_tools: true,
+            ask_user: true,
+            max_tokens: None,
+            temperature: None,
+        }
+    }
+}
+
+/// One thing that happened in a run, for people and for streaming.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Step {
+    Thought {
+        text: String,
+    },
+    ToolCall {
+        call: ToolCall,
+    },
+    Observation {
+        call_id: String,
+        tool: String,
+        text: String,
+        is_error: bool,
+    },
+    Answer {
+        text: String,
+    },
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Outcome {
+    Answered {
+        answer: String,
+    },
+    /// The agent asks the user something before it can go on.
+    NeedsInput {
+        question: String,
+    },
+    MaxIterations,
+    TokenBudget,
+    /// `should_continue` said stop.
+    Stopped,
+    Canceled,
+    Failed {
+        error: String,
+    },
+}
+
+/// Where the loop stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    CallModel,
+    CallTools { calls: Vec<ToolCall> },
+    Done { outcome: Outcome },
+}
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    CallModel(ChatRequest),
+    CallTools(Vec<ToolCall>),
+    Finish(Outcome),
+}
+
+/// The whole state of a run; serializable, so it can be checkpointed and resumed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReactState {
+    pub config: ReactConfig,
+    /// The agent's tools (without the built-ins).
+    pub tools: Vec<ToolSpec>,
+    pub messages: Vec<ChatMessage>,
+    pub steps: Vec<Step>,
+    /// Model calls made.
+    pub iteration: u32,
+    pub usage: Usage,
+    pub phase: Phase,
+}
+
+fn builtin_specs(ask_user: bool) -> Vec<ToolSpec> {
+    let mut v = vec![ToolSpec {
+        name: FINISH.into(),
+        description: "Give the final answer to the user and end.".into(),
+        parameters: json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+    }];
+    if ask_user {
+        v.push(ToolSpec {
+            name: ASK_USER.into(),
+            description: "Ask the user a question when you cannot go on without their answer.".into(),
+            parameters: json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+        });
+    }
+    v
+}
+
+/// Tool descriptions and the call format, for models without native tool calling.
+fn prompt_tools(tools: &[ToolSpec]) -> String {
+    let mut s = String::from("\n\nYou can use these tools:\n");
+    for t in tools {
+        s.push_str(&format!(
+            "- {}: {} Arguments (JSON Schema): {}\n",
+            t.name, t.description, t.parameters
+        ));
+    }
+    s.push_str(
+        "\nTo use a tool, reply with only a JSON object: \
+         {\"tool_call\": {\"name\": \"<tool name>\", \"arguments\": {<arguments>}}}\n\
+         When you know the answer, call the tool \"finish\" with {\"answer\": \"<answer>\"}.",
+    );
+    s
+}
+
+/// Cuts `text` to `max` characters, saying how much was cut.
+pub fn truncate_observation(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}\n…[truncated {} of {n} characters]", n - max)
+}
+
+impl ReactState {
+    /// A new run: system prompt, earlier conversation (`history`), then the query.
+    pub fn new(
+        config: ReactConfig,
+        system_prompt: &str,
+        tools: Vec<ToolSpec>,
+        history: Vec<ChatMessage>,
+        query: &str,
+    ) -> Self {
+        let mut system = system_prompt.to_owned();
+        if !config.native_tools {
+            let mut all = tools.clone();
+            all.extend(builtin_specs(config.ask_user));
+            system.push_str(&prompt_tools(&all));
+        }
+        let mut messages = vec![ChatMessage::system(system)];
+        messages.extend(history);
+        messages.push(ChatMessage::user(query));
+        ReactState {
+            config,
+            tools,
+            messages,
+            steps: Vec::new(),
+            iteration: 0,
+            usage: Usage::default(),
+            phase: Phase::CallModel,
+        }
+    }
+
+    /// The answer, if the run ended with one.
+    pub fn answer(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Done {
+                outcome: Outcome::Answered { answer },
+            } => Some(answer),
+            _ => None,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done { .. })
+    }
+
+    /// Ends the run (cancellation, a failed model call, a `should_continue` veto).
+    pub fn finish(&mut self, outcome: Outcome) {
+        self.phase = Phase::Done { outcome };
+    }
+
+    /// What to do next. Checks the iteration and token budgets before each model call.
+    pub fn next(&mut self) -> Next {
+        match &self.phase {
+            Phase::Done { outcome } => Next::Finish(outcome.clone()),
+            Phase::CallTools { calls } => Next::CallTools(calls.clone()),
+            Phase::CallModel => {
+                if self.iteration >= self.config.max_iterations {
+                    self.finish(Outcome::MaxIterations);
+                    return self.next();
+                }
+                if self
+                    .config
+                    .token_budget
+                    .is_some_and(|b| self.usage.total() >= b)
+                {
+                    self.finish(Outcome::TokenBudget);
+                    return self.next();
+                }
+                let mut tools = Vec::new();
+                if self.config.native_tools {
+                    tools = self.tools.clone();
+                    tools.extend(builtin_specs(self.config.ask_user));
+                }
+                Next::CallModel(ChatRequest {
+                    messages: self.messages.clone(),
+                    tools,
+                    max_tokens: self.config.max_tokens,
+                    temperature: self.config.temperature,
+                    json_schema: None,
+                    stop: Vec::new(),
+                })
+            }
+        }
+    }
+
+    fn observe(&mut self, call_id: &str, tool: &str, text: String, is_error: bool) {
+        let text = truncate_observation(&text, self.config.max_observation_chars);
+        if self.config.native_tools {
+            self.messages.push(ChatMessage::tool(call_id, text.clone()));
+        } else {
+            let line = format!("Observation from {tool}: {text}");
+            match self.messages.last_mut() {
+                // Observations of one turn share one user message (chat templates want turns
+                // to alternate).
+                Some(m)
+                    if m.role == ChatRole::User && m.content.starts_with("Observation from ") =>
+                {
+                    m.content.push('\n');
+                    m.content.push_str(&line);
+                }
+                _ => self.messages.push(ChatMessage::user(line)),
+            }
+        }
+        self.steps.push(Step::Observation {
+            call_id: call_id.to_owned(),
+            tool: tool.to_owned(),
+            text,
+            is_error,
+        });
+    }
+
+    fn tool_spec(&self, name: &str) -> Option<ToolSpec> {
+        self.tools
+            .iter()
+            .chain(builtin_specs(self.config.ask_user).iter())
+            .find(|t| t.name == name)
+            .cloned()
+    }
+
+    fn valid_names(&self) -> String {
+        let mut names: Vec<String> = self.tools.iter().map(|t| t.name.clone()).collect();
+        names.extend(
+            builtin_specs(self.config.ask_user)
+                .into_iter()
+                .map(|t| t.name),
+        );
+        names.join(", ")
+    }
+
+    /// A bare string argument (from `Action Input: text`) goes to the tool's only parameter.
+    fn fit_arguments(spec: &ToolSpec, args: Value) -> Value {
+        if let Value::String(s) = &args
+            && let Some(props) = spec.parameters.get("properties").and_then(Value::as_object)
+            && props.len() == 1
+        {
+            let key = props.keys().next().cloned().unwrap_or_default();
+            return json!({ key: s });
+        }
+        args
+    }
+
+    /// Feeds the model's answer: records it verbatim, then decides the phase.
+    pub fn on_model(&mut self, resp: ChatResponse) {
+        self.iteration += 1;
+        self.usage.prompt_tokens += resp.usage.prompt_tokens;
+        self.usage.completion_tokens += resp.usage.completion_tokens;
+        let mut message = resp.message;
+        message.role = ChatRole::Assistant;
+        let mut calls = message.tool_calls.clone();
+        let mut thought = message.content.trim().to_owned();
+        let mut final_answer = None;
+        if calls.is_empty() && !self.config.native_tools {
+            let parsed = parse_model_text(&message.content);
+            thought = parsed.thought;
+            final_answer = parsed.final_answer;
+            calls = parsed
+                .calls
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| ToolCall {
+                    id: format!("call_{}_{i}", self.iteration),
+                    name: c.name,
+                    arguments: c.arguments,
+                })
+                .collect();
+        }
+        self.messages.push(message.clone());
+        if calls.is_empty() {
+            let answer = final_answer.unwrap_or_else(|| message.content.trim().to_owned());
+            self.steps.push(Step::Answer {
+                text: answer.clone(),
+            });
+            self.finish(Outcome::Answered { answer });
+            return;
+        }
+        if !thought.is_empty() {
+            self.steps.push(Step::Thought { text: thought });
+        }
+        let mut valid = Vec::new();
+        for mut call in calls {
+            self.steps.push(Step::ToolCall { call: call.clone() });
+            let Some(spec) = self.tool_spec(&call.name) else {
+                let msg = format!(
+                    "Error: there is no tool named `{}`. Valid tools: {}.",
+                    call.name,
+                    self.valid_names()
+                );
+                self.observe(&call.id, &call.name, msg, true);
+                continue;
+            };
+            call.arguments = Self::fit_arguments(&spec, call.arguments);
+            if let Err(reason) = schema::validate(&spec.parameters, &call.arguments) {
+                let msg = format!(
+                    "Error: invalid arguments for `{}`: {reason}. Expected arguments (JSON Schema): {}",
+                    call.name, spec.parameters
+                );
+                self.observe(&call.id, &call.name, msg, true);
+                continue;
+            }
+            match call.name.as_str() {
+                FINISH => {
+                    let answer = call.arguments["answer"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    self.steps.push(Step::Answer {
+                        text: answer.clone(),
+                    });
+                    self.finish(Outcome::Answered { answer });
+                    return;
+                }
+                ASK_USER => {
+                    let question = call.arguments["question"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    self.finish(Outcome::NeedsInput { question });
+                    return;
+                }
+                _ => valid.push(call),
+            }
+        }
+        self.phase = if valid.is_empty() {
+            Phase::CallModel
+        } else {
+            Phase::CallTools { calls: valid }
+        };
+    }
+
+    /// Feeds tool results (in call order) as observations; the model is asked next.
+    pub fn on_tools(&mut self, results: Vec<ToolResult>) {
+        for r in results {
+            match r.output {
+                Ok(out) => self.observe(&r.call_id, &r.name, out.text, false),
+                Err(e) => self.observe(&r.call_id, &r.name, format!("Error: {e}"), true),
+            }
+        }
+        self.phase = Phase::CallModel;
+    }
+}
