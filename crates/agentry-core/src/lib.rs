@@ -7,7 +7,11 @@
 //! - [`tools`]: the typed `Tool` trait, its object-safe twin, the `ToolRegistry`.
 //! - [`react`]: the ReAct loop as a serializable state machine that performs no I/O.
 //! - [`run`]: the driver that performs the loop's I/O and checkpoints it.
+//! - [`agent`]: `AgentConfig` (TOML/YAML), `AgentFactory`, `Agent`.
+//! - [`a2a`]: agents served over A2A, remote A2A agents used as local ones, agents as tools.
 
+pub mod a2a;
+pub mod agent;
 pub mod llm;
 pub mod parse;
 pub mod react;

@@ -68,6 +68,11 @@ impl RequestContext {
         *self.cancel.borrow()
     }
 
+    /// A receiver that turns `true` when the task is canceled (to hand to other loops).
+    pub fn cancel_signal(&self) -> watch::Receiver<bool> {
+        self.cancel.clone()
+    }
+
     /// Resolves when the task is canceled.
     pub async fn canceled(&self) {
         let mut rx = self.cancel.clone();

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::*;
 
 /// Where and how to reach the server.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OpenAiConfig {
     /// e.g. `http://127.0.0.1:8000/v1`

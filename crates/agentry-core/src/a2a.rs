@@ -1,0 +1,357 @@
+//! Agents over A2A, both ways: any [`Agent`] served as an A2A executor, any remote A2A agent
+//! used like a local one ([`RemoteAgent`]), and any agent, local or remote, as a tool of another
+//! ([`AgentTool`]).
+
+use std::sync::Arc;
+
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+use agentry_a2a::server::{self, AgentExecutor, EventSink, RequestContext};
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, AgentError};
+use crate::llm::{BoxFuture, ToolSpec};
+use crate::react::{Outcome, ReactState, Step};
+use crate::run::{Checkpoints, NoHooks, RunHooks};
+use crate::tools::{DynTool, ToolError, ToolOutput};
+
+/// An [`Agent`] as an A2A executor: steps stream as `working` updates (a text line and the
+/// step as a data part), the answer is an `answer` artifact and the final message,
+/// `ask_user` becomes `input-required`, a cancel stops the loop at the next step, and each
+/// contextId has its own conversation memory. The loop is checkpointed under the task id after
+/// every step; a turn that finds an unfinished checkpoint resumes it.
+#[derive(Clone)]
+pub struct ServedAgent(pub Arc<Agent>);
+
+struct A2aHooks<'a> {
+    events: &'a EventSink,
+    checkpoints: &'a dyn Checkpoints,
+    run_id: &'a str,
+}
+
+/// One line for people.
+pub fn describe_step(step: &Step) -> String {
+    match step {
+        Step::Thought { text } => format!("thought: {text}"),
+        Step::ToolCall { call } => format!("calling {}({})", call.name, call.arguments),
+        Step::Observation {
+            tool,
+            text,
+            is_error,
+            ..
+        } => {
+            let head: String = text.chars().take(200).collect();
+            if *is_error {
+                format!("{tool} failed: {head}")
+            } else {
+                format!("{tool} returned: {head}")
+            }
+        }
+        Step::Answer { text } => format!("answer: {text}"),
+    }
+}
+
+impl RunHooks for A2aHooks<'_> {
+    fn on_steps<'a>(&'a self, steps: &'a [Step]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            for step in steps {
+                if matches!(step, Step::Answer { .. }) {
+                    continue; // The answer comes as an artifact.
+                }
+                let data = serde_json::to_value(step)
+                    .ok()
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
+                let msg = self
+                    .events
+                    .agent_message(vec![Part::text(describe_step(step)), Part::data(data)]);
+                let _ = self.events.working(Some(msg)).await;
+            }
+        })
+    }
+
+    fn checkpoint<'a>(&'a self, state: &'a ReactState) -> BoxFuture<'a, ()> {
+        self.checkpoints.save(self.run_id, state)
+    }
+}
+
+impl AgentExecutor for ServedAgent {
+    async fn execute(
+        &self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> Result<(), server::AgentError> {
+        let agent = &self.0;
+        let query = ctx.message.text_content();
+        events.working(None).await?;
+        let checkpoints = agent.checkpoints.clone();
+        let mut state = match checkpoints.load(&ctx.task_id).await {
+            Some(s) if !s.is_done() => s,
+            _ => agent.start(&query, Some(&ctx.context_id)),
+        };
+        let hooks = A2aHooks {
+            events: &events,
+            checkpoints: checkpoints.as_ref(),
+            run_id: &ctx.task_id,
+        };
+        let result = agent
+            .drive(
+                &mut state,
+                Some(&ctx.context_id),
+                &hooks,
+                Some(ctx.cancel_signal()),
+            )
+            .await;
+        checkpoints.remove(&ctx.task_id).await;
+        match result.outcome {
+            Outcome::Answered { answer } => {
+                let steps = serde_json::to_value(&result.steps).unwrap_or(Value::Null);
+                let mut data = serde_json::Map::new();
+                data.insert("steps".into(), steps);
+                let artifact = Artifact::new(
+                    Some("answer"),
+                    vec![Part::text(answer.clone()), Part::data(data)],
+                );
+                events.artifact(artifact, false, true).await?;
+                events.complete(Some(events.agent_text(answer))).await
+            }
+            Outcome::NeedsInput { question } => {
+                events
+                    .input_required(Some(events.agent_text(question)))
+                    .await
+            }
+            Outcome::Canceled => Ok(()),
+            Outcome::MaxIterations => Err(server::AgentError::failed(format!(
+                "stopped after {} model calls without an answer (max_iterations)",
+                state.iteration
+            ))),
+            Outcome::TokenBudget => Err(server::AgentError::failed(format!(
+                "stopped after {} tokens without an answer (token_budget)",
+                state.usage.total()
+            ))),
+            Outcome::Stopped => Err(server::AgentError::failed(
+                "stopped by the agent's should_continue policy",
+            )),
+            Outcome::Failed { error } => Err(server::AgentError::failed(error)),
+        }
+    }
+}
+
+/// An agent's answer, local or remote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    /// The agent asked a question instead of answering.
+    pub needs_input: bool,
+    pub context_id: Option<String>,
+}
+
+/// The interface local and remote agents share.
+pub trait AgentHandle: Send + Sync + 'static {
+    fn name(&self) -> String;
+    fn description(&self) -> String;
+    fn ask<'a>(
+        &'a self,
+        text: &'a str,
+        context_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Reply, AgentError>>;
+}
+
+impl AgentHandle for Agent {
+    fn name(&self) -> String {
+        self.config.name.clone()
+    }
+    fn description(&self) -> String {
+        self.config.description.clone()
+    }
+    fn ask<'a>(
+        &'a self,
+        text: &'a str,
+        context_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Reply, AgentError>> {
+        Box::pin(async move {
+            let r = self.run(text, context_id, &NoHooks, None).await;
+            match r.outcome {
+                Outcome::Answered { answer } => Ok(Reply {
+                    text: answer,
+                    needs_input: false,
+                    context_id: context_id.map(str::to_owned),
+                }),
+                Outcome::NeedsInput { question } => Ok(Reply {
+                    text: question,
+                    needs_input: true,
+                    context_id: context_id.map(str::to_owned),
+                }),
+                other => Err(AgentError::Other(format!(
+                    "agent {} ended without an answer: {other:?}",
+                    self.config.name
+                ))),
+            }
+        })
+    }
+}
+
+/// A remote A2A agent with the same interface as a local one.
+pub struct RemoteAgent {
+    client: A2aClient,
+    name: String,
+    description: String,
+}
+
+impl RemoteAgent {
+    /// Discovers the agent at `url` from its card.
+    pub async fn connect(url: &str, cfg: ClientConfig) -> Result<Self, AgentError> {
+        let client = A2aClient::discover(url, cfg)
+            .await
+            .map_err(|e| AgentError::Other(e.to_string()))?;
+        let card = client
+            .card()
+            .cloned()
+            .ok_or_else(|| AgentError::Other("no card".into()))?;
+        Ok(RemoteAgent {
+            client,
+            name: card.name,
+            description: card.description,
+        })
+    }
+
+    pub fn client(&self) -> &A2aClient {
+        &self.client
+    }
+}
+
+/// The text an answer carries: artifacts first, else the final status message.
+pub fn task_text(task: &Task) -> String {
+    let arts: Vec<String> = task
+        .artifacts
+        .iter()
+        .map(|a| join_text(&a.parts))
+        .filter(|t| !t.is_empty())
+        .collect();
+    if !arts.is_empty() {
+        return arts.join("\n");
+    }
+    task.status
+        .message
+        .as_ref()
+        .map(Message::text_content)
+        .unwrap_or_default()
+}
+
+impl AgentHandle for RemoteAgent {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn description(&self) -> String {
+        self.description.clone()
+    }
+    fn ask<'a>(
+        &'a self,
+        text: &'a str,
+        context_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Reply, AgentError>> {
+        Box::pin(async move {
+            let mut m = Message::text(Role::User, text);
+            m.context_id = context_id.map(str::to_owned);
+            let r = self
+                .client
+                .send_message(MessageSendParams::new(m))
+                .await
+                .map_err(|e| AgentError::Other(format!("remote agent {}: {e}", self.name)))?;
+            match r {
+                SendMessageResult::Message(m) => Ok(Reply {
+                    text: m.text_content(),
+                    needs_input: false,
+                    context_id: m.context_id,
+                }),
+                SendMessageResult::Task(t) => match t.state() {
+                    TaskState::Completed => Ok(Reply {
+                        text: task_text(&t),
+                        needs_input: false,
+                        context_id: Some(t.context_id),
+                    }),
+                    TaskState::InputRequired | TaskState::AuthRequired => Ok(Reply {
+                        text: t
+                            .status
+                            .message
+                            .as_ref()
+                            .map(Message::text_content)
+                            .unwrap_or_default(),
+                        needs_input: true,
+                        context_id: Some(t.context_id),
+                    }),
+                    s => Err(AgentError::Other(format!(
+                        "remote agent {} ended in {s}: {}",
+                        self.name,
+                        t.status
+                            .message
+                            .as_ref()
+                            .map(Message::text_content)
+                            .unwrap_or_default()
+                    ))),
+                },
+            }
+        })
+    }
+}
+
+/// Any agent as a tool `ask_<name>(request)`, so one agent can delegate to another.
+pub struct AgentTool {
+    handle: Arc<dyn AgentHandle>,
+}
+
+impl AgentTool {
+    pub fn new(handle: Arc<dyn AgentHandle>) -> Self {
+        AgentTool { handle }
+    }
+
+    fn tool_name(&self) -> String {
+        let n: String = self
+            .handle
+            .name()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("ask_{n}")
+    }
+}
+
+impl DynTool for AgentTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.tool_name(),
+            description: format!(
+                "Delegate to the {} agent: {}",
+                self.handle.name(),
+                self.handle.description()
+            ),
+            parameters: json!({"type": "object", "properties": {"request": {"type": "string", "description": "What to ask the agent"}}, "required": ["request"]}),
+        }
+    }
+
+    fn call_json(&self, args: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let request = args["request"].as_str().unwrap_or_default().to_owned();
+            let r = self
+                .handle
+                .ask(&request, None)
+                .await
+                .map_err(|e| ToolError::Failed {
+                    tool: self.tool_name(),
+                    reason: e.to_string(),
+                })?;
+            let text = if r.needs_input {
+                format!("The agent asks: {}", r.text)
+            } else {
+                r.text
+            };
+            Ok(ToolOutput::text(text))
+        })
+    }
+}

@@ -1,0 +1,446 @@
+//! Agents: a config ([`AgentConfig`]) made into an [`Agent`] by an [`AgentFactory`].
+//!
+//! Every agent is the same ReAct engine; an agent *type* only contributes a system prompt,
+//! tools and card skills ([`AgentKind`]). The `base` type takes its prompt from the config and its
+//! tools from the factory's catalog, filtered by the config's `tools` patterns.
+//!
+//! ```
+//! use agentry_core::agent::{AgentConfig, AgentFactory};
+//! let cfg: AgentConfig = toml::from_str(r#"
+//!     name = "helper"
+//!     description = "Answers questions"
+//!     system_prompt = "You are concise."
+//!     max_iterations = 4
+//!     [model]
+//!     provider = "scripted"
+//!     transcript = "helper.json"
+//! "#).unwrap();
+//! assert_eq!(cfg.agent_type, "base");
+//! assert!(AgentFactory::new().available_types().contains(&"base"));
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agentry_a2a::model::{AgentCard, AgentSkill, Artifact};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+
+use crate::llm::{ChatMessage, DynLlmProvider, OpenAiConfig, OpenAiProvider, ScriptedProvider};
+use crate::react::{Outcome, ReactConfig, ReactState, Step};
+use crate::run::{Checkpoints, MemoryCheckpoints, RunHooks, drive};
+use crate::tools::{DynTool, ToolFilter, ToolRegistry};
+
+/// Agent creation and configuration failures.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot read agent config {path}: {reason}")]
+    Config { path: String, reason: String },
+    #[error("unknown agent type `{0}`; available: {1}")]
+    UnknownType(String, String),
+    #[error("agent `{agent}`: {reason}")]
+    Invalid { agent: String, reason: String },
+    #[error("model: {0}")]
+    Model(#[from] crate::llm::LlmError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Which model an agent uses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "snake_case")]
+pub enum ModelConfig {
+    /// An OpenAI-compatible Chat Completions server.
+    Openai(OpenAiConfig),
+    /// A recorded transcript (tests, demos).
+    Scripted { transcript: PathBuf },
+}
+
+/// An MCP server an agent draws tools from (connected by the MCP layer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerConfig {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(flatten)]
+    pub options: Map<String, Value>,
+}
+
+/// Everything that defines an agent, loadable from TOML or YAML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    pub name: String,
+    #[serde(default = "default_type")]
+    pub agent_type: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// Tool name patterns (`*` wildcards) the agent may use; empty means all its type offers.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub deny_tools: Vec<String>,
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+    #[serde(default = "default_iterations")]
+    pub max_iterations: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
+    /// Example requests, shown in the agent card.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub model: ModelConfig,
+}
+
+fn default_type() -> String {
+    "base".into()
+}
+
+fn default_iterations() -> u32 {
+    10
+}
+
+impl AgentConfig {
+    /// Reads a `.toml`, `.yaml` or `.yml` file. Relative transcript paths resolve against the
+    /// file's folder.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, AgentError> {
+        let p = path.as_ref();
+        let err = |reason: String| AgentError::Config {
+            path: p.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(p).map_err(|e| err(e.to_string()))?;
+        let mut cfg: AgentConfig = parse_config(p, &text).map_err(err)?;
+        if let (ModelConfig::Scripted { transcript }, Some(dir)) = (&mut cfg.model, p.parent())
+            && transcript.is_relative()
+        {
+            *transcript = dir.join(&*transcript);
+        }
+        Ok(cfg)
+    }
+}
+
+/// Parses TOML or YAML by extension, with the failing field's path in errors.
+pub fn parse_config<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => serde_yaml::from_str(text).map_err(|e| e.to_string()),
+        _ => toml::from_str(text).map_err(|e| e.to_string()),
+    }
+}
+
+/// What an agent type contributes.
+#[derive(Clone)]
+pub struct AgentKind {
+    pub system_prompt: String,
+    pub tools: ToolRegistry,
+    pub skills: Vec<AgentSkill>,
+    /// Asked before each model call; `false` ends the run.
+    pub should_continue: Option<Arc<dyn Fn(&ReactState) -> bool + Send + Sync>>,
+}
+
+/// Builds an [`AgentKind`] from a config and the factory's tool catalog.
+pub type AgentBuilder =
+    Arc<dyn Fn(&AgentConfig, &ToolRegistry) -> Result<AgentKind, AgentError> + Send + Sync>;
+
+/// Makes agents from configs.
+#[derive(Clone)]
+pub struct AgentFactory {
+    types: BTreeMap<String, AgentBuilder>,
+    catalog: ToolRegistry,
+}
+
+impl Default for AgentFactory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const BASE_PROMPT: &str = "You are a helpful assistant. Use the tools when they help; answer \
+     with what the tools return rather than from memory, and say so when you do not know.";
+
+impl AgentFactory {
+    /// A factory with the `base` type and an empty tool catalog.
+    pub fn new() -> Self {
+        let mut f = AgentFactory {
+            types: BTreeMap::new(),
+            catalog: ToolRegistry::new(),
+        };
+        f.register_agent_type(
+            "base",
+            Arc::new(|cfg: &AgentConfig, catalog: &ToolRegistry| {
+                Ok(AgentKind {
+                    system_prompt: cfg
+                        .system_prompt
+                        .clone()
+                        .unwrap_or_else(|| BASE_PROMPT.into()),
+                    tools: catalog.clone(),
+                    skills: Vec::new(),
+                    should_continue: None,
+                })
+            }),
+        );
+        f
+    }
+
+    pub fn register_agent_type(&mut self, name: &str, builder: AgentBuilder) -> &mut Self {
+        self.types.insert(name.to_owned(), builder);
+        self
+    }
+
+    /// Adds a tool to the catalog that agent types draw from.
+    pub fn register_tool(&mut self, tool: impl DynTool) -> &mut Self {
+        self.catalog.add(tool);
+        self
+    }
+
+    pub fn register_tool_arc(&mut self, tool: Arc<dyn DynTool>) -> &mut Self {
+        self.catalog.add_arc(None, tool, None);
+        self
+    }
+
+    pub fn available_types(&self) -> Vec<&str> {
+        self.types.keys().map(String::as_str).collect()
+    }
+
+    /// Makes the model the config names.
+    pub fn model(cfg: &ModelConfig) -> Result<Arc<dyn DynLlmProvider>, AgentError> {
+        Ok(match cfg {
+            ModelConfig::Openai(c) => Arc::new(OpenAiProvider::new(c.clone())?),
+            ModelConfig::Scripted { transcript } => {
+                Arc::new(ScriptedProvider::from_file(transcript)?)
+            }
+        })
+    }
+
+    pub fn create_agent(&self, config: AgentConfig) -> Result<Agent, AgentError> {
+        let llm = Self::model(&config.model)?;
+        self.create_agent_with_model(config, llm)
+    }
+
+    /// As [`create_agent`](Self::create_agent), with a model made elsewhere.
+    pub fn create_agent_with_model(
+        &self,
+        config: AgentConfig,
+        llm: Arc<dyn DynLlmProvider>,
+    ) -> Result<Agent, AgentError> {
+        let builder = self.types.get(&config.agent_type).ok_or_else(|| {
+            AgentError::UnknownType(config.agent_type.clone(), self.available_types().join(", "))
+        })?;
+        if !config.mcp_servers.is_empty() {
+            return Err(AgentError::Invalid {
+                agent: config.name.clone(),
+                reason: "MCP servers in agent configs are not supported yet (the MCP layer \
+                         comes next); remove `mcp_servers` for now"
+                    .into(),
+            });
+        }
+        let kind = builder(&config, &self.catalog)?;
+        let filter = ToolFilter {
+            allow: config.tools.clone(),
+            deny: config.deny_tools.clone(),
+        };
+        let tools = kind.tools.clone().with_filter(filter);
+        for pattern in &config.tools {
+            if !pattern.contains('*') && tools.spec(pattern).is_none() {
+                return Err(AgentError::Invalid {
+                    agent: config.name.clone(),
+                    reason: format!(
+                        "tool `{pattern}` is not offered by type `{}`",
+                        config.agent_type
+                    ),
+                });
+            }
+        }
+        Ok(Agent {
+            config,
+            llm,
+            tools,
+            kind,
+            memory: Mutex::new(HashMap::new()),
+            checkpoints: Arc::new(MemoryCheckpoints::default()),
+        })
+    }
+}
+
+/// The result of a run, with everything a caller may want.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    pub query: String,
+    pub steps: Vec<Step>,
+    pub final_answer: Option<String>,
+    pub outcome: Outcome,
+    pub artifacts: Vec<Artifact>,
+    /// Data shared with other steps of a workflow.
+    pub context: Map<String, Value>,
+}
+
+/// Messages of a conversation kept per contextId.
+const MEMORY_MESSAGES: usize = 40;
+
+/// A specialized agent: one ReAct engine with a prompt, tools and a model.
+pub struct Agent {
+    pub config: AgentConfig,
+    llm: Arc<dyn DynLlmProvider>,
+    tools: ToolRegistry,
+    kind: AgentKind,
+    memory: Mutex<HashMap<String, Vec<ChatMessage>>>,
+    pub(crate) checkpoints: Arc<dyn Checkpoints>,
+}
+
+impl Agent {
+    /// Where run checkpoints go (in memory by default).
+    pub fn with_checkpoints(mut self, c: Arc<dyn Checkpoints>) -> Self {
+        self.checkpoints = c;
+        self
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    pub fn react_config(&self) -> ReactConfig {
+        ReactConfig {
+            max_iterations: self.config.max_iterations,
+            token_budget: self.config.token_budget,
+            native_tools: self.llm.capabilities().native_tools,
+            ..ReactConfig::default()
+        }
+    }
+
+    /// The agent card, derived from the config.
+    pub fn card(&self, url: &str) -> AgentCard {
+        let mut card = AgentCard::new(&self.config.name, &self.config.description, url);
+        card.capabilities.streaming = Some(true);
+        card.capabilities.push_notifications = Some(true);
+        card.default_output_modes = vec!["text/plain".into(), "application/json".into()];
+        card.skills = if self.kind.skills.is_empty() {
+            vec![AgentSkill {
+                id: self.config.name.clone(),
+                name: self.config.name.clone(),
+                description: if self.config.description.is_empty() {
+                    format!("The {} agent", self.config.name)
+                } else {
+                    self.config.description.clone()
+                },
+                tags: if self.config.tags.is_empty() {
+                    vec![self.config.agent_type.clone()]
+                } else {
+                    self.config.tags.clone()
+                },
+                examples: self.config.examples.clone(),
+                input_modes: None,
+                output_modes: None,
+                security: Vec::new(),
+            }]
+        } else {
+            self.kind.skills.clone()
+        };
+        card
+    }
+
+    /// A fresh run state for `query` in `context_id`'s conversation.
+    pub fn start(&self, query: &str, context_id: Option<&str>) -> ReactState {
+        let history = context_id
+            .and_then(|c| self.memory().get(c).cloned())
+            .unwrap_or_default();
+        ReactState::new(
+            self.react_config(),
+            &self.kind.system_prompt,
+            self.tools.specs(),
+            history,
+            query,
+        )
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<ChatMessage>>> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drives `state` to its end, then remembers the exchange in the context's conversation.
+    pub async fn drive(
+        &self,
+        state: &mut ReactState,
+        context_id: Option<&str>,
+        hooks: &dyn RunHooks,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> AgentState {
+        let guard = ShouldContinue {
+            inner: hooks,
+            extra: self.kind.should_continue.clone(),
+        };
+        let outcome = drive(state, self.llm.as_ref(), &self.tools, &guard, cancel).await;
+        let query = state
+            .messages
+            .iter()
+            .rev()
+            .find(|m| {
+                m.role == crate::llm::ChatRole::User && !m.content.starts_with("Observation from ")
+            })
+            .map(|m| m.content.clone())
+            .unwrap_or_default();
+        let reply = match &outcome {
+            Outcome::Answered { answer } => Some(answer.clone()),
+            Outcome::NeedsInput { question } => Some(question.clone()),
+            _ => None,
+        };
+        if let (Some(c), Some(reply)) = (context_id, &reply) {
+            let mut mem = self.memory();
+            let conv = mem.entry(c.to_owned()).or_default();
+            conv.push(ChatMessage::user(query.clone()));
+            conv.push(ChatMessage::assistant(reply.clone()));
+            if conv.len() > MEMORY_MESSAGES {
+                let cut = conv.len() - MEMORY_MESSAGES;
+                conv.drain(..cut);
+            }
+        }
+        AgentState {
+            query,
+            steps: state.steps.clone(),
+            final_answer: state.answer().map(str::to_owned),
+            outcome,
+            artifacts: Vec::new(),
+            context: Map::new(),
+        }
+    }
+
+    /// Runs `query` to its end.
+    pub async fn run(
+        &self,
+        query: &str,
+        context_id: Option<&str>,
+        hooks: &dyn RunHooks,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> AgentState {
+        let mut state = self.start(query, context_id);
+        self.drive(&mut state, context_id, hooks, cancel).await
+    }
+}
+
+/// Combines the caller's hooks with the agent type's `should_continue`.
+struct ShouldContinue<'a> {
+    inner: &'a dyn RunHooks,
+    extra: Option<Arc<dyn Fn(&ReactState) -> bool + Send + Sync>>,
+}
+
+impl RunHooks for ShouldContinue<'_> {
+    fn should_continue(&self, state: &ReactState) -> bool {
+        self.inner.should_continue(state) && self.extra.as_ref().is_none_or(|f| f(state))
+    }
+    fn on_steps<'a>(&'a self, steps: &'a [Step]) -> crate::llm::BoxFuture<'a, ()> {
+        self.inner.on_steps(steps)
+    }
+    fn checkpoint<'a>(&'a self, state: &'a ReactState) -> crate::llm::BoxFuture<'a, ()> {
+        self.inner.checkpoint(state)
+    }
+}

@@ -1,0 +1,426 @@
+//! Agents from configs, served over A2A, called as remote agents and as tools.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+use agentry_a2a::server::{A2aServer, AgentService};
+use agentry_a2a::store::MemoryStore;
+use agentry_core::a2a::{AgentHandle, AgentTool, RemoteAgent, ServedAgent};
+use agentry_core::agent::{Agent, AgentConfig, AgentFactory, ModelConfig};
+use agentry_core::llm::*;
+use agentry_core::tools::{FnTool, ToolOutput};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// Replays responses and keeps every request it saw.
+struct Spy {
+    inner: ScriptedProvider,
+    seen: Mutex<Vec<ChatRequest>>,
+}
+
+impl LlmProvider for Spy {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_tools: true,
+            ..Default::default()
+        }
+    }
+    async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.seen.lock().unwrap().push(req.clone());
+        self.inner.chat(req).await
+    }
+}
+
+fn spy(responses: Vec<ChatResponse>) -> Arc<Spy> {
+    Arc::new(Spy {
+        inner: ScriptedProvider::new(Transcript::of(
+            Capabilities {
+                native_tools: true,
+                ..Default::default()
+            },
+            responses,
+        )),
+        seen: Mutex::new(Vec::new()),
+    })
+}
+
+fn calls(calls: Vec<(&str, &str, Value)>) -> ChatResponse {
+    ChatResponse {
+        message: ChatMessage {
+            role: ChatRole::Assistant,
+            content: String::new(),
+            tool_calls: calls
+                .into_iter()
+                .map(|(id, n, a)| ToolCall {
+                    id: id.into(),
+                    name: n.into(),
+                    arguments: a,
+                })
+                .collect(),
+            tool_call_id: None,
+        },
+        usage: Usage::default(),
+        finish_reason: FinishReason::ToolCalls,
+    }
+}
+
+fn text(t: &str) -> ChatResponse {
+    ChatResponse {
+        message: ChatMessage::assistant(t),
+        usage: Usage::default(),
+        finish_reason: FinishReason::Stop,
+    }
+}
+
+fn config(name: &str) -> AgentConfig {
+    toml::from_str(&format!(
+        r#"
+        name = "{name}"
+        description = "Knows the plays"
+        system_prompt = "You answer questions about plays."
+        examples = ["Who is Hamlet?"]
+        [model]
+        provider = "scripted"
+        transcript = "unused.json"
+        "#
+    ))
+    .unwrap()
+}
+
+fn factory() -> AgentFactory {
+    let mut f = AgentFactory::new();
+    f.register_tool(FnTool::new(
+        "lookup",
+        "Looks a character up.",
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        |args| async move {
+            Ok(ToolOutput::text(format!(
+                "{} is the Prince of Denmark.",
+                args["name"].as_str().unwrap_or("?")
+            )))
+        },
+    ));
+    f.register_tool(FnTool::new(
+        "slow",
+        "Takes long.",
+        json!({"type": "object", "properties": {}}),
+        |_| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(ToolOutput::text("late"))
+        },
+    ));
+    f
+}
+
+async fn serve(agent: Agent) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let card = agent.card(&url);
+    let svc = AgentService::new(
+        card,
+        ServedAgent(Arc::new(agent)),
+        Arc::new(MemoryStore::default()),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(A2aServer::new().agent("/", svc).serve(l, async {
+        let _ = rx.await;
+    }));
+    (url, tx)
+}
+
+#[test]
+fn configs_load_from_toml_and_yaml_and_bad_ones_are_clear() {
+    let dir = std::env::temp_dir().join(format!("agentry-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.yaml"), "name: y\ndescription: d\ntools: [lookup]\nmodel:\n  provider: scripted\n  transcript: t.json\n").unwrap();
+    let y = AgentConfig::from_file(dir.join("a.yaml")).unwrap();
+    assert_eq!(y.tools, ["lookup"]);
+    assert_eq!(
+        y.model,
+        ModelConfig::Scripted {
+            transcript: dir.join("t.json")
+        }
+    );
+    std::fs::write(dir.join("b.toml"), "name = 3\n").unwrap();
+    let e = AgentConfig::from_file(dir.join("b.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("b.toml") && e.contains("name"), "{e}");
+
+    let f = factory();
+    let mut c = config("x");
+    c.agent_type = "nope".into();
+    let e = f
+        .create_agent_with_model(c, spy(vec![]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("unknown agent type `nope`") && e.contains("base"),
+        "{e}"
+    );
+    let mut c = config("x");
+    c.tools = vec!["missing_tool".into()];
+    let e = f
+        .create_agent_with_model(c, spy(vec![]))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("missing_tool"), "{e}");
+}
+
+#[test]
+fn specializations_add_only_tools_prompt_and_card() {
+    let mut f = factory();
+    f.register_agent_type(
+        "shakespeare",
+        Arc::new(
+            |cfg: &AgentConfig, catalog: &agentry_core::tools::ToolRegistry| {
+                let mut tools = agentry_core::tools::ToolRegistry::new();
+                tools.merge(None, catalog);
+                Ok(agentry_core::agent::AgentKind {
+                    system_prompt: format!("You are {}, a Shakespeare expert.", cfg.name),
+                    tools,
+                    skills: vec![AgentSkill {
+                        id: "plays".into(),
+                        name: "Plays".into(),
+                        description: "Answers about the plays".into(),
+                        tags: vec!["shakespeare".into()],
+                        examples: vec!["Who is Hamlet?".into()],
+                        input_modes: None,
+                        output_modes: None,
+                        security: Vec::new(),
+                    }],
+                    should_continue: None,
+                })
+            },
+        ),
+    );
+    assert_eq!(f.available_types(), ["base", "shakespeare"]);
+    let mut c = config("bard");
+    c.agent_type = "shakespeare".into();
+    c.tools = vec!["lookup".into()];
+    let a = f.create_agent_with_model(c, spy(vec![])).unwrap();
+    assert_eq!(
+        a.tools().names(),
+        ["lookup"],
+        "the config's filter narrows the type's tools"
+    );
+    let card = a.card("http://x/");
+    assert_eq!(card.skills[0].id, "plays");
+    assert!(
+        a.start("q", None).messages[0]
+            .content
+            .starts_with("You are bard")
+    );
+}
+
+#[tokio::test]
+async fn served_agent_streams_steps_and_answers_with_an_artifact() {
+    let llm = spy(vec![
+        calls(vec![("c1", "lookup", json!({"name": "Hamlet"}))]),
+        calls(vec![(
+            "c2",
+            "finish",
+            json!({"answer": "Hamlet is the Prince of Denmark."}),
+        )]),
+    ]);
+    let agent = factory()
+        .create_agent_with_model(config("kb"), llm)
+        .unwrap();
+    let (url, _stop) = serve(agent).await;
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.card().unwrap().skills[0].examples,
+        ["Who is Hamlet?"]
+    );
+    let events: Vec<StreamEvent> = client
+        .stream_message(MessageSendParams::new(Message::text(
+            Role::User,
+            "Who is Hamlet?",
+        )))
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let working: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::StatusUpdate(s) if s.status.state == TaskState::Working => {
+                s.status.message.as_ref().map(|m| {
+                    assert!(
+                        m.parts.iter().any(|p| matches!(p, Part::Data(_))),
+                        "each step carries a data part"
+                    );
+                    m.text_content()
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(working[0], "calling lookup({\"name\":\"Hamlet\"})");
+    assert!(
+        working[1].starts_with("lookup returned: Hamlet is the Prince"),
+        "{working:?}"
+    );
+    let art = events.iter().find_map(|e| match e {
+        StreamEvent::ArtifactUpdate(a) => Some(a.artifact.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        join_text(&art.unwrap().parts),
+        "Hamlet is the Prince of Denmark."
+    );
+    assert!(
+        matches!(events.last(), Some(StreamEvent::StatusUpdate(s)) if s.status.state == TaskState::Completed)
+    );
+}
+
+#[tokio::test]
+async fn ask_user_becomes_input_required_and_memory_is_per_context() {
+    let llm = spy(vec![
+        calls(vec![("c1", "ask_user", json!({"question": "Which play?"}))]),
+        text("Then Hamlet."),
+        text("Hello, stranger."),
+    ]);
+    let agent = factory()
+        .create_agent_with_model(config("kb"), llm.clone())
+        .unwrap();
+    let (url, _stop) = serve(agent).await;
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let SendMessageResult::Task(t) = client
+        .send_message(MessageSendParams::new(Message::text(
+            Role::User,
+            "Tell me about a prince",
+        )))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(t.state(), TaskState::InputRequired);
+    assert_eq!(
+        t.status.message.as_ref().unwrap().text_content(),
+        "Which play?"
+    );
+    let next = Message::text(Role::User, "The Danish one").in_task(&t.id, &t.context_id);
+    let SendMessageResult::Task(t2) = client
+        .send_message(MessageSendParams::new(next))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(t2.state(), TaskState::Completed);
+    // A new context does not see the first conversation.
+    let SendMessageResult::Task(_) = client
+        .send_message(MessageSendParams::new(Message::text(Role::User, "hi")))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    let seen = llm.seen.lock().unwrap();
+    let contents = |r: &ChatRequest| {
+        r.messages
+            .iter()
+            .map(|m| m.content.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        &contents(&seen[1])[1..],
+        ["Tell me about a prince", "Which play?", "The Danish one"]
+    );
+    assert_eq!(&contents(&seen[2])[1..], ["hi"], "contexts are isolated");
+}
+
+#[tokio::test]
+async fn cancel_stops_the_loop() {
+    let llm = spy(vec![calls(vec![("c1", "slow", json!({}))]), text("never")]);
+    let agent = factory()
+        .create_agent_with_model(config("kb"), llm.clone())
+        .unwrap();
+    let (url, _stop) = serve(agent).await;
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let mut p = MessageSendParams::new(Message::text(Role::User, "go slow"));
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(t) = client.send_message(p).await.unwrap() else {
+        panic!()
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        client.cancel_task(&t.id).await.unwrap().state(),
+        TaskState::Canceled
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        llm.seen.lock().unwrap().len(),
+        1,
+        "no model call after the cancel"
+    );
+    assert_eq!(
+        client.get_task(&t.id, None).await.unwrap().state(),
+        TaskState::Canceled
+    );
+}
+
+#[tokio::test]
+async fn a_remote_agent_is_used_like_a_local_one_and_as_a_tool() {
+    let expert_llm = spy(vec![
+        text("Hamlet is the Prince of Denmark."),
+        text("Ophelia loves Hamlet."),
+    ]);
+    let expert = factory()
+        .create_agent_with_model(config("expert"), expert_llm)
+        .unwrap();
+    let (url, _stop) = serve(expert).await;
+    let remote = Arc::new(
+        RemoteAgent::connect(&url, ClientConfig::default())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(remote.name(), "expert");
+    let r = remote.ask("Who is Hamlet?", None).await.unwrap();
+    assert_eq!(r.text, "Hamlet is the Prince of Denmark.");
+
+    // An orchestrating agent delegates to it through the agent-as-tool wrapper.
+    let mut f = AgentFactory::new();
+    f.register_tool(AgentTool::new(remote));
+    let boss_llm = spy(vec![
+        calls(vec![(
+            "c1",
+            "ask_expert",
+            json!({"request": "Who is Ophelia?"}),
+        )]),
+        calls(vec![(
+            "c2",
+            "finish",
+            json!({"answer": "The expert says: Ophelia loves Hamlet."}),
+        )]),
+    ]);
+    let boss = f
+        .create_agent_with_model(config("boss"), boss_llm.clone())
+        .unwrap();
+    let r = boss
+        .ask("Ask the expert about Ophelia", None)
+        .await
+        .unwrap();
+    assert_eq!(r.text, "The expert says: Ophelia loves Hamlet.");
+    let seen = boss_llm.seen.lock().unwrap();
+    assert!(
+        seen[1]
+            .messages
+            .iter()
+            .any(|m| m.role == ChatRole::Tool && m.content == "Ophelia loves Hamlet.")
+    );
+}
