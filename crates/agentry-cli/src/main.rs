@@ -1,5 +1,6 @@
 //! `agentry`: serve agents over A2A and call any A2A agent from the shell.
 
+mod configured;
 mod output;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
@@ -38,6 +39,11 @@ enum Command {
     /// Call an A2A agent.
     #[command(subcommand)]
     A2a(A2aCommand),
+    /// Chat with an agent defined in a config file (TOML or YAML), showing its tool calls.
+    Chat {
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -58,6 +64,9 @@ enum StoreKind {
 
 #[derive(Args)]
 struct ServeArgs {
+    /// Serve the agents of this file (agentry.toml) instead of a built-in agent.
+    #[arg(long)]
+    config: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "echo")]
     agent: AgentName,
     #[arg(long, default_value_t = 8080)]
@@ -179,8 +188,15 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => match &args.config {
+                Some(path) => {
+                    let port = (args.port != 8080).then_some(args.port);
+                    configured::serve(path, port, shutdown_signal()).await
+                }
+                None => serve(args).await,
+            },
             Command::A2a(cmd) => a2a(cmd).await,
+            Command::Chat { config } => configured::chat(&config).await,
         }
     });
     match result {
@@ -211,7 +227,7 @@ fn hint(e: &A2aError) -> Option<&'static str> {
     }
 }
 
-fn data_dir() -> PathBuf {
+pub(crate) fn data_dir() -> PathBuf {
     if let Some(h) = std::env::var_os("AGENTRY_HOME") {
         return PathBuf::from(h);
     }

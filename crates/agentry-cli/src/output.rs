@@ -10,9 +10,12 @@ fn json<T: Serialize>(v: &T) {
     );
 }
 
+/// Text parts for people; data and files only when there is no text.
 fn parts_text(parts: &[Part]) -> String {
+    let has_text = parts.iter().any(|p| matches!(p, Part::Text(_)));
     parts
         .iter()
+        .filter(|p| !has_text || matches!(p, Part::Text(_)))
         .map(|p| match p {
             Part::Text(t) => t.text.clone(),
             Part::Data(d) => serde_json::to_string(&d.data).unwrap_or_default(),

@@ -131,3 +131,91 @@ fn errors_say_what_to_do() {
         String::from_utf8_lossy(&ok.stderr)
     );
 }
+
+fn examples() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents")
+}
+
+#[test]
+fn chat_with_a_configured_agent_shows_its_tool_calls() {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(["chat", "--config"])
+        .arg(examples().join("calculator.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is (2 + 3) * 4?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).trim(), "(2 + 3) * 4 = 20");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("calling calculate({\"expression\":\"(2 + 3) * 4\"})")
+            && err.contains("calculate returned: 20"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_config_serves_each_agent_at_its_path_with_an_index() {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("agentry.toml"))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let mut up = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(up);
+    let card = run(&["a2a", "card", &format!("{base}/calculator"), "--json"]);
+    let card: serde_json::Value = serde_json::from_slice(&card.stdout).unwrap();
+    assert_eq!(card["name"], "calculator");
+    assert_eq!(card["url"], format!("{base}/calculator"));
+    assert_eq!(card["skills"][0]["examples"][0], "What is (2 + 3) * 4?");
+    let sent = run(&[
+        "a2a",
+        "send",
+        &format!("{base}/calculator"),
+        "What is (2 + 3) * 4?",
+    ]);
+    assert!(
+        stdout(&sent).contains("(2 + 3) * 4 = 20"),
+        "{}",
+        stdout(&sent)
+    );
+    let echo = run(&["a2a", "send", &format!("{base}/echo-bot"), "hello"]);
+    assert!(stdout(&echo).contains("You said hello."));
+    // The index lists both agents.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /agents HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(
+        resp.contains("\"name\":\"calculator\"") && resp.contains("\"name\":\"echo-bot\""),
+        "{resp}"
+    );
+}

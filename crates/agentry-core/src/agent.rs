@@ -139,6 +139,9 @@ pub fn parse_config<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> 
     }
 }
 
+/// A policy asked before each model call; `false` ends the run.
+pub type ShouldContinueFn = Arc<dyn Fn(&ReactState) -> bool + Send + Sync>;
+
 /// What an agent type contributes.
 #[derive(Clone)]
 pub struct AgentKind {
@@ -146,7 +149,7 @@ pub struct AgentKind {
     pub tools: ToolRegistry,
     pub skills: Vec<AgentSkill>,
     /// Asked before each model call; `false` ends the run.
-    pub should_continue: Option<Arc<dyn Fn(&ReactState) -> bool + Send + Sync>>,
+    pub should_continue: Option<ShouldContinueFn>,
 }
 
 /// Builds an [`AgentKind`] from a config and the factory's tool catalog.
@@ -170,6 +173,14 @@ const BASE_PROMPT: &str = "You are a helpful assistant. Use the tools when they 
      with what the tools return rather than from memory, and say so when you do not know.";
 
 impl AgentFactory {
+    /// A factory with the `base` type and the general tools (`calculate`, `current_time`).
+    pub fn with_builtins() -> Self {
+        let mut f = Self::new();
+        f.register_tool(crate::builtin::Calculate);
+        f.register_tool(crate::builtin::CurrentTime);
+        f
+    }
+
     /// A factory with the `base` type and an empty tool catalog.
     pub fn new() -> Self {
         let mut f = AgentFactory {
@@ -430,7 +441,7 @@ impl Agent {
 /// Combines the caller's hooks with the agent type's `should_continue`.
 struct ShouldContinue<'a> {
     inner: &'a dyn RunHooks,
-    extra: Option<Arc<dyn Fn(&ReactState) -> bool + Send + Sync>>,
+    extra: Option<ShouldContinueFn>,
 }
 
 impl RunHooks for ShouldContinue<'_> {

@@ -12,6 +12,7 @@
 
 pub mod a2a;
 pub mod agent;
+pub mod builtin;
 pub mod llm;
 pub mod parse;
 pub mod react;

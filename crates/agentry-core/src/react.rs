@@ -1,6 +1,6 @@
 //! The ReAct loop as a serializable state machine that performs no I/O.
 //!
-//! [`ReactState::next`] says what to do (call the model, call tools, or finish); the driver
+//! [`ReactState::next_action`] says what to do (call the model, call tools, or finish); the driver
 //! ([`crate::run`]) does it and feeds the result back with [`ReactState::on_model`] or
 //! [`ReactState::on_tools`]. The state is plain data (serde), so a driver can checkpoint it after
 //! every step and resume after a crash, and the same loop runs in tests, streaming and servers.
@@ -221,14 +221,14 @@ impl ReactState {
     }
 
     /// What to do next. Checks the iteration and token budgets before each model call.
-    pub fn next(&mut self) -> Next {
+    pub fn next_action(&mut self) -> Next {
         match &self.phase {
             Phase::Done { outcome } => Next::Finish(outcome.clone()),
             Phase::CallTools { calls } => Next::CallTools(calls.clone()),
             Phase::CallModel => {
                 if self.iteration >= self.config.max_iterations {
                     self.finish(Outcome::MaxIterations);
-                    return self.next();
+                    return self.next_action();
                 }
                 if self
                     .config
@@ -236,7 +236,7 @@ impl ReactState {
                     .is_some_and(|b| self.usage.total() >= b)
                 {
                     self.finish(Outcome::TokenBudget);
-                    return self.next();
+                    return self.next_action();
                 }
                 let mut tools = Vec::new();
                 if self.config.native_tools {

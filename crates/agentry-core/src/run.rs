@@ -60,7 +60,7 @@ pub async fn drive(
             state.finish(Outcome::Canceled);
         }
         let seen = state.steps.len();
-        match state.next() {
+        match state.next_action() {
             Next::Finish(outcome) => {
                 hooks.checkpoint(state).await;
                 return outcome;

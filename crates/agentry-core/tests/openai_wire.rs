@@ -18,15 +18,28 @@ struct Seen {
 
 type Shared = Arc<Mutex<Seen>>;
 
-async fn completions(State(seen): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> axum::response::Response {
+async fn completions(
+    State(seen): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> axum::response::Response {
     let hit = {
         let mut s = seen.lock().unwrap();
         s.hits += 1;
         s.bodies.push(body.clone());
-        s.auth.push(headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned());
+        s.auth.push(
+            headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned(),
+        );
         s.hits
     };
-    let user = body["messages"].as_array().unwrap().last().unwrap()["content"].as_str().unwrap_or("").to_owned();
+    let user = body["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
     if user == "busy" && hit == 1 {
         return (axum::http::StatusCode::TOO_MANY_REQUESTS, "slow down").into_response();
     }
@@ -56,7 +69,9 @@ async fn completions(State(seen): State<Shared>, headers: HeaderMap, Json(body):
 
 async fn server() -> (String, Shared) {
     let seen: Shared = Default::default();
-    let app = Router::new().route("/v1/chat/completions", post(completions)).with_state(seen.clone());
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(seen.clone());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", l.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
@@ -71,7 +86,11 @@ fn request(user: &str) -> ChatRequest {
             ChatMessage {
                 role: ChatRole::Assistant,
                 content: String::new(),
-                tool_calls: vec![ToolCall { id: "call_0".into(), name: "lookup".into(), arguments: json!({"name": "x"}) }],
+                tool_calls: vec![ToolCall {
+                    id: "call_0".into(),
+                    name: "lookup".into(),
+                    arguments: json!({"name": "x"}),
+                }],
                 tool_call_id: None,
             },
             ChatMessage::tool("call_0", "x is nobody"),
@@ -106,14 +125,23 @@ async fn chat_sends_openai_wire_format_and_parses_tool_calls() {
     let r = p.chat(request("Who is Hamlet?")).await.unwrap();
     assert_eq!(r.finish_reason, FinishReason::ToolCalls);
     assert_eq!(r.message.tool_calls[0].arguments, json!({"name": "Hamlet"}));
-    assert_eq!(r.usage, Usage { prompt_tokens: 20, completion_tokens: 9 });
+    assert_eq!(
+        r.usage,
+        Usage {
+            prompt_tokens: 20,
+            completion_tokens: 9
+        }
+    );
     let s = seen.lock().unwrap();
     let body = &s.bodies[0];
     assert_eq!(s.auth[0], "Bearer sk-test");
     assert_eq!(body["model"], "test-model");
     assert_eq!(body["tools"][0]["type"], "function");
     assert_eq!(body["tools"][0]["function"]["name"], "lookup");
-    assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{\"name\":\"x\"}");
+    assert_eq!(
+        body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        "{\"name\":\"x\"}"
+    );
     assert_eq!(body["messages"][3]["tool_call_id"], "call_0");
     assert_eq!(body["messages"][3]["role"], "tool");
     assert_eq!(body["max_tokens"], 64);
@@ -123,10 +151,20 @@ async fn chat_sends_openai_wire_format_and_parses_tool_calls() {
 async fn streaming_yields_text_and_tool_call_deltas_then_the_whole_answer() {
     let (base, _) = server().await;
     let p = provider(&base);
-    let deltas: Vec<ChatDelta> = p.chat_stream(request("stream")).map(Result::unwrap).collect().await;
+    let deltas: Vec<ChatDelta> = p
+        .chat_stream(request("stream"))
+        .map(Result::unwrap)
+        .collect()
+        .await;
     assert_eq!(deltas[0], ChatDelta::Text("Let me ".into()));
-    assert!(deltas.iter().any(|d| matches!(d, ChatDelta::ToolCall { name: Some(n), .. } if n == "lookup")));
-    let Some(ChatDelta::Done(r)) = deltas.last() else { panic!("{deltas:?}") };
+    assert!(
+        deltas
+            .iter()
+            .any(|d| matches!(d, ChatDelta::ToolCall { name: Some(n), .. } if n == "lookup"))
+    );
+    let Some(ChatDelta::Done(r)) = deltas.last() else {
+        panic!("{deltas:?}")
+    };
     assert_eq!(r.message.content, "Let me check.");
     assert_eq!(r.message.tool_calls[0].id, "call_9");
     assert_eq!(r.message.tool_calls[0].arguments, json!({"name": "Hamlet"}));
@@ -140,7 +178,11 @@ async fn retries_on_429_and_reports_clear_errors() {
     assert!(p.chat(request("busy")).await.is_ok());
     assert_eq!(seen.lock().unwrap().hits, 2, "one retry after the 429");
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dead = OpenAiProvider::new(OpenAiConfig {
         base_url: format!("http://127.0.0.1:{port}/v1"),
         retries: 1,

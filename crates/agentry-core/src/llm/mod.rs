@@ -164,6 +164,7 @@ pub enum ChatDelta {
 
 /// What a provider can do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Capabilities {
     /// The API takes tool definitions and returns structured tool calls.
     pub native_tools: bool,
