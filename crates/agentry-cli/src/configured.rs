@@ -11,7 +11,7 @@ use agentry_core::a2a::{ServedAgent, describe_step};
 use agentry_core::agent::{AgentConfig, AgentFactory, parse_config};
 use agentry_core::llm::BoxFuture;
 use agentry_core::react::{Outcome, Step};
-use agentry_core::run::RunHooks;
+use agentry_core::run::{RunHooks, StoreCheckpoints};
 use serde::Deserialize;
 
 /// `agentry.toml`: the server and the agents it serves.
@@ -136,6 +136,8 @@ pub async fn serve(
             "card": format!("{}/.well-known/agent-card.json", url.trim_end_matches('/')),
         }));
         eprintln!("agentry: agent `{name}` at {url}");
+        // Runs are checkpointed beside their tasks, so an interrupted run can resume.
+        let agent = agent.with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
         server = server.agent(
             &p,
             AgentService::new(card, ServedAgent(Arc::new(agent)), store),

@@ -154,3 +154,37 @@ impl RunHooks for CheckpointHooks<'_> {
         self.store.save(self.run_id, state).boxed()
     }
 }
+
+/// Checkpoints in an A2A task store (the embedded SQLite store keeps them across restarts,
+/// beside the tasks they belong to).
+pub struct StoreCheckpoints(pub std::sync::Arc<dyn agentry_a2a::store::TaskStore>);
+
+impl Checkpoints for StoreCheckpoints {
+    fn save<'a>(&'a self, run_id: &'a str, state: &'a ReactState) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            match serde_json::to_string(state) {
+                Ok(json) => {
+                    if let Err(e) = self.0.put_checkpoint(run_id, &json).await {
+                        tracing::warn!(run = run_id, "checkpoint not saved: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(run = run_id, "checkpoint not serializable: {e}"),
+            }
+        })
+    }
+
+    fn load<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<ReactState>> {
+        Box::pin(async move {
+            let body = self.0.get_checkpoint(run_id).await.ok().flatten()?;
+            serde_json::from_str(&body)
+                .inspect_err(|e| tracing::warn!(run = run_id, "checkpoint unreadable: {e}"))
+                .ok()
+        })
+    }
+
+    fn remove<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let _ = self.0.delete_checkpoint(run_id).await;
+        })
+    }
+}

@@ -424,3 +424,143 @@ async fn a_remote_agent_is_used_like_a_local_one_and_as_a_tool() {
             .any(|m| m.role == ChatRole::Tool && m.content == "Ophelia loves Hamlet.")
     );
 }
+
+/// Hangs on the chosen call, as a process would that died there.
+struct HangOn {
+    inner: Arc<Spy>,
+    at: usize,
+    n: std::sync::atomic::AtomicUsize,
+}
+
+impl LlmProvider for HangOn {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            native_tools: true,
+            ..Default::default()
+        }
+    }
+    async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        if self.n.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == self.at {
+            std::future::pending::<()>().await;
+        }
+        self.inner.chat(req).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
+    use agentry_a2a::store::{SqliteStore, TaskStore};
+    use agentry_core::run::StoreCheckpoints;
+    let db = std::env::temp_dir().join(format!("agentry-resume-{}.db", agentry_a2a::new_id()));
+    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let factory = {
+        let mut f = AgentFactory::new();
+        let n = lookups.clone();
+        f.register_tool(FnTool::new(
+            "lookup",
+            "Looks up.",
+            json!({"type": "object", "properties": {}}),
+            move |_| {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { Ok(ToolOutput::text("found it")) }
+            },
+        ));
+        f
+    };
+    let script = vec![
+        calls(vec![("c1", "lookup", json!({}))]),
+        text("Done: found it."),
+    ];
+
+    // First server: the run looks up, then hangs on its second model call ("crashes").
+    let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let hang = HangOn {
+        inner: spy(script.clone()),
+        at: 2,
+        n: Default::default(),
+    };
+    let agent = factory
+        .create_agent_with_model(config("kb"), Arc::new(hang))
+        .unwrap()
+        .with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let svc = AgentService::new(
+        agent.card(&url),
+        ServedAgent(Arc::new(agent)),
+        store.clone(),
+    );
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc)
+            .serve(l, std::future::pending()),
+    );
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let mut p = MessageSendParams::new(Message::text(Role::User, "find it"));
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(t) = client.send_message(p).await.unwrap() else {
+        panic!()
+    };
+    for _ in 0..100 {
+        if store
+            .get_checkpoint(&t.id)
+            .await
+            .unwrap()
+            .is_some_and(|c| c.contains("found it"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(lookups.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // Second server on the same database: the next message to the task resumes the run from
+    // its checkpoint (the lookup is not repeated; only the remaining model call is made).
+    let store2: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let llm2 = spy(script[1..].to_vec());
+    let agent2 = factory
+        .create_agent_with_model(config("kb"), llm2.clone())
+        .unwrap()
+        .with_checkpoints(Arc::new(StoreCheckpoints(store2.clone())));
+    let l2 = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url2 = format!("http://{}/", l2.local_addr().unwrap());
+    let svc2 = AgentService::new(
+        agent2.card(&url2),
+        ServedAgent(Arc::new(agent2)),
+        store2.clone(),
+    );
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc2)
+            .serve(l2, std::future::pending()),
+    );
+    let client2 = A2aClient::discover(&url2, ClientConfig::default())
+        .await
+        .unwrap();
+    let again = Message::text(Role::User, "go on").in_task(&t.id, &t.context_id);
+    let SendMessageResult::Task(done) = client2
+        .send_message(MessageSendParams::new(again))
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(done.state(), TaskState::Completed);
+    assert_eq!(agentry_core::a2a::task_text(&done), "Done: found it.");
+    assert_eq!(
+        lookups.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the finished step was not re-run"
+    );
+    assert_eq!(llm2.seen.lock().unwrap().len(), 1);
+    assert_eq!(
+        store2.get_checkpoint(&t.id).await.unwrap(),
+        None,
+        "a finished run leaves no checkpoint"
+    );
+}

@@ -63,6 +63,19 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &'a str,
         config_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Stores an agent's run state (opaque JSON) under `key`, usually a task id, so a run
+    /// interrupted by a crash can resume from its last step.
+    fn put_checkpoint<'a>(
+        &'a self,
+        key: &'a str,
+        body: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    fn get_checkpoint<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+    fn delete_checkpoint<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 #[cfg(test)]

@@ -32,6 +32,13 @@ enum Op {
         task_id: String,
         config_id: String,
     },
+    PutCheckpoint {
+        key: String,
+        body: String,
+    },
+    DeleteCheckpoint {
+        key: String,
+    },
 }
 
 struct Write {
@@ -78,6 +85,11 @@ impl SqliteStore {
                  config_id TEXT NOT NULL,
                  body TEXT NOT NULL,
                  PRIMARY KEY (task_id, config_id)
+             );
+             CREATE TABLE IF NOT EXISTS checkpoints (
+                 key TEXT PRIMARY KEY,
+                 body TEXT NOT NULL,
+                 updated_at INTEGER NOT NULL DEFAULT (unixepoch())
              );",
         )
         .map_err(backend)?;
@@ -190,6 +202,11 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
             )?;
             let mut del_push =
                 tx.prepare_cached("DELETE FROM push_configs WHERE task_id=?1 AND config_id=?2")?;
+            let mut put_cp = tx.prepare_cached(
+                "INSERT INTO checkpoints (key, body, updated_at) VALUES (?1, ?2, unixepoch())
+                 ON CONFLICT(key) DO UPDATE SET body=excluded.body, updated_at=excluded.updated_at",
+            )?;
+            let mut del_cp = tx.prepare_cached("DELETE FROM checkpoints WHERE key=?1")?;
             for (i, w) in batch.iter().enumerate() {
                 let n = match &w.op {
                     Op::Save(task) => {
@@ -215,6 +232,8 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                     Op::DeletePush { task_id, config_id } => {
                         del_push.execute(params![task_id, config_id])?
                     }
+                    Op::PutCheckpoint { key, body } => put_cp.execute(params![key, body])?,
+                    Op::DeleteCheckpoint { key } => del_cp.execute(params![key])?,
                 };
                 counts.push(n);
             }
@@ -309,5 +328,36 @@ impl TaskStore for SqliteStore {
             config_id: config_id.to_owned(),
         });
         Box::pin(async move { done.await.map(|n| n > 0) })
+    }
+
+    fn put_checkpoint<'a>(
+        &'a self,
+        key: &'a str,
+        body: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let done = self.write(Op::PutCheckpoint {
+            key: key.to_owned(),
+            body: body.to_owned(),
+        });
+        Box::pin(async move { done.await.map(|_| ()) })
+    }
+
+    fn get_checkpoint<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        let key = key.to_owned();
+        Box::pin(self.read(move |c| {
+            c.prepare_cached("SELECT body FROM checkpoints WHERE key=?1")
+                .and_then(|mut s| s.query_row([&key], |r| r.get(0)).optional())
+                .map_err(backend)
+        }))
+    }
+
+    fn delete_checkpoint<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        let done = self.write(Op::DeleteCheckpoint {
+            key: key.to_owned(),
+        });
+        Box::pin(async move { done.await.map(|_| ()) })
     }
 }

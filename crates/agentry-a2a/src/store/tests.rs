@@ -42,6 +42,17 @@ async fn contract(store: &dyn TaskStore) {
     assert!(!store.delete_push("t1", "b").await.unwrap());
     assert_eq!(store.list_push("t1").await.unwrap().len(), 1);
     assert!(store.list_push("other").await.unwrap().is_empty());
+
+    assert_eq!(store.get_checkpoint("t1").await.unwrap(), None);
+    store.put_checkpoint("t1", "{\"step\":1}").await.unwrap();
+    store.put_checkpoint("t1", "{\"step\":2}").await.unwrap();
+    assert_eq!(
+        store.get_checkpoint("t1").await.unwrap().as_deref(),
+        Some("{\"step\":2}")
+    );
+    store.delete_checkpoint("t1").await.unwrap();
+    assert_eq!(store.get_checkpoint("t1").await.unwrap(), None);
+    store.put_checkpoint("t1", "{\"step\":3}").await.unwrap();
 }
 
 #[tokio::test]
@@ -83,6 +94,10 @@ async fn sqlite_store_contract_and_restart() {
     assert_eq!(t.artifacts.len(), 1);
     assert_eq!(t.history.len(), 1);
     assert_eq!(s.list_push("t1").await.unwrap().len(), 1);
+    assert_eq!(
+        s.get_checkpoint("t1").await.unwrap().as_deref(),
+        Some("{\"step\":3}")
+    );
     let mode: String = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
