@@ -4,12 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Python peer: the official A2A SDK 0.3.26, in a virtualenv of the project's own.
+# Python peers, in a virtualenv of the project's own: the official A2A SDK 0.3.26, and
+# mockllm 0.0.8 (an OpenAI-compatible server) for the agent core's end-to-end test.
 VENV=.venv-interop
-if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx; from importlib.metadata import version; assert version("a2a-sdk") == "0.3.26"' 2>/dev/null; then
-  echo "==> installing the interop peers (a2a-sdk 0.3.26) into $VENV"
+if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm; from importlib.metadata import version; assert version("a2a-sdk") == "0.3.26"' 2>/dev/null; then
+  echo "==> installing the interop peers (a2a-sdk 0.3.26, mockllm 0.0.8) into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27'
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27' 'mockllm==0.0.8'
 fi
 export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
 # Interop tests fail, instead of skipping, when a peer is missing.
