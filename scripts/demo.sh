@@ -26,4 +26,18 @@ echo "==> agentry a2a send $URL 'Hello, agents'"
 "$BIN" a2a send "$URL" "Hello, agents"
 echo "==> agentry a2a send $URL 'Stream this' --stream"
 "$BIN" a2a send "$URL" "Stream this" --stream
-echo "==> done; tasks are kept in $AGENTRY_HOME/echo.db"
+kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true
+
+# Specialized agents from config files (examples/agents: a calculator agent with one tool, on
+# a scripted model so it runs offline), each served at its own path.
+"$BIN" serve --config examples/agents/agentry.toml --port "$PORT" &
+SERVER=$!
+for _ in $(seq 50); do
+  curl -sf "$URL/agents" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+echo "==> agents served by agentry serve --config examples/agents/agentry.toml"
+curl -s "$URL/agents"; echo
+echo "==> agentry a2a send $URL/calculator 'What is (2 + 3) * 4?' --stream"
+"$BIN" a2a send "$URL/calculator" "What is (2 + 3) * 4?" --stream
+echo "==> done; the echo agent's tasks are kept in $AGENTRY_HOME/echo.db"
