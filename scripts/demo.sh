@@ -9,7 +9,7 @@ URL="http://127.0.0.1:$PORT"
 
 echo "==> building agentry (release)"
 cargo build --release --locked -p agentry-cli
-BIN=target/release/agentry
+BIN="${CARGO_TARGET_DIR:-target}/release/agentry"
 export AGENTRY_HOME=${AGENTRY_HOME:-$PWD/.agentry}
 
 "$BIN" serve --agent echo --port "$PORT" &
