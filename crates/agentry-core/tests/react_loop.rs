@@ -487,3 +487,131 @@ async fn transcript_mismatch_is_a_clear_failure() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn long_observations_are_truncated() {
+    let mut reg = ToolRegistry::new();
+    reg.add(FnTool::new(
+        "big",
+        "Returns a lot.",
+        json!({"type": "object", "properties": {}}),
+        |_| async { Ok(ToolOutput::text("x".repeat(10_000))) },
+    ));
+    let llm = ScriptedProvider::new(Transcript::of(
+        native(),
+        vec![
+            tool_turn(vec![call("c1", "big", json!({}))]),
+            text_turn("ok"),
+        ],
+    ));
+    let mut s = state(
+        &reg,
+        ReactConfig {
+            max_observation_chars: 100,
+            ..Default::default()
+        },
+    );
+    drive(&mut s, &llm, &reg, &NoHooks, None).await;
+    let obs = &observations(&s)[0].0;
+    assert!(
+        obs.starts_with(&"x".repeat(100)) && obs.ends_with("[truncated 9900 of 10000 characters]"),
+        "{obs}"
+    );
+    assert!(
+        s.messages
+            .iter()
+            .any(|m| m.role == ChatRole::Tool && m.content.len() < 200)
+    );
+}
+
+struct StopAfterOne;
+impl agentry_core::run::RunHooks for StopAfterOne {
+    fn should_continue(&self, state: &ReactState) -> bool {
+        state.iteration < 1
+    }
+}
+
+#[tokio::test]
+async fn should_continue_can_stop_a_run() {
+    let reg = registry(Arc::new(AtomicUsize::new(0)));
+    let llm = ScriptedProvider::new(Transcript::of(
+        native(),
+        vec![
+            tool_turn(vec![call("c1", "add", json!({"a": 1, "b": 1}))]),
+            text_turn("never asked"),
+        ],
+    ));
+    let mut s = state(&reg, ReactConfig::default());
+    assert_eq!(
+        drive(&mut s, &llm, &reg, &StopAfterOne, None).await,
+        Outcome::Stopped
+    );
+    assert_eq!(llm.calls(), 1);
+}
+
+#[tokio::test]
+async fn namespaces_keep_same_named_tools_apart() {
+    let mk = |answer: &'static str| {
+        let mut r = ToolRegistry::new();
+        r.add(FnTool::new(
+            "search",
+            "Searches.",
+            json!({"type": "object", "properties": {}}),
+            move |_| async move { Ok(ToolOutput::text(answer)) },
+        ));
+        r
+    };
+    let mut all = ToolRegistry::new();
+    all.merge(Some("news"), &mk("from news"))
+        .merge(Some("web"), &mk("from web"));
+    assert_eq!(all.names(), ["news__search", "web__search"]);
+    let r = all.call(&call("1", "web__search", json!({}))).await;
+    assert_eq!(r.output.unwrap().text, "from web");
+    let r = all.call(&call("2", "search", json!({}))).await;
+    assert!(matches!(r.output, Err(ToolError::Unknown { .. })));
+    let filtered = all.clone().with_filter(agentry_core::tools::ToolFilter {
+        allow: vec!["news__*".into()],
+        deny: vec![],
+    });
+    assert_eq!(filtered.names(), ["news__search"]);
+    assert!(matches!(
+        filtered
+            .call(&call("3", "web__search", json!({})))
+            .await
+            .output,
+        Err(ToolError::Unknown { .. })
+    ));
+}
+
+#[tokio::test]
+async fn recorded_exchanges_replay_identically() {
+    let path = std::env::temp_dir().join(format!("agentry-rec-{}.json", std::process::id()));
+    let real = ScriptedProvider::new(Transcript::of(
+        native(),
+        vec![
+            tool_turn(vec![call("c1", "add", json!({"a": 2, "b": 3}))]),
+            text_turn("5"),
+        ],
+    ));
+    let rec = RecordingProvider::new(Box::new(real), &path);
+    let reg = registry(Arc::new(AtomicUsize::new(0)));
+    let mut s1 = state(&reg, ReactConfig::default());
+    let out1 = drive(&mut s1, &rec, &reg, &NoHooks, None).await;
+    let recorded = Transcript::load(&path).unwrap();
+    assert_eq!(recorded.entries.len(), 2);
+    assert!(
+        recorded.entries[0]
+            .request
+            .as_ref()
+            .unwrap()
+            .messages
+            .iter()
+            .any(|m| m.content == "What is 2+3?")
+    );
+    let replay = ScriptedProvider::from_file(&path).unwrap();
+    let mut s2 = state(&reg, ReactConfig::default());
+    let out2 = drive(&mut s2, &replay, &reg, &NoHooks, None).await;
+    assert_eq!(out1, out2);
+    assert_eq!(s1.messages, s2.messages);
+    let _ = std::fs::remove_file(&path);
+}
