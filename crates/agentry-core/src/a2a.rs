@@ -138,23 +138,46 @@ impl AgentExecutor for ServedAgent {
 }
 
 /// An agent's answer, local or remote.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reply {
     pub text: String,
+    /// Structured results (data parts of the answer).
+    pub data: Vec<serde_json::Map<String, Value>>,
+    pub artifacts: Vec<Artifact>,
     /// The agent asked a question instead of answering.
     pub needs_input: bool,
     pub context_id: Option<String>,
+}
+
+/// What to ask an agent.
+#[derive(Debug, Clone, Default)]
+pub struct Ask {
+    pub text: String,
+    /// Structured input, sent as a data part.
+    pub data: Option<serde_json::Map<String, Value>>,
+    pub context_id: Option<String>,
+    /// Turns `true` to cancel (a remote agent's task is canceled with `tasks/cancel`).
+    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Ask {
+    pub fn text(text: impl Into<String>) -> Self {
+        Ask {
+            text: text.into(),
+            ..Default::default()
+        }
+    }
 }
 
 /// The interface local and remote agents share.
 pub trait AgentHandle: Send + Sync + 'static {
     fn name(&self) -> String;
     fn description(&self) -> String;
-    fn ask<'a>(
-        &'a self,
-        text: &'a str,
-        context_id: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Reply, AgentError>>;
+    /// Skill ids (from the card).
+    fn skills(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>>;
 }
 
 impl AgentHandle for Agent {
@@ -164,24 +187,40 @@ impl AgentHandle for Agent {
     fn description(&self) -> String {
         self.config.description.clone()
     }
-    fn ask<'a>(
-        &'a self,
-        text: &'a str,
-        context_id: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Reply, AgentError>> {
+    fn skills(&self) -> Vec<String> {
+        self.card("").skills.into_iter().map(|s| s.id).collect()
+    }
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
         Box::pin(async move {
-            let r = self.run(text, context_id, &NoHooks, None).await;
+            let mut text = ask.text.clone();
+            if let Some(d) = &ask.data {
+                text.push_str(&format!("\n\nInput data: {}", Value::Object(d.clone())));
+            }
+            let r = self
+                .run(
+                    &text,
+                    ask.context_id.as_deref(),
+                    &NoHooks,
+                    ask.cancel.clone(),
+                )
+                .await;
+            let context_id = ask.context_id.clone();
             match r.outcome {
                 Outcome::Answered { answer } => Ok(Reply {
                     text: answer,
-                    needs_input: false,
-                    context_id: context_id.map(str::to_owned),
+                    context_id,
+                    ..Default::default()
                 }),
                 Outcome::NeedsInput { question } => Ok(Reply {
                     text: question,
                     needs_input: true,
-                    context_id: context_id.map(str::to_owned),
+                    context_id,
+                    ..Default::default()
                 }),
+                Outcome::Canceled => Err(AgentError::Other(format!(
+                    "agent {} was canceled",
+                    self.config.name
+                ))),
                 other => Err(AgentError::Other(format!(
                     "agent {} ended without an answer: {other:?}",
                     self.config.name
@@ -196,6 +235,7 @@ pub struct RemoteAgent {
     client: A2aClient,
     name: String,
     description: String,
+    skills: Vec<String>,
 }
 
 impl RemoteAgent {
@@ -212,6 +252,7 @@ impl RemoteAgent {
             client,
             name: card.name,
             description: card.description,
+            skills: card.skills.into_iter().map(|s| s.id).collect(),
         })
     }
 
@@ -238,6 +279,43 @@ pub fn task_text(task: &Task) -> String {
         .unwrap_or_default()
 }
 
+fn data_of(parts: &[Part]) -> Vec<serde_json::Map<String, Value>> {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Data(d) => Some(d.data.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reply_of_task(name: &str, t: Task) -> Result<Reply, AgentError> {
+    let status_text = t
+        .status
+        .message
+        .as_ref()
+        .map(Message::text_content)
+        .unwrap_or_default();
+    match t.state() {
+        TaskState::Completed => Ok(Reply {
+            text: task_text(&t),
+            data: t.artifacts.iter().flat_map(|a| data_of(&a.parts)).collect(),
+            artifacts: t.artifacts.clone(),
+            needs_input: false,
+            context_id: Some(t.context_id),
+        }),
+        TaskState::InputRequired | TaskState::AuthRequired => Ok(Reply {
+            text: status_text,
+            needs_input: true,
+            context_id: Some(t.context_id),
+            ..Default::default()
+        }),
+        s => Err(AgentError::Other(format!(
+            "remote agent {name} ended in {s}: {status_text}"
+        ))),
+    }
+}
+
 impl AgentHandle for RemoteAgent {
     fn name(&self) -> String {
         self.name.clone()
@@ -245,51 +323,70 @@ impl AgentHandle for RemoteAgent {
     fn description(&self) -> String {
         self.description.clone()
     }
-    fn ask<'a>(
-        &'a self,
-        text: &'a str,
-        context_id: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Reply, AgentError>> {
+    fn skills(&self) -> Vec<String> {
+        self.skills.clone()
+    }
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
         Box::pin(async move {
-            let mut m = Message::text(Role::User, text);
-            m.context_id = context_id.map(str::to_owned);
-            let r = self
-                .client
-                .send_message(MessageSendParams::new(m))
-                .await
-                .map_err(|e| AgentError::Other(format!("remote agent {}: {e}", self.name)))?;
-            match r {
-                SendMessageResult::Message(m) => Ok(Reply {
-                    text: m.text_content(),
-                    needs_input: false,
-                    context_id: m.context_id,
-                }),
-                SendMessageResult::Task(t) => match t.state() {
-                    TaskState::Completed => Ok(Reply {
-                        text: task_text(&t),
-                        needs_input: false,
-                        context_id: Some(t.context_id),
+            let mut parts = vec![Part::text(ask.text.clone())];
+            if let Some(d) = &ask.data {
+                parts.push(Part::data(d.clone()));
+            }
+            let mut m = Message::new(Role::User, parts);
+            m.context_id = ask.context_id.clone();
+            let err = |e: agentry_a2a::A2aError| {
+                AgentError::Other(format!("remote agent {}: {e}", self.name))
+            };
+            let Some(mut cancel) = ask.cancel.clone() else {
+                return match self
+                    .client
+                    .send_message(MessageSendParams::new(m))
+                    .await
+                    .map_err(err)?
+                {
+                    SendMessageResult::Message(m) => Ok(Reply {
+                        text: m.text_content(),
+                        data: data_of(&m.parts),
+                        context_id: m.context_id,
+                        ..Default::default()
                     }),
-                    TaskState::InputRequired | TaskState::AuthRequired => Ok(Reply {
-                        text: t
-                            .status
-                            .message
-                            .as_ref()
-                            .map(Message::text_content)
-                            .unwrap_or_default(),
-                        needs_input: true,
-                        context_id: Some(t.context_id),
-                    }),
-                    s => Err(AgentError::Other(format!(
-                        "remote agent {} ended in {s}: {}",
-                        self.name,
-                        t.status
-                            .message
-                            .as_ref()
-                            .map(Message::text_content)
-                            .unwrap_or_default()
-                    ))),
-                },
+                    SendMessageResult::Task(t) => reply_of_task(&self.name, t),
+                };
+            };
+            // Cancellable: start without blocking, then wait on the task's stream; a cancel
+            // reaches the remote task through tasks/cancel.
+            let mut p = MessageSendParams::new(m);
+            p.configuration = Some(MessageSendConfiguration {
+                blocking: Some(false),
+                ..Default::default()
+            });
+            let task = match self.client.send_message(p).await.map_err(err)? {
+                SendMessageResult::Message(m) => {
+                    return Ok(Reply {
+                        text: m.text_content(),
+                        data: data_of(&m.parts),
+                        context_id: m.context_id,
+                        ..Default::default()
+                    });
+                }
+                SendMessageResult::Task(t) => t,
+            };
+            let wait = async {
+                let mut events = Box::pin(self.client.resubscribe(&task.id));
+                use futures_util::StreamExt;
+                while let Some(ev) = events.next().await {
+                    if ev.map_err(err)?.is_final() {
+                        break;
+                    }
+                }
+                self.client.get_task(&task.id, Some(0)).await.map_err(err)
+            };
+            tokio::select! {
+                t = wait => reply_of_task(&self.name, t?),
+                _ = async { let _ = cancel.wait_for(|c| *c).await; } => {
+                    let _ = self.client.cancel_task(&task.id).await;
+                    Err(AgentError::Other(format!("remote agent {}: canceled", self.name)))
+                }
             }
         })
     }
@@ -340,7 +437,7 @@ impl DynTool for AgentTool {
             let request = args["request"].as_str().unwrap_or_default().to_owned();
             let r = self
                 .handle
-                .ask(&request, None)
+                .ask(Ask::text(request))
                 .await
                 .map_err(|e| ToolError::Failed {
                     tool: self.tool_name(),

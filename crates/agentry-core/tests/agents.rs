@@ -390,7 +390,10 @@ async fn a_remote_agent_is_used_like_a_local_one_and_as_a_tool() {
             .unwrap(),
     );
     assert_eq!(remote.name(), "expert");
-    let r = remote.ask("Who is Hamlet?", None).await.unwrap();
+    let r = remote
+        .ask(agentry_core::a2a::Ask::text("Who is Hamlet?"))
+        .await
+        .unwrap();
     assert_eq!(r.text, "Hamlet is the Prince of Denmark.");
 
     // An orchestrating agent delegates to it through the agent-as-tool wrapper.
@@ -412,7 +415,7 @@ async fn a_remote_agent_is_used_like_a_local_one_and_as_a_tool() {
         .create_agent_with_model(config("boss"), boss_llm.clone())
         .unwrap();
     let r = boss
-        .ask("Ask the expert about Ophelia", None)
+        .ask(agentry_core::a2a::Ask::text("Ask the expert about Ophelia"))
         .await
         .unwrap();
     assert_eq!(r.text, "The expert says: Ophelia loves Hamlet.");
