@@ -241,9 +241,7 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Discovers the agent at `url` from its card.
     pub async fn connect(url: &str, cfg: ClientConfig) -> Result<Self, AgentError> {
-        let client = A2aClient::discover(url, cfg)
-            .await
-            .map_err(|e| AgentError::Other(e.to_string()))?;
+        let client = A2aClient::discover(url, cfg).await.map_err(remote_error)?;
         let card = client
             .card()
             .cloned()
@@ -258,6 +256,19 @@ impl RemoteAgent {
 
     pub fn client(&self) -> &A2aClient {
         &self.client
+    }
+}
+
+/// Transport failures (the agent may be down) are `Unreachable`; anything else is the agent's
+/// own answer.
+fn remote_error(e: agentry_a2a::A2aError) -> AgentError {
+    use agentry_a2a::A2aError as E;
+    match e {
+        E::Connect { .. } | E::Timeout { .. } | E::CardNotFound { .. } => {
+            AgentError::Unreachable(e.to_string())
+        }
+        E::Http { status, .. } if status >= 500 => AgentError::Unreachable(e.to_string()),
+        other => AgentError::Other(other.to_string()),
     }
 }
 

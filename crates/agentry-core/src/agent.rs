@@ -44,6 +44,9 @@ pub enum AgentError {
     Invalid { agent: String, reason: String },
     #[error("model: {0}")]
     Model(#[from] crate::llm::LlmError),
+    /// A remote agent could not be reached (connection refused, timeout, 5xx).
+    #[error("agent unreachable: {0}")]
+    Unreachable(String),
     #[error("{0}")]
     Other(String),
 }

@@ -1,0 +1,559 @@
+//! Running workflows: dependency-graph scheduling, bounded parallelism, retries, failure
+//! policies, conditions, cancellation, progress events, and durable checkpoints.
+//!
+//! A run's state ([`RunState`]) is checkpointed in the task store after every step that
+//! finishes; [`Engine::resume`] continues a run from its checkpoint and never re-runs a step
+//! that finished (steps that were running when the process died run again).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_a2a::store::TaskStore;
+use agentry_core::a2a::{Ask, Reply};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::registry::AgentRegistry;
+use crate::template::{condition_holds, render};
+use crate::validate::{ValidationError, validate};
+use crate::workflow::{OnFailure, Step, Workflow};
+
+/// Where a step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    Running,
+    Done,
+    Failed,
+    Skipped,
+}
+
+/// What a step produced.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepOutput {
+    pub text: String,
+    /// Structured output: the answer's data parts, and its text when that is a JSON object.
+    pub data: Map<String, Value>,
+    pub artifacts: Vec<agentry_a2a::model::Artifact>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub status: StepStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<StepOutput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub attempts: u32,
+    /// The agent that answered (the fallback, when one was used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+}
+
+/// The whole state of a run: what is checkpointed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub run_id: String,
+    pub workflow: Workflow,
+    pub input: Value,
+    pub steps: BTreeMap<String, StepRecord>,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_output: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunState {
+    /// The context templates read: input and every finished step's results.
+    pub fn context(&self) -> Value {
+        let mut steps = Map::new();
+        for (id, r) in &self.steps {
+            let mut v = json!({"status": r.status});
+            if let Some(o) = &r.output {
+                v["output"] = json!(o.text);
+                v["data"] = Value::Object(o.data.clone());
+                v["artifacts"] = o
+                    .artifacts
+                    .iter()
+                    .map(|a| json!({"name": a.name, "text": agentry_a2a::model::join_text(&a.parts)}))
+                    .collect();
+            }
+            steps.insert(id.clone(), v);
+        }
+        json!({"input": self.input, "steps": steps})
+    }
+
+    /// Every artifact the steps produced, in step order.
+    pub fn artifacts(&self) -> Vec<agentry_a2a::model::Artifact> {
+        self.workflow
+            .steps
+            .iter()
+            .filter_map(|s| self.steps.get(&s.id)?.output.as_ref())
+            .flat_map(|o| o.artifacts.iter().cloned())
+            .collect()
+    }
+}
+
+/// Progress of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum FlowEvent {
+    StepStarted {
+        step: String,
+        agent: String,
+        attempt: u32,
+    },
+    StepFinished {
+        step: String,
+        output: String,
+    },
+    StepFailed {
+        step: String,
+        error: String,
+        retrying: bool,
+    },
+    StepSkipped {
+        step: String,
+        reason: String,
+    },
+    RunFinished {
+        status: RunStatus,
+        final_output: Option<String>,
+    },
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("invalid workflow:\n{}", .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<ValidationError>),
+    #[error("no run {0} to resume")]
+    UnknownRun(String),
+    #[error("store: {0}")]
+    Store(String),
+}
+
+/// Runs workflows over an [`AgentRegistry`], checkpointing into a task store.
+pub struct Engine {
+    pub agents: Arc<AgentRegistry>,
+    store: Option<Arc<dyn TaskStore>>,
+}
+
+fn checkpoint_key(run_id: &str) -> String {
+    format!("workflow:{run_id}")
+}
+
+/// Data of a reply: its data parts, plus the text itself when it is a JSON object.
+fn output_of(reply: Reply) -> StepOutput {
+    let mut data = Map::new();
+    for d in reply.data {
+        data.extend(d);
+    }
+    if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(reply.text.trim()) {
+        for (k, v) in o {
+            data.entry(k).or_insert(v);
+        }
+    }
+    StepOutput {
+        text: reply.text,
+        data,
+        artifacts: reply.artifacts,
+    }
+}
+
+fn preview(s: &str) -> String {
+    let p: String = s.chars().take(120).collect();
+    if p.len() < s.len() {
+        format!("{p}…")
+    } else {
+        p
+    }
+}
+
+impl Engine {
+    pub fn new(agents: Arc<AgentRegistry>) -> Self {
+        Engine {
+            agents,
+            store: None,
+        }
+    }
+
+    /// Checkpoints runs in `store` (the embedded SQLite store keeps them across restarts).
+    pub fn with_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Validates, then runs `wf` with `input` to its end.
+    pub async fn run(
+        &self,
+        wf: Workflow,
+        input: Value,
+        events: Option<mpsc::UnboundedSender<FlowEvent>>,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> Result<RunState, FlowError> {
+        validate(&wf, &self.agents).map_err(FlowError::Invalid)?;
+        let steps = wf
+            .steps
+            .iter()
+            .map(|s| {
+                (
+                    s.id.clone(),
+                    StepRecord {
+                        status: StepStatus::Pending,
+                        output: None,
+                        error: None,
+                        attempts: 0,
+                        agent: None,
+                    },
+                )
+            })
+            .collect();
+        let state = RunState {
+            run_id: agentry_a2a::new_id(),
+            workflow: wf,
+            input,
+            steps,
+            status: RunStatus::Running,
+            final_output: None,
+            error: None,
+        };
+        Ok(self.drive(state, events, cancel).await)
+    }
+
+    /// The checkpoint of a run.
+    pub async fn load(&self, run_id: &str) -> Result<RunState, FlowError> {
+        let store = self
+            .store
+            .as_ref()
+            .ok_or_else(|| FlowError::UnknownRun(run_id.to_owned()))?;
+        let body = store
+            .get_checkpoint(&checkpoint_key(run_id))
+            .await
+            .map_err(|e| FlowError::Store(e.to_string()))?
+            .ok_or_else(|| FlowError::UnknownRun(run_id.to_owned()))?;
+        serde_json::from_str(&body).map_err(|e| FlowError::Store(format!("run {run_id}: {e}")))
+    }
+
+    /// Continues a run from its checkpoint; finished steps are kept, unfinished ones run.
+    pub async fn resume(
+        &self,
+        run_id: &str,
+        events: Option<mpsc::UnboundedSender<FlowEvent>>,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> Result<RunState, FlowError> {
+        let mut state = self.load(run_id).await?;
+        if state.status != RunStatus::Running {
+            return Ok(state);
+        }
+        for r in state.steps.values_mut() {
+            if r.status == StepStatus::Running {
+                r.status = StepStatus::Pending;
+            }
+        }
+        Ok(self.drive(state, events, cancel).await)
+    }
+
+    async fn checkpoint(&self, state: &RunState) {
+        if let Some(store) = &self.store {
+            match serde_json::to_string(state) {
+                Ok(body) => {
+                    if let Err(e) = store
+                        .put_checkpoint(&checkpoint_key(&state.run_id), &body)
+                        .await
+                    {
+                        tracing::warn!(run = %state.run_id, "checkpoint failed: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(run = %state.run_id, "checkpoint not serializable: {e}"),
+            }
+        }
+    }
+
+    async fn drive(
+        &self,
+        mut state: RunState,
+        events: Option<mpsc::UnboundedSender<FlowEvent>>,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> RunState {
+        let emit = |e: FlowEvent| {
+            if let Some(tx) = &events {
+                let _ = tx.send(e);
+            }
+        };
+        // Steps get a cancel signal of their own, raised by the run's cancel or a failure.
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop_tx = Arc::new(stop_tx);
+        if let Some(mut c) = cancel.clone() {
+            let stop = stop_tx.clone();
+            tokio::spawn(async move {
+                if c.wait_for(|v| *v).await.is_ok() {
+                    let _ = stop.send(true);
+                }
+            });
+        }
+        let limit = Arc::new(Semaphore::new(
+            state.workflow.max_parallel.unwrap_or(8).max(1),
+        ));
+        let mut running: JoinSet<(String, Result<(StepOutput, String, u32), (String, u32)>)> =
+            JoinSet::new();
+        self.checkpoint(&state).await;
+        loop {
+            let canceled = cancel.as_ref().is_some_and(|c| *c.borrow());
+            if canceled && state.status == RunStatus::Running {
+                state.status = RunStatus::Canceled;
+                let _ = stop_tx.send(true);
+            }
+            if state.status == RunStatus::Running {
+                self.schedule(&mut state, &mut running, &limit, &stop_rx, &emit);
+            }
+            if running.is_empty() {
+                break;
+            }
+            let Some(joined) = running.join_next().await else {
+                break;
+            };
+            let (id, result) = match joined {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!("a step task panicked: {e}");
+                    continue;
+                }
+            };
+            let step = state.workflow.step(&id).cloned();
+            let rec = state
+                .steps
+                .get_mut(&id)
+                .expect("scheduled steps have records");
+            match result {
+                Ok((output, agent, attempts)) => {
+                    emit(FlowEvent::StepFinished {
+                        step: id.clone(),
+                        output: preview(&output.text),
+                    });
+                    rec.status = StepStatus::Done;
+                    rec.output = Some(output);
+                    rec.agent = Some(agent);
+                    rec.attempts = attempts;
+                }
+                Err((error, attempts)) => {
+                    rec.status = StepStatus::Failed;
+                    rec.error = Some(error.clone());
+                    rec.attempts = attempts;
+                    emit(FlowEvent::StepFailed {
+                        step: id.clone(),
+                        error: error.clone(),
+                        retrying: false,
+                    });
+                    let policy = step.map(|s| s.on_failure).unwrap_or_default();
+                    if policy != OnFailure::Continue && state.status == RunStatus::Running {
+                        state.status = RunStatus::Failed;
+                        state.error = Some(format!("step `{id}` failed: {error}"));
+                        let _ = stop_tx.send(true);
+                    }
+                }
+            }
+            self.checkpoint(&state).await;
+        }
+        if state.status == RunStatus::Running {
+            state.status = RunStatus::Completed;
+            state.final_output = Some(self.final_output(&state));
+        }
+        self.checkpoint(&state).await;
+        emit(FlowEvent::RunFinished {
+            status: state.status,
+            final_output: state.final_output.clone(),
+        });
+        state
+    }
+
+    /// Starts every step whose dependencies are settled; skips those that cannot run.
+    fn schedule(
+        &self,
+        state: &mut RunState,
+        running: &mut JoinSet<(String, Result<(StepOutput, String, u32), (String, u32)>)>,
+        limit: &Arc<Semaphore>,
+        stop: &watch::Receiver<bool>,
+        emit: &impl Fn(FlowEvent),
+    ) {
+        loop {
+            let mut progressed = false;
+            let ctx = state.context();
+            for step in state.workflow.steps.clone() {
+                if state.steps[&step.id].status != StepStatus::Pending {
+                    continue;
+                }
+                let deps: Vec<StepStatus> = step
+                    .depends_on
+                    .iter()
+                    .map(|d| state.steps[d].status)
+                    .collect();
+                if deps
+                    .iter()
+                    .any(|s| matches!(s, StepStatus::Pending | StepStatus::Running))
+                {
+                    continue;
+                }
+                let skip = if deps
+                    .iter()
+                    .any(|s| matches!(s, StepStatus::Failed | StepStatus::Skipped))
+                {
+                    Some("a step it depends on failed or was skipped".to_owned())
+                } else {
+                    match step.condition.as_deref().map(|c| condition_holds(c, &ctx)) {
+                        Some(Ok(false)) => Some(format!(
+                            "condition `{}` is false",
+                            step.condition.as_deref().unwrap_or("")
+                        )),
+                        Some(Err(e)) => Some(format!("condition cannot be evaluated: {e}")),
+                        _ => None,
+                    }
+                };
+                let rec = state
+                    .steps
+                    .get_mut(&step.id)
+                    .expect("every step has a record");
+                if let Some(reason) = skip {
+                    rec.status = StepStatus::Skipped;
+                    emit(FlowEvent::StepSkipped {
+                        step: step.id.clone(),
+                        reason,
+                    });
+                    progressed = true;
+                    continue;
+                }
+                let input = match render(&step.input, &ctx) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        rec.status = StepStatus::Failed;
+                        rec.error = Some(format!("input: {e}"));
+                        emit(FlowEvent::StepFailed {
+                            step: step.id.clone(),
+                            error: format!("input: {e}"),
+                            retrying: false,
+                        });
+                        if step.on_failure != OnFailure::Continue {
+                            state.status = RunStatus::Failed;
+                            state.error = Some(format!("step `{}`: input: {e}", step.id));
+                            return;
+                        }
+                        progressed = true;
+                        continue;
+                    }
+                };
+                rec.status = StepStatus::Running;
+                emit(FlowEvent::StepStarted {
+                    step: step.id.clone(),
+                    agent: step.agent.clone(),
+                    attempt: 1,
+                });
+                let agents = self.agents.clone();
+                let limit = limit.clone();
+                let stop = stop.clone();
+                let context_id = state.run_id.clone();
+                running.spawn(async move {
+                    let _permit = limit.acquire_owned().await;
+                    let r = run_step(&agents, &step, input, context_id, stop).await;
+                    (step.id.clone(), r)
+                });
+                progressed = true;
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn final_output(&self, state: &RunState) -> String {
+        let ctx = state.context();
+        if let Some(t) = &state.workflow.output {
+            return render(t, &ctx).unwrap_or_else(|e| format!("(output template failed: {e})"));
+        }
+        // The outputs of the steps nothing depends on.
+        let wf = &state.workflow;
+        wf.steps
+            .iter()
+            .filter(|s| !wf.steps.iter().any(|o| o.depends_on.contains(&s.id)))
+            .filter_map(|s| {
+                state
+                    .steps
+                    .get(&s.id)?
+                    .output
+                    .as_ref()
+                    .map(|o| o.text.clone())
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+}
+
+/// One step: attempts with timeout and backoff, then the fallback agent if any.
+async fn run_step(
+    agents: &AgentRegistry,
+    step: &Step,
+    input: String,
+    context_id: String,
+    stop: watch::Receiver<bool>,
+) -> Result<(StepOutput, String, u32), (String, u32)> {
+    let mut candidates = vec![step.agent.clone()];
+    if let OnFailure::Fallback(f) = &step.on_failure {
+        candidates.push(f.clone());
+    }
+    let mut attempts = 0;
+    let mut last = String::new();
+    for agent in candidates {
+        let mut delay = Duration::from_secs_f64(step.retry.backoff_secs.max(0.0));
+        for attempt in 0..=step.retry.max {
+            if *stop.borrow() {
+                return Err(("canceled".into(), attempts));
+            }
+            attempts += 1;
+            let ask = Ask {
+                text: input.clone(),
+                data: None,
+                context_id: Some(context_id.clone()),
+                cancel: Some(stop.clone()),
+            };
+            let call = agents.ask(&agent, ask);
+            let result = match step.timeout_secs {
+                Some(t) => match tokio::time::timeout(Duration::from_secs_f64(t), call).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!("timed out after {t} s")),
+                },
+                None => call.await.map_err(|e| e.to_string()),
+            };
+            match result {
+                Ok(reply) if reply.needs_input => {
+                    last = format!("agent `{agent}` asked for input: {}", reply.text);
+                }
+                Ok(reply) => return Ok((output_of(reply), agent, attempts)),
+                Err(e) => last = format!("agent `{agent}`: {e}"),
+            }
+            if attempt < step.retry.max {
+                tracing::debug!(step = %step.id, attempt, "retrying: {last}");
+                let mut s = stop.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = async { let _ = s.wait_for(|v| *v).await; } => return Err(("canceled".into(), attempts)),
+                }
+                delay *= 2;
+            }
+        }
+    }
+    Err((last, attempts))
+}

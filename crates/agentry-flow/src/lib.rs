@@ -1,0 +1,20 @@
+//! # agentry-flow
+//!
+//! Orchestration: workflows written as data (or planned by an LLM) run over local and remote
+//! agents.
+//!
+//! - [`workflow`]: the model (steps, `depends_on`, templates, retries, `on_failure`, conditions).
+//! - [`template`]: `${input.…}` / `${steps.ID.output…}` rendering and conditions.
+//! - [`validate`]: every problem of a workflow before anything runs, naming its step.
+//! - [`registry`]: agents by name, local or remote, fallback and circuit breaker.
+//! - [`exec`]: the engine: dependency-graph scheduling, parallelism, durable checkpoints.
+
+pub mod exec;
+pub mod registry;
+pub mod template;
+pub mod validate;
+pub mod workflow;
+
+pub use exec::{Engine, FlowError, FlowEvent, RunState, RunStatus, StepStatus};
+pub use registry::{AgentRegistry, Mode};
+pub use workflow::{OnFailure, Retry, Step, Workflow};

@@ -1,0 +1,242 @@
+//! The agents a workflow can use, local or remote, with fallback and a circuit breaker.
+//!
+//! Each name may have a local implementation (in-process), a remote one (an A2A URL), or both.
+//! In `A2a` mode a step goes to the remote agent and falls back to the local one when the remote
+//! is unreachable; in `Direct` mode local wins. A remote that fails `BREAKER_THRESHOLD` times in a
+//! row is skipped for `cooldown` (the breaker is open), so a dead remote is not retried on every
+//! step. `AGENTRY_AGENT_MODE=direct|a2a` selects the mode.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agentry_a2a::client::ClientConfig;
+use agentry_core::a2a::{AgentHandle, Ask, RemoteAgent, Reply};
+use agentry_core::agent::AgentError;
+use serde::Serialize;
+
+/// Where steps go first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// In-process implementations first.
+    Direct,
+    /// Remote agents over A2A first, local ones as fallback.
+    A2a,
+}
+
+impl Mode {
+    /// From `AGENTRY_AGENT_MODE` (`direct` or `a2a`), default `a2a`.
+    pub fn from_env() -> Self {
+        match std::env::var("AGENTRY_AGENT_MODE").as_deref() {
+            Ok("direct") => Mode::Direct,
+            _ => Mode::A2a,
+        }
+    }
+}
+
+const BREAKER_THRESHOLD: u32 = 3;
+
+#[derive(Default)]
+struct Breaker {
+    failures: u32,
+    open_until: Option<Instant>,
+}
+
+/// What the planner and validator know about an agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentInfo {
+    pub name: String,
+    pub description: String,
+    pub skills: Vec<String>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    local: Option<Arc<dyn AgentHandle>>,
+    remote: Option<String>,
+    description: String,
+    skills: Vec<String>,
+}
+
+/// The agents of a workflow run.
+pub struct AgentRegistry {
+    entries: BTreeMap<String, Entry>,
+    mode: Mode,
+    cooldown: Duration,
+    client: ClientConfig,
+    remotes: tokio::sync::Mutex<HashMap<String, Arc<RemoteAgent>>>,
+    breakers: Mutex<HashMap<String, Breaker>>,
+}
+
+impl Default for AgentRegistry {
+    fn default() -> Self {
+        Self::new(Mode::from_env())
+    }
+}
+
+impl AgentRegistry {
+    pub fn new(mode: Mode) -> Self {
+        AgentRegistry {
+            entries: BTreeMap::new(),
+            mode,
+            cooldown: Duration::from_secs(30),
+            client: ClientConfig {
+                connect_timeout: Duration::from_secs(2),
+                retries: 0,
+                ..ClientConfig::default()
+            },
+            remotes: Default::default(),
+            breakers: Default::default(),
+        }
+    }
+
+    pub fn with_cooldown(mut self, d: Duration) -> Self {
+        self.cooldown = d;
+        self
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Registers an in-process agent under its name.
+    pub fn add_local(&mut self, agent: Arc<dyn AgentHandle>) -> &mut Self {
+        let name = agent.name();
+        let e = self.entries.entry(name).or_insert_with(|| Entry {
+            local: None,
+            remote: None,
+            description: agent.description(),
+            skills: agent.skills(),
+        });
+        e.local = Some(agent);
+        self
+    }
+
+    /// Registers a remote agent (its skills and description are read from its card on first
+    /// use; give them here to validate before any network call).
+    pub fn add_remote(
+        &mut self,
+        name: &str,
+        url: &str,
+        description: &str,
+        skills: Vec<String>,
+    ) -> &mut Self {
+        let e = self
+            .entries
+            .entry(name.to_owned())
+            .or_insert_with(|| Entry {
+                local: None,
+                remote: None,
+                description: description.to_owned(),
+                skills: skills.clone(),
+            });
+        e.remote = Some(url.to_owned());
+        if e.skills.is_empty() {
+            e.skills = skills;
+        }
+        self
+    }
+
+    /// Whether a step may name `agent` (a registered name or an A2A URL).
+    pub fn knows(&self, agent: &str) -> bool {
+        is_url(agent) || self.entries.contains_key(agent)
+    }
+
+    /// Skill ids of a registered agent (`None` when unknown, e.g. a URL not yet contacted).
+    pub fn skills(&self, agent: &str) -> Option<&[String]> {
+        self.entries.get(agent).map(|e| e.skills.as_slice())
+    }
+
+    pub fn describe(&self) -> Vec<AgentInfo> {
+        self.entries
+            .iter()
+            .map(|(n, e)| AgentInfo {
+                name: n.clone(),
+                description: e.description.clone(),
+                skills: e.skills.clone(),
+            })
+            .collect()
+    }
+
+    /// The circuit of a remote URL is open (calls skip it).
+    pub fn breaker_open(&self, url: &str) -> bool {
+        let b = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        b.get(url)
+            .and_then(|b| b.open_until)
+            .is_some_and(|t| Instant::now() < t)
+    }
+
+    fn record(&self, url: &str, ok: bool) {
+        let mut b = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
+        let e = b.entry(url.to_owned()).or_default();
+        if ok {
+            *e = Breaker::default();
+        } else {
+            e.failures += 1;
+            if e.failures >= BREAKER_THRESHOLD {
+                e.open_until = Some(Instant::now() + self.cooldown);
+                tracing::warn!(%url, "remote agent unreachable {} times: circuit open", e.failures);
+            }
+        }
+    }
+
+    async fn remote(&self, url: &str) -> Result<Arc<RemoteAgent>, AgentError> {
+        let mut cache = self.remotes.lock().await;
+        if let Some(r) = cache.get(url) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(RemoteAgent::connect(url, self.client.clone()).await?);
+        cache.insert(url.to_owned(), r.clone());
+        Ok(r)
+    }
+
+    async fn ask_remote(&self, url: &str, ask: Ask) -> Result<Reply, AgentError> {
+        if self.breaker_open(url) {
+            return Err(AgentError::Unreachable(format!(
+                "{url}: circuit open after repeated failures"
+            )));
+        }
+        let r = match self.remote(url).await {
+            Ok(agent) => agent.ask(ask).await,
+            Err(e) => Err(e),
+        };
+        match &r {
+            Err(AgentError::Unreachable(_)) => {
+                self.remotes.lock().await.remove(url);
+                self.record(url, false);
+            }
+            _ => self.record(url, true),
+        }
+        r
+    }
+
+    /// Asks `agent`, choosing local or remote by mode, falling back when the remote is down.
+    pub async fn ask(&self, agent: &str, ask: Ask) -> Result<Reply, AgentError> {
+        if is_url(agent) {
+            return self.ask_remote(agent, ask).await;
+        }
+        let e = self
+            .entries
+            .get(agent)
+            .cloned()
+            .ok_or_else(|| AgentError::Other(format!("unknown agent `{agent}`")))?;
+        match (&e.local, &e.remote, self.mode) {
+            (Some(local), None, _) | (Some(local), Some(_), Mode::Direct) => local.ask(ask).await,
+            (None, Some(url), _) => self.ask_remote(url, ask).await,
+            (Some(local), Some(url), Mode::A2a) => match self.ask_remote(url, ask.clone()).await {
+                Err(AgentError::Unreachable(why)) => {
+                    tracing::info!(%agent, "remote unreachable ({why}); using the local agent");
+                    local.ask(ask).await
+                }
+                other => other,
+            },
+            (None, None, _) => Err(AgentError::Other(format!(
+                "agent `{agent}` has no implementation"
+            ))),
+        }
+    }
+}
+
+pub(crate) fn is_url(agent: &str) -> bool {
+    agent.starts_with("http://") || agent.starts_with("https://")
+}
