@@ -152,6 +152,7 @@ pub enum FlowError {
 pub struct Engine {
     pub agents: Arc<AgentRegistry>,
     store: Option<Arc<dyn TaskStore>>,
+    cancel_grace: Duration,
 }
 
 fn checkpoint_key(run_id: &str) -> String {
@@ -190,7 +191,15 @@ impl Engine {
         Engine {
             agents,
             store: None,
+            cancel_grace: Duration::from_secs(2),
         }
+    }
+
+    /// How long running steps get to stop (remote ones cancel their tasks) after a failure or
+    /// a cancel, before they are abandoned.
+    pub fn with_cancel_grace(mut self, d: Duration) -> Self {
+        self.cancel_grace = d;
+        self
     }
 
     /// Checkpoints runs in `store` (the embedded SQLite store keeps them across restarts).
@@ -199,14 +208,8 @@ impl Engine {
         self
     }
 
-    /// Validates, then runs `wf` with `input` to its end.
-    pub async fn run(
-        &self,
-        wf: Workflow,
-        input: Value,
-        events: Option<mpsc::UnboundedSender<FlowEvent>>,
-        cancel: Option<watch::Receiver<bool>>,
-    ) -> Result<RunState, FlowError> {
+    /// Validates `wf` and makes a new run of it (nothing runs yet; see [`Engine::execute`]).
+    pub fn prepare(&self, wf: Workflow, input: Value) -> Result<RunState, FlowError> {
         validate(&wf, &self.agents).map_err(FlowError::Invalid)?;
         let steps = wf
             .steps
@@ -224,7 +227,7 @@ impl Engine {
                 )
             })
             .collect();
-        let state = RunState {
+        Ok(RunState {
             run_id: agentry_a2a::new_id(),
             workflow: wf,
             input,
@@ -232,7 +235,28 @@ impl Engine {
             status: RunStatus::Running,
             final_output: None,
             error: None,
-        };
+        })
+    }
+
+    /// Runs a prepared run to its end.
+    pub async fn execute(
+        &self,
+        state: RunState,
+        events: Option<mpsc::UnboundedSender<FlowEvent>>,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> RunState {
+        self.drive(state, events, cancel).await
+    }
+
+    /// Validates, then runs `wf` with `input` to its end.
+    pub async fn run(
+        &self,
+        wf: Workflow,
+        input: Value,
+        events: Option<mpsc::UnboundedSender<FlowEvent>>,
+        cancel: Option<watch::Receiver<bool>>,
+    ) -> Result<RunState, FlowError> {
+        let state = self.prepare(wf, input)?;
         Ok(self.drive(state, events, cancel).await)
     }
 
@@ -325,13 +349,27 @@ impl Engine {
             if running.is_empty() {
                 break;
             }
-            let Some(joined) = running.join_next().await else {
+            let joined = if state.status == RunStatus::Running {
+                running.join_next().await
+            } else {
+                // Stopping: steps had the signal; those still running after the grace period
+                // are abandoned (their futures dropped).
+                match tokio::time::timeout(self.cancel_grace, running.join_next()).await {
+                    Ok(j) => j,
+                    Err(_) => {
+                        running.abort_all();
+                        while running.join_next().await.is_some() {}
+                        break;
+                    }
+                }
+            };
+            let Some(joined) = joined else {
                 break;
             };
             let (id, result) = match joined {
                 Ok(r) => r,
                 Err(e) => {
-                    tracing::error!("a step task panicked: {e}");
+                    tracing::error!("a step task failed: {e}");
                     continue;
                 }
             };
@@ -369,6 +407,12 @@ impl Engine {
                 }
             }
             self.checkpoint(&state).await;
+        }
+        for r in state.steps.values_mut() {
+            if r.status == StepStatus::Running {
+                r.status = StepStatus::Failed;
+                r.error = Some("canceled".into());
+            }
         }
         if state.status == RunStatus::Running {
             state.status = RunStatus::Completed;

@@ -98,9 +98,10 @@ impl Retry {
     }
 }
 
-/// What a failed step does to the run.
+/// What a failed step does to the run. Written `fail`, `continue`, or `{fallback: AGENT}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+#[serde(try_from = "OnFailureRepr", into = "OnFailureRepr")]
+#[schemars(with = "OnFailureRepr")]
 pub enum OnFailure {
     /// Stop the run (running steps are canceled).
     #[default]
@@ -109,6 +110,41 @@ pub enum OnFailure {
     Continue,
     /// Try this agent instead.
     Fallback(String),
+}
+
+/// The written form of [`OnFailure`].
+#[derive(Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum OnFailureRepr {
+    /// `fail` or `continue`.
+    Word(String),
+    Fallback {
+        fallback: String,
+    },
+}
+
+impl TryFrom<OnFailureRepr> for OnFailure {
+    type Error = String;
+    fn try_from(r: OnFailureRepr) -> Result<Self, String> {
+        match r {
+            OnFailureRepr::Word(w) if w == "fail" => Ok(OnFailure::Fail),
+            OnFailureRepr::Word(w) if w == "continue" => Ok(OnFailure::Continue),
+            OnFailureRepr::Word(w) => Err(format!(
+                "on_failure is `fail`, `continue` or {{fallback: AGENT}}, not `{w}`"
+            )),
+            OnFailureRepr::Fallback { fallback } => Ok(OnFailure::Fallback(fallback)),
+        }
+    }
+}
+
+impl From<OnFailure> for OnFailureRepr {
+    fn from(o: OnFailure) -> Self {
+        match o {
+            OnFailure::Fail => OnFailureRepr::Word("fail".into()),
+            OnFailure::Continue => OnFailureRepr::Word("continue".into()),
+            OnFailure::Fallback(fallback) => OnFailureRepr::Fallback { fallback },
+        }
+    }
 }
 
 impl OnFailure {
