@@ -334,8 +334,7 @@ impl Engine {
         let limit = Arc::new(Semaphore::new(
             state.workflow.max_parallel.unwrap_or(8).max(1),
         ));
-        let mut running: JoinSet<(String, Result<(StepOutput, String, u32), (String, u32)>)> =
-            JoinSet::new();
+        let mut running: JoinSet<(String, StepResult)> = JoinSet::new();
         self.checkpoint(&state).await;
         loop {
             let canceled = cancel.as_ref().is_some_and(|c| *c.borrow());
@@ -430,7 +429,7 @@ impl Engine {
     fn schedule(
         &self,
         state: &mut RunState,
-        running: &mut JoinSet<(String, Result<(StepOutput, String, u32), (String, u32)>)>,
+        running: &mut JoinSet<(String, StepResult)>,
         limit: &Arc<Semaphore>,
         stop: &watch::Receiver<bool>,
         emit: &impl Fn(FlowEvent),
@@ -546,6 +545,10 @@ impl Engine {
     }
 }
 
+/// A step's end: its output, the agent that answered and the attempts; or the error and the
+/// attempts.
+type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
+
 /// One step: attempts with timeout and backoff, then the fallback agent if any.
 async fn run_step(
     agents: &AgentRegistry,
@@ -553,7 +556,7 @@ async fn run_step(
     input: String,
     context_id: String,
     stop: watch::Receiver<bool>,
-) -> Result<(StepOutput, String, u32), (String, u32)> {
+) -> StepResult {
     let mut candidates = vec![step.agent.clone()];
     if let OnFailure::Fallback(f) = &step.on_failure {
         candidates.push(f.clone());
