@@ -398,7 +398,12 @@ impl Engine {
                         retrying: false,
                     });
                     let policy = step.map(|s| s.on_failure).unwrap_or_default();
-                    if policy != OnFailure::Continue && state.status == RunStatus::Running {
+                    if cancel.as_ref().is_some_and(|c| *c.borrow())
+                        && state.status == RunStatus::Running
+                    {
+                        state.status = RunStatus::Canceled;
+                        let _ = stop_tx.send(true);
+                    } else if policy != OnFailure::Continue && state.status == RunStatus::Running {
                         state.status = RunStatus::Failed;
                         state.error = Some(format!("step `{id}` failed: {error}"));
                         let _ = stop_tx.send(true);
