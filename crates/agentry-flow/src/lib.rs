@@ -8,13 +8,16 @@
 //! - [`validate`]: every problem of a workflow before anything runs, naming its step.
 //! - [`registry`]: agents by name, local or remote, fallback and circuit breaker.
 //! - [`exec`]: the engine: dependency-graph scheduling, parallelism, durable checkpoints.
+//! - [`planner`]: workflows planned by an LLM, validated against the agents, repaired.
 
 pub mod exec;
+pub mod planner;
 pub mod registry;
 pub mod template;
 pub mod validate;
 pub mod workflow;
 
 pub use exec::{Engine, FlowError, FlowEvent, RunState, RunStatus, StepStatus};
+pub use planner::{PlanError, Planner};
 pub use registry::{AgentRegistry, Mode};
 pub use workflow::{OnFailure, Retry, Step, Workflow};
