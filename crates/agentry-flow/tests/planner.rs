@@ -84,7 +84,7 @@ async fn invalid_plans_are_repaired_with_the_errors_then_run() {
         .await
         .unwrap();
     assert_eq!(wf.steps.len(), 2);
-    let seen = spy.seen.lock().unwrap();
+    let seen = spy.seen.lock().unwrap().clone();
     // The model saw the agents and the schema; the repairs quoted the errors.
     assert!(
         seen[0].messages[0]
@@ -102,7 +102,6 @@ async fn invalid_plans_are_repaired_with_the_errors_then_run() {
         repair2.contains("which is not among its dependencies"),
         "{repair2}"
     );
-    drop(seen);
 
     let state = Engine::new(Arc::new(reg))
         .run(wf, json!({"topic": "Hamlet"}), None, None)
