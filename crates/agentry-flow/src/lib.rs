@@ -9,7 +9,11 @@
 //! - [`registry`]: agents by name, local or remote, fallback and circuit breaker.
 //! - [`exec`]: the engine: dependency-graph scheduling, parallelism, durable checkpoints.
 //! - [`planner`]: workflows planned by an LLM, validated against the agents, repaired.
+//! - [`a2a`]: the orchestrator as an A2A agent whose skills are its workflows.
+//! - [`bus`]: publish-subscribe between agents (in-process now, a broker later).
 
+pub mod a2a;
+pub mod bus;
 pub mod exec;
 pub mod planner;
 pub mod registry;
