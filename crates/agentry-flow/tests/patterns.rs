@@ -18,11 +18,14 @@ use agentry_flow::*;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+/// What a service was asked: the text and the data part.
+type Asked = (String, Option<serde_json::Map<String, Value>>);
+
 /// An agent that answers with a fixed JSON object and records what it was asked.
 struct Service {
     name: &'static str,
     answer: Value,
-    asked: Mutex<Vec<(String, Option<serde_json::Map<String, Value>>)>>,
+    asked: Mutex<Vec<Asked>>,
 }
 
 impl AgentHandle for Service {
