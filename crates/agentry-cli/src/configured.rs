@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentry_a2a::A2aError;
+use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::{A2aServer, AgentService, ServerConfig};
 use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
 use agentry_core::a2a::{ServedAgent, describe_step};
@@ -19,7 +20,127 @@ use serde::Deserialize;
 pub struct ServeFile {
     #[serde(default)]
     pub server: ServerSection,
+    #[serde(default)]
     pub agents: Vec<AgentEntry>,
+    /// Remote A2A agents workflows may use by name.
+    #[serde(default)]
+    pub remotes: Vec<RemoteEntry>,
+    /// The model that plans workflows (`agentry plan`, `agentry run`).
+    #[serde(default)]
+    pub planner: Option<PlannerSection>,
+    /// Serve an orchestrator agent running these workflows.
+    #[serde(default)]
+    pub orchestrator: Option<OrchestratorSection>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RemoteEntry {
+    pub name: String,
+    pub url: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub skills: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PlannerSection {
+    pub model: agentry_core::agent::ModelConfig,
+    #[serde(default)]
+    pub max_repairs: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct OrchestratorSection {
+    #[serde(default = "default_orchestrator_path")]
+    pub path: String,
+    /// Workflow files (YAML, JSON or TOML), relative to the config file.
+    #[serde(default)]
+    pub workflows: Vec<PathBuf>,
+}
+
+fn default_orchestrator_path() -> String {
+    "/orchestrator".into()
+}
+
+/// Everything a config file sets up.
+pub struct Setup {
+    pub file: ServeFile,
+    pub base: PathBuf,
+    /// (path, config) for each configured agent.
+    pub agents: Vec<(String, AgentConfig)>,
+    pub registry: Arc<agentry_flow::AgentRegistry>,
+}
+
+impl Setup {
+    pub fn load(path: &Path) -> Result<Self, A2aError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
+        let file: ServeFile = parse_config(path, &text)
+            .map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let factory = AgentFactory::with_builtins();
+        let mut registry = agentry_flow::AgentRegistry::default();
+        let mut agents = Vec::new();
+        for entry in &file.agents {
+            let cfg = load_agent(entry, &base)?;
+            // Workflows use their own in-process instance of each agent.
+            registry.add_local(Arc::new(factory.create_agent(cfg.clone()).map_err(other)?));
+            agents.push((format!("/{}", entry.path.trim_matches('/')), cfg));
+        }
+        for r in &file.remotes {
+            registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
+        }
+        Ok(Setup {
+            file,
+            base,
+            agents,
+            registry: Arc::new(registry),
+        })
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.file
+            .server
+            .data_dir
+            .clone()
+            .unwrap_or_else(crate::data_dir)
+    }
+
+    /// The engine, checkpointing runs in `workflows.db`.
+    pub fn engine(&self) -> Result<agentry_flow::Engine, A2aError> {
+        let store = SqliteStore::open(self.data_dir().join("workflows.db"))
+            .map_err(|e| other(format!("workflow store: {e}")))?;
+        Ok(agentry_flow::Engine::new(self.registry.clone()).with_store(Arc::new(store)))
+    }
+
+    pub fn planner(&self) -> Result<agentry_flow::Planner, A2aError> {
+        let p = self.file.planner.as_ref().ok_or_else(|| {
+            other("no [planner] in the config: add one with a model, e.g. [planner.model] provider = \"openai\" ...")
+        })?;
+        let mut model = p.model.clone();
+        if let agentry_core::agent::ModelConfig::Scripted { transcript } = &mut model
+            && transcript.is_relative()
+        {
+            *transcript = self.base.join(&*transcript);
+        }
+        let llm = AgentFactory::model(&model).map_err(other)?;
+        let mut planner = agentry_flow::Planner::new(llm);
+        if let Some(n) = p.max_repairs {
+            planner.max_repairs = n;
+        }
+        Ok(planner)
+    }
+
+    pub fn workflows(&self) -> Result<Vec<agentry_flow::Workflow>, A2aError> {
+        let Some(o) = &self.file.orchestrator else {
+            return Ok(Vec::new());
+        };
+        o.workflows
+            .iter()
+            .map(|w| agentry_flow::Workflow::from_file(self.base.join(w)).map_err(other))
+            .collect()
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,11 +215,8 @@ pub async fn serve(
     port: Option<u16>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), A2aError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
-    let file: ServeFile =
-        parse_config(path, &text).map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
-    let base = path.parent().unwrap_or(Path::new("."));
+    let setup = Setup::load(path)?;
+    let file = &setup.file;
     let port = port.unwrap_or(file.server.port);
     let public = file
         .server
@@ -106,42 +224,67 @@ pub async fn serve(
         .clone()
         .unwrap_or_else(|| format!("http://{}:{port}", file.server.host));
     let public = public.trim_end_matches('/').to_owned();
-    let data_dir = file.server.data_dir.clone().unwrap_or_else(crate::data_dir);
-    let factory = AgentFactory::with_builtins();
-    let mut server = A2aServer::new().config(ServerConfig::default());
-    let mut index = Vec::new();
-    let mut root_taken = false;
-    for entry in &file.agents {
-        let cfg = load_agent(entry, base)?;
-        let name = cfg.name.clone();
-        let agent = factory.create_agent(cfg).map_err(other)?;
-        let p = format!("/{}", entry.path.trim_matches('/'));
-        root_taken |= p == "/";
-        let url = if p == "/" {
-            format!("{public}/")
-        } else {
-            format!("{public}{p}")
-        };
-        let card = agent.card(&url);
-        let store: Arc<dyn TaskStore> = match file.server.store.as_str() {
+    let data_dir = setup.data_dir();
+    let store_for = |name: &str| -> Result<Arc<dyn TaskStore>, A2aError> {
+        Ok(match file.server.store.as_str() {
             "memory" => Arc::new(MemoryStore::default()),
             "sqlite" => Arc::new(
                 SqliteStore::open(data_dir.join(format!("{name}.db")))
                     .map_err(|e| other(format!("task store for {name}: {e}")))?,
             ),
             s => return Err(other(format!("unknown store `{s}`: use sqlite or memory"))),
-        };
+        })
+    };
+    let url_for = |p: &str| {
+        if p == "/" {
+            format!("{public}/")
+        } else {
+            format!("{public}{p}")
+        }
+    };
+    let mut server = A2aServer::new().config(ServerConfig::default());
+    let mut index = Vec::new();
+    let mut root_taken = false;
+    let mut entries: Vec<(String, AgentCard, AgentService)> = Vec::new();
+    let factory = AgentFactory::with_builtins();
+    for (p, cfg) in &setup.agents {
+        let store = store_for(&cfg.name)?;
+        // Runs are checkpointed beside their tasks, so an interrupted run can resume.
+        let agent = factory
+            .create_agent(cfg.clone())
+            .map_err(other)?
+            .with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
+        let card = agent.card(&url_for(p));
+        entries.push((
+            p.clone(),
+            card.clone(),
+            AgentService::new(card, ServedAgent(Arc::new(agent)), store),
+        ));
+    }
+    if let Some(o) = &file.orchestrator {
+        let workflows = setup.workflows()?;
+        let engine = Arc::new(setup.engine()?);
+        let mut orch = agentry_flow::a2a::Orchestrator::new("orchestrator", engine, workflows);
+        if file.planner.is_some() {
+            orch = orch.with_planner(Arc::new(setup.planner()?));
+        }
+        let p = format!("/{}", o.path.trim_matches('/'));
+        let card = orch.card(&url_for(&p));
+        entries.push((
+            p,
+            card.clone(),
+            AgentService::new(card, orch, store_for("orchestrator")?),
+        ));
+    }
+    for (p, card, svc) in entries {
+        root_taken |= p == "/";
+        let url = url_for(&p);
         index.push(serde_json::json!({
-            "name": name, "description": card.description, "url": url,
+            "name": card.name, "description": card.description, "url": url,
             "card": format!("{}/.well-known/agent-card.json", url.trim_end_matches('/')),
         }));
-        eprintln!("agentry: agent `{name}` at {url}");
-        // Runs are checkpointed beside their tasks, so an interrupted run can resume.
-        let agent = agent.with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
-        server = server.agent(
-            &p,
-            AgentService::new(card, ServedAgent(Arc::new(agent)), store),
-        );
+        eprintln!("agentry: agent `{}` at {url}", card.name);
+        server = server.agent(&p, svc);
     }
     let index = Arc::new(serde_json::json!({ "agents": index }));
     let list = {

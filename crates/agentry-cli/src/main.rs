@@ -1,6 +1,7 @@
 //! `agentry`: serve agents over A2A and call any A2A agent from the shell.
 
 mod configured;
+mod flows;
 mod output;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
@@ -43,6 +44,53 @@ enum Command {
     Chat {
         #[arg(long)]
         config: PathBuf,
+    },
+    /// Run or resume workflows over the agents of a config file.
+    #[command(subcommand)]
+    Workflow(WorkflowCommand),
+    /// Plan a workflow for a task (with the config's [planner] model) and show it.
+    Plan {
+        task: String,
+        #[arg(long, default_value = "agentry.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Plan a workflow for a task, then run it.
+    Run {
+        task: String,
+        #[arg(long, default_value = "agentry.toml")]
+        config: PathBuf,
+        /// The run's input, as JSON (the task is added as `text`).
+        #[arg(long)]
+        input: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum WorkflowCommand {
+    /// Run a workflow file (YAML, JSON or TOML), showing each step as it happens.
+    Run {
+        file: PathBuf,
+        /// The agents (and remotes) the workflow may use.
+        #[arg(long, default_value = "agentry.toml")]
+        config: PathBuf,
+        /// The run's input, as JSON.
+        #[arg(long)]
+        input: Option<String>,
+        /// Print events and the final state as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue a run after a crash: finished steps are kept, the rest run.
+    Resume {
+        run_id: String,
+        #[arg(long, default_value = "agentry.toml")]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -197,6 +245,26 @@ fn main() -> ExitCode {
             },
             Command::A2a(cmd) => a2a(cmd).await,
             Command::Chat { config } => configured::chat(&config).await,
+            Command::Workflow(WorkflowCommand::Run {
+                file,
+                config,
+                input,
+                json,
+            }) => flows::run_file(&file, &config, input.as_deref(), json).await,
+            Command::Workflow(WorkflowCommand::Resume {
+                run_id,
+                config,
+                json,
+            }) => flows::resume(&run_id, &config, json).await,
+            Command::Plan { task, config, json } => {
+                flows::plan_and_show(&task, &config, json).await
+            }
+            Command::Run {
+                task,
+                config,
+                input,
+                json,
+            } => flows::plan_and_run(&task, &config, input.as_deref(), json).await,
         }
     });
     match result {

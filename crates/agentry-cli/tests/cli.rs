@@ -219,3 +219,127 @@ fn serve_config_serves_each_agent_at_its_path_with_an_index() {
         "{resp}"
     );
 }
+
+fn run_in(home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("AGENTRY_HOME", home)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn workflows_run_plan_and_resume_from_the_cli() {
+    let home = std::env::temp_dir().join(format!("agentry-cli-flow-{}", std::process::id()));
+    let cfg = examples().join("agentry.toml");
+    let cfg = cfg.to_str().unwrap();
+    let flow = examples().join("compute-report.yaml");
+    let out = run_in(
+        &home,
+        &["workflow", "run", flow.to_str().unwrap(), "--config", cfg],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout(&out).trim(),
+        "(2 + 3) * 4 = 20 (report: You said hello.)"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("▶ compute (calculator)") && err.contains("✓ report: You said hello."),
+        "{err}"
+    );
+
+    // A finished run resumes to the same result without running anything again.
+    let run_id = err
+        .split("agentry workflow resume ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let again = run_in(&home, &["workflow", "resume", run_id, "--config", cfg]);
+    assert!(again.status.success());
+    assert_eq!(
+        stdout(&again).trim(),
+        "(2 + 3) * 4 = 20 (report: You said hello.)"
+    );
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("▶"),
+        "nothing re-ran"
+    );
+    let missing = run_in(
+        &home,
+        &["workflow", "resume", "no-such-run", "--config", cfg],
+    );
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no run no-such-run to resume"));
+
+    let plan = run_in(
+        &home,
+        &["plan", "Compute (2+3)*4 and report it", "--config", cfg],
+    );
+    let yaml = stdout(&plan);
+    assert!(
+        yaml.contains("agent: calculator") && yaml.contains("- compute"),
+        "{yaml}"
+    );
+    let planned = run_in(
+        &home,
+        &["run", "Compute (2+3)*4 and report it", "--config", cfg],
+    );
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+    assert_eq!(stdout(&planned).trim(), "You said hello.");
+}
+
+#[test]
+fn the_orchestrator_is_served_as_an_a2a_agent() {
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-cli-orch-{port}"));
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("agentry.toml"))
+        .args(["--port", &port.to_string()])
+        .env("AGENTRY_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/orchestrator");
+    let card: serde_json::Value =
+        serde_json::from_slice(&run(&["a2a", "card", &url, "--json"]).stdout).unwrap();
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(skills, ["compute-and-report", "plan"]);
+    let out = run(&[
+        "a2a",
+        "send",
+        &url,
+        "Compute (2+3)*4 and report it",
+        "--stream",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("planned 2 steps")
+            && text.contains("step compute done")
+            && text.contains("[completed] You said hello."),
+        "{text}"
+    );
+}
