@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use agentry_a2a::store::TaskStore;
 use agentry_core::a2a::{Ask, Reply};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
-use tokio::task::JoinSet;
 
 use crate::registry::AgentRegistry;
 use crate::template::{condition_holds, render};
@@ -81,20 +82,11 @@ pub struct RunState {
 impl RunState {
     /// The context templates read: input and every finished step's results.
     pub fn context(&self) -> Value {
-        let mut steps = Map::new();
-        for (id, r) in &self.steps {
-            let mut v = json!({"status": r.status});
-            if let Some(o) = &r.output {
-                v["output"] = json!(o.text);
-                v["data"] = Value::Object(o.data.clone());
-                v["artifacts"] = o
-                    .artifacts
-                    .iter()
-                    .map(|a| json!({"name": a.name, "text": agentry_a2a::model::join_text(&a.parts)}))
-                    .collect();
-            }
-            steps.insert(id.clone(), v);
-        }
+        let steps: Map<String, Value> = self
+            .steps
+            .iter()
+            .map(|(id, r)| (id.clone(), step_value(r)))
+            .collect();
         json!({"input": self.input, "steps": steps})
     }
 
@@ -106,6 +98,80 @@ impl RunState {
             .filter_map(|s| self.steps.get(&s.id)?.output.as_ref())
             .flat_map(|o| o.artifacts.iter().cloned())
             .collect()
+    }
+}
+
+/// One step's entry in the template context.
+fn step_value(r: &StepRecord) -> Value {
+    let mut v = json!({"status": r.status});
+    if let Some(o) = &r.output {
+        v["output"] = json!(o.text);
+        v["data"] = Value::Object(o.data.clone());
+        v["artifacts"] = o
+            .artifacts
+            .iter()
+            .map(|a| json!({"name": a.name, "text": agentry_a2a::model::join_text(&a.parts)}))
+            .collect();
+    }
+    v
+}
+
+/// Which steps can start: dependency counts kept up to date as steps settle, so scheduling
+/// costs O(edges) over a run, not O(steps) per event.
+struct Ready {
+    index: std::collections::HashMap<String, usize>,
+    waiting: Vec<usize>,
+    dependents: Vec<Vec<usize>>,
+    queue: std::collections::VecDeque<usize>,
+}
+
+fn settled(s: StepStatus) -> bool {
+    matches!(
+        s,
+        StepStatus::Done | StepStatus::Failed | StepStatus::Skipped
+    )
+}
+
+impl Ready {
+    fn new(state: &RunState) -> Self {
+        let steps = &state.workflow.steps;
+        let index: std::collections::HashMap<String, usize> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        let mut waiting = vec![0; steps.len()];
+        let mut dependents = vec![Vec::new(); steps.len()];
+        for (i, s) in steps.iter().enumerate() {
+            for d in &s.depends_on {
+                if let Some(&j) = index.get(d) {
+                    dependents[j].push(i);
+                    if !settled(state.steps[d].status) {
+                        waiting[i] += 1;
+                    }
+                }
+            }
+        }
+        let queue = (0..steps.len())
+            .filter(|&i| waiting[i] == 0 && state.steps[&steps[i].id].status == StepStatus::Pending)
+            .collect();
+        Ready {
+            index,
+            waiting,
+            dependents,
+            queue,
+        }
+    }
+
+    /// A step settled: its dependents may become ready.
+    fn settle(&mut self, id: &str) {
+        let Some(&i) = self.index.get(id) else { return };
+        for &d in &self.dependents[i] {
+            self.waiting[d] = self.waiting[d].saturating_sub(1);
+            if self.waiting[d] == 0 {
+                self.queue.push_back(d);
+            }
+        }
     }
 }
 
@@ -334,7 +400,11 @@ impl Engine {
         let limit = Arc::new(Semaphore::new(
             state.workflow.max_parallel.unwrap_or(8).max(1),
         ));
-        let mut running: JoinSet<(String, StepResult)> = JoinSet::new();
+        // Steps run as futures of this task (no thread hop per step); dropping one stops it.
+        let mut running: Running = FuturesUnordered::new();
+        let mut ready = Ready::new(&state);
+        // The template context, updated as steps finish rather than rebuilt.
+        let mut ctx = state.context();
         self.checkpoint(&state).await;
         loop {
             let canceled = cancel.as_ref().is_some_and(|c| *c.borrow());
@@ -343,36 +413,40 @@ impl Engine {
                 let _ = stop_tx.send(true);
             }
             if state.status == RunStatus::Running {
-                self.schedule(&mut state, &mut running, &limit, &stop_rx, &emit);
+                self.schedule(
+                    &mut state,
+                    &mut ready,
+                    &mut ctx,
+                    &mut running,
+                    &limit,
+                    &stop_rx,
+                    &emit,
+                );
             }
             if running.is_empty() {
                 break;
             }
             let joined = if state.status == RunStatus::Running {
-                running.join_next().await
+                running.next().await
             } else {
                 // Stopping: steps had the signal; those still running after the grace period
                 // are abandoned (their futures dropped).
-                match tokio::time::timeout(self.cancel_grace, running.join_next()).await {
+                match tokio::time::timeout(self.cancel_grace, running.next()).await {
                     Ok(j) => j,
                     Err(_) => {
-                        running.abort_all();
-                        while running.join_next().await.is_some() {}
+                        running.clear();
                         break;
                     }
                 }
             };
-            let Some(joined) = joined else {
+            let Some((id, result)) = joined else {
                 break;
             };
-            let (id, result) = match joined {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::error!("a step task failed: {e}");
-                    continue;
-                }
-            };
-            let step = state.workflow.step(&id).cloned();
+            let policy = ready
+                .index
+                .get(&id)
+                .map(|&i| state.workflow.steps[i].on_failure.clone())
+                .unwrap_or_default();
             let rec = state
                 .steps
                 .get_mut(&id)
@@ -397,7 +471,6 @@ impl Engine {
                         error: error.clone(),
                         retrying: false,
                     });
-                    let policy = step.map(|s| s.on_failure).unwrap_or_default();
                     if cancel.as_ref().is_some_and(|c| *c.borrow())
                         && state.status == RunStatus::Running
                     {
@@ -410,6 +483,8 @@ impl Engine {
                     }
                 }
             }
+            ctx["steps"][&id] = step_value(&state.steps[&id]);
+            ready.settle(&id);
             self.checkpoint(&state).await;
         }
         for r in state.steps.values_mut() {
@@ -430,100 +505,95 @@ impl Engine {
         state
     }
 
-    /// Starts every step whose dependencies are settled; skips those that cannot run.
+    /// Starts the steps that became ready; skips those that cannot run.
+    #[allow(clippy::too_many_arguments)]
     fn schedule(
         &self,
         state: &mut RunState,
-        running: &mut JoinSet<(String, StepResult)>,
+        ready: &mut Ready,
+        ctx: &mut Value,
+        running: &mut Running,
         limit: &Arc<Semaphore>,
         stop: &watch::Receiver<bool>,
         emit: &impl Fn(FlowEvent),
     ) {
-        loop {
-            let mut progressed = false;
-            let ctx = state.context();
-            for step in state.workflow.steps.clone() {
-                if state.steps[&step.id].status != StepStatus::Pending {
-                    continue;
+        while let Some(i) = ready.queue.pop_front() {
+            let step = &state.workflow.steps[i];
+            if state.steps[&step.id].status != StepStatus::Pending {
+                continue;
+            }
+            let blocked = step.depends_on.iter().any(|d| {
+                matches!(
+                    state.steps[d].status,
+                    StepStatus::Failed | StepStatus::Skipped
+                )
+            });
+            let skip = if blocked {
+                Some("a step it depends on failed or was skipped".to_owned())
+            } else {
+                match step.condition.as_deref().map(|c| condition_holds(c, ctx)) {
+                    Some(Ok(false)) => Some(format!(
+                        "condition `{}` is false",
+                        step.condition.as_deref().unwrap_or("")
+                    )),
+                    Some(Err(e)) => Some(format!("condition cannot be evaluated: {e}")),
+                    _ => None,
                 }
-                let deps: Vec<StepStatus> = step
-                    .depends_on
-                    .iter()
-                    .map(|d| state.steps[d].status)
-                    .collect();
-                if deps
-                    .iter()
-                    .any(|s| matches!(s, StepStatus::Pending | StepStatus::Running))
-                {
-                    continue;
-                }
-                let skip = if deps
-                    .iter()
-                    .any(|s| matches!(s, StepStatus::Failed | StepStatus::Skipped))
-                {
-                    Some("a step it depends on failed or was skipped".to_owned())
-                } else {
-                    match step.condition.as_deref().map(|c| condition_holds(c, &ctx)) {
-                        Some(Ok(false)) => Some(format!(
-                            "condition `{}` is false",
-                            step.condition.as_deref().unwrap_or("")
-                        )),
-                        Some(Err(e)) => Some(format!("condition cannot be evaluated: {e}")),
-                        _ => None,
-                    }
-                };
-                let rec = state
-                    .steps
-                    .get_mut(&step.id)
-                    .expect("every step has a record");
-                if let Some(reason) = skip {
-                    rec.status = StepStatus::Skipped;
-                    emit(FlowEvent::StepSkipped {
-                        step: step.id.clone(),
-                        reason,
+            };
+            let id = step.id.clone();
+            if let Some(reason) = skip {
+                let rec = state.steps.get_mut(&id).expect("every step has a record");
+                rec.status = StepStatus::Skipped;
+                emit(FlowEvent::StepSkipped {
+                    step: id.clone(),
+                    reason,
+                });
+                ctx["steps"][&id] = step_value(rec);
+                ready.settle(&id);
+                continue;
+            }
+            let input = match render(&step.input, ctx) {
+                Ok(input) => input,
+                Err(e) => {
+                    let continue_on = step.on_failure == OnFailure::Continue;
+                    let rec = state.steps.get_mut(&id).expect("every step has a record");
+                    rec.status = StepStatus::Failed;
+                    rec.error = Some(format!("input: {e}"));
+                    emit(FlowEvent::StepFailed {
+                        step: id.clone(),
+                        error: format!("input: {e}"),
+                        retrying: false,
                     });
-                    progressed = true;
+                    ctx["steps"][&id] = step_value(rec);
+                    if !continue_on {
+                        state.status = RunStatus::Failed;
+                        state.error = Some(format!("step `{id}`: input: {e}"));
+                        return;
+                    }
+                    ready.settle(&id);
                     continue;
                 }
-                let input = match render(&step.input, &ctx) {
-                    Ok(i) => i,
-                    Err(e) => {
-                        rec.status = StepStatus::Failed;
-                        rec.error = Some(format!("input: {e}"));
-                        emit(FlowEvent::StepFailed {
-                            step: step.id.clone(),
-                            error: format!("input: {e}"),
-                            retrying: false,
-                        });
-                        if step.on_failure != OnFailure::Continue {
-                            state.status = RunStatus::Failed;
-                            state.error = Some(format!("step `{}`: input: {e}", step.id));
-                            return;
-                        }
-                        progressed = true;
-                        continue;
-                    }
-                };
-                rec.status = StepStatus::Running;
-                emit(FlowEvent::StepStarted {
-                    step: step.id.clone(),
-                    agent: step.agent.clone(),
-                    attempt: 1,
-                });
-                let agents = self.agents.clone();
-                let limit = limit.clone();
-                let stop = stop.clone();
-                let context_id = state.run_id.clone();
-                running.spawn(async move {
-                    let _permit = limit.acquire_owned().await;
-                    let r = run_step(&agents, &step, input, context_id, stop).await;
-                    (step.id.clone(), r)
-                });
-                progressed = true;
-            }
-            if !progressed {
-                return;
-            }
+            };
+            emit(FlowEvent::StepStarted {
+                step: id.clone(),
+                agent: step.agent.clone(),
+                attempt: 1,
+            });
+            let step = step.clone();
+            state
+                .steps
+                .get_mut(&id)
+                .expect("every step has a record")
+                .status = StepStatus::Running;
+            let agents = self.agents.clone();
+            let limit = limit.clone();
+            let stop = stop.clone();
+            let context_id = state.run_id.clone();
+            running.push(Box::pin(async move {
+                let _permit = limit.acquire_owned().await;
+                let r = run_step(&agents, &step, input, context_id, stop).await;
+                (step.id.clone(), r)
+            }));
         }
     }
 
@@ -534,9 +604,14 @@ impl Engine {
         }
         // The outputs of the steps nothing depends on.
         let wf = &state.workflow;
+        let depended: std::collections::HashSet<&str> = wf
+            .steps
+            .iter()
+            .flat_map(|s| s.depends_on.iter().map(String::as_str))
+            .collect();
         wf.steps
             .iter()
-            .filter(|s| !wf.steps.iter().any(|o| o.depends_on.contains(&s.id)))
+            .filter(|s| !depended.contains(s.id.as_str()))
             .filter_map(|s| {
                 state
                     .steps
@@ -549,6 +624,11 @@ impl Engine {
             .join("\n\n")
     }
 }
+
+/// The steps in flight.
+type Running = FuturesUnordered<
+    std::pin::Pin<Box<dyn std::future::Future<Output = (String, StepResult)> + Send>>,
+>;
 
 /// A step's end: its output, the agent that answered and the attempts; or the error and the
 /// attempts.

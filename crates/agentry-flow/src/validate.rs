@@ -21,29 +21,30 @@ fn err(step: Option<&str>, message: String) -> ValidationError {
     }
 }
 
-/// The step ids each step transitively depends on.
-pub fn ancestors(wf: &Workflow) -> BTreeMap<String, BTreeSet<String>> {
-    let deps: BTreeMap<&str, &[String]> = wf
-        .steps
-        .iter()
-        .map(|s| (s.id.as_str(), s.depends_on.as_slice()))
-        .collect();
-    let mut out = BTreeMap::new();
-    for s in &wf.steps {
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<&str> = s.depends_on.iter().map(String::as_str).collect();
-        while let Some(d) = stack.pop() {
-            if seen.insert(d.to_owned()) {
-                stack.extend(
-                    deps.get(d)
-                        .into_iter()
-                        .flat_map(|v| v.iter().map(String::as_str)),
-                );
-            }
-        }
-        out.insert(s.id.clone(), seen);
+/// Whether `target` is among the steps `step` transitively depends on. Direct dependencies are
+/// checked first, so the common case costs nothing; otherwise a search with early exit.
+fn is_upstream(deps: &BTreeMap<&str, &[String]>, step: &str, target: &str) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<&str> = deps
+        .get(step)
+        .map(|d| d.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    if stack.contains(&target) {
+        return true;
     }
-    out
+    while let Some(d) = stack.pop() {
+        if d == target {
+            return true;
+        }
+        if seen.insert(d) {
+            stack.extend(
+                deps.get(d)
+                    .into_iter()
+                    .flat_map(|v| v.iter().map(String::as_str)),
+            );
+        }
+    }
+    false
 }
 
 /// Validates `wf` against the agents that exist.
@@ -120,17 +121,24 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
         .map(|(k, _)| *k)
         .collect();
     let mut done = 0;
+    let mut dependents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for s in &wf.steps {
+        for d in &s.depends_on {
+            if d != &s.id {
+                dependents
+                    .entry(d.as_str())
+                    .or_default()
+                    .push(s.id.as_str());
+            }
+        }
+    }
     while let Some(r) = ready.pop() {
         done += 1;
-        for s in wf
-            .steps
-            .iter()
-            .filter(|s| s.depends_on.iter().any(|d| d == r))
-        {
-            if let Some(n) = indeg.get_mut(s.id.as_str()) {
+        for &dep in dependents.get(r).map(Vec::as_slice).unwrap_or_default() {
+            if let Some(n) = indeg.get_mut(dep) {
                 *n -= 1;
                 if *n == 0 {
-                    ready.push(s.id.as_str());
+                    ready.push(dep);
                 }
             }
         }
@@ -147,11 +155,12 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
         ));
     }
     // Templates: only the input and upstream steps' results can be named.
-    let anc = ancestors(wf);
-    let mut check_refs = |step: Option<&str>,
-                          what: &str,
-                          t: &str,
-                          upstream: Option<&BTreeSet<String>>| {
+    let deps: BTreeMap<&str, &[String]> = wf
+        .steps
+        .iter()
+        .map(|s| (s.id.as_str(), s.depends_on.as_slice()))
+        .collect();
+    let mut check_refs = |step: Option<&str>, what: &str, t: &str| {
         let refs = match references(t) {
             Ok(r) => r,
             Err(e) => {
@@ -180,7 +189,7 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
                             step,
                             format!("{what}: `${{{path}}}` names unknown step `{target}`"),
                         ));
-                    } else if upstream.is_some_and(|u| !u.contains(target)) {
+                    } else if step.is_some_and(|s| !is_upstream(&deps, s, target)) {
                         errors.push(err(step, format!("{what}: `${{{path}}}` reads step `{target}`, which is not among its dependencies")));
                     }
                     match r.get(2).map(String::as_str) {
@@ -197,13 +206,13 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
         }
     };
     for s in &wf.steps {
-        check_refs(Some(&s.id), "input", &s.input, anc.get(&s.id));
+        check_refs(Some(&s.id), "input", &s.input);
         if let Some(c) = &s.condition {
-            check_refs(Some(&s.id), "condition", c, anc.get(&s.id));
+            check_refs(Some(&s.id), "condition", c);
         }
     }
     if let Some(o) = &wf.output {
-        check_refs(None, "output", o, None);
+        check_refs(None, "output", o);
     }
     if errors.is_empty() {
         Ok(())

@@ -22,6 +22,8 @@ pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageR
         match turn.events.recv().await {
             Ok(ev) => match &*ev {
                 StreamEvent::Message(m) => return SendMessageResult::Message(m.clone()),
+                // Not blocking: the task as it was announced (submitted), whatever came next.
+                StreamEvent::Task(t) if !blocking => return SendMessageResult::Task(t.clone()),
                 _ if !blocking => break,
                 e if e.is_final() => break,
                 _ => {}
