@@ -80,7 +80,13 @@ impl Setup {
             .map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let factory = AgentFactory::with_builtins();
-        let mut registry = agentry_flow::AgentRegistry::default();
+        let mode = match file.server.agent_mode.as_deref() {
+            None => agentry_flow::Mode::from_env(),
+            Some("direct") => agentry_flow::Mode::Direct,
+            Some("a2a") => agentry_flow::Mode::A2a,
+            Some(m) => return Err(other(format!("agent_mode `{m}`: use direct or a2a"))),
+        };
+        let mut registry = agentry_flow::AgentRegistry::new(mode);
         let mut agents = Vec::new();
         for entry in &file.agents {
             let cfg = load_agent(entry, &base)?;
@@ -154,6 +160,9 @@ pub struct ServerSection {
     pub data_dir: Option<PathBuf>,
     /// Public base URL for the cards; default http://HOST:PORT.
     pub public_url: Option<String>,
+    /// Where workflow steps go first for agents that are both local and remote: `a2a`
+    /// (remote, falling back to local) or `direct` (local). Default: $AGENTRY_AGENT_MODE, else a2a.
+    pub agent_mode: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -164,6 +173,7 @@ impl Default for ServerSection {
             store: "sqlite".into(),
             data_dir: None,
             public_url: None,
+            agent_mode: None,
         }
     }
 }
