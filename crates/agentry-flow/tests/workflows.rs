@@ -308,10 +308,16 @@ steps:
             Ok("late".into())
         }
     });
+    // `late_fail` fails once `slow` is surely running.
+    let late_fail = agent("late_fail", |_, _| async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Err(AgentError::Other("always down".into()))
+    });
+    let _ = broken;
     let w = wf(
-        "name: stop\nsteps:\n  - {id: bad, agent: broken, input: a}\n  - {id: slow, agent: slow, input: b}\n",
+        "name: stop\nsteps:\n  - {id: bad, agent: late_fail, input: a}\n  - {id: slow, agent: slow, input: b}\n",
     );
-    let engine = Engine::new(Arc::new(registry(&[broken, slow])))
+    let engine = Engine::new(Arc::new(registry(&[late_fail, slow])))
         .with_cancel_grace(Duration::from_millis(50));
     let state = engine.run(w, json!({}), None, None).await.unwrap();
     assert_eq!(state.status, RunStatus::Failed);
