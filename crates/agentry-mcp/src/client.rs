@@ -1,0 +1,372 @@
+//! A connection to one MCP server, over stdio or Streamable HTTP, that reconnects when needed.
+//!
+//! The protocol revision is negotiated by rmcp's `Auto` lifecycle (a `server/discover` probe,
+//! falling back to `initialize` when the server answers that it is legacy); a server that says
+//! nothing to the probe gets `initialize` on a fresh connection after `probe_timeout` instead of
+//! rmcp's fixed 10 s. A stdio server that crashed is restarted on the next call; an HTTP session
+//! the server forgot (404, or 400 as some servers answer) is re-established by the transport.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool,
+};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::Mutex;
+
+/// How to reach an MCP server, with its limits and tool filter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerSpec {
+    /// Also the tool namespace (`name__tool`) unless `prefix` is given.
+    pub name: String,
+    /// A command to launch (stdio transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// An endpoint (Streamable HTTP transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token: Option<String>,
+    /// Seconds without an answer (or progress) before a call is canceled.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: f64,
+    /// Absolute cap on a call, progress or not.
+    #[serde(default = "default_max_timeout")]
+    pub max_timeout_secs: f64,
+    /// Seconds to connect and negotiate.
+    #[serde(default = "default_connect")]
+    pub connect_timeout_secs: f64,
+    /// Tool name patterns to expose (`*` wildcards); empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_tools: Vec<String>,
+    /// Namespace for the tools; default: `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+fn default_timeout() -> f64 {
+    60.0
+}
+fn default_max_timeout() -> f64 {
+    600.0
+}
+fn default_connect() -> f64 {
+    15.0
+}
+
+impl McpServerSpec {
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        McpServerSpec {
+            name: name.into(),
+            command: Some(command.into()),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            env: BTreeMap::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            bearer_token: None,
+            timeout_secs: default_timeout(),
+            max_timeout_secs: default_max_timeout(),
+            connect_timeout_secs: default_connect(),
+            allow_tools: Vec::new(),
+            deny_tools: Vec::new(),
+            prefix: None,
+        }
+    }
+
+    pub fn http(name: &str, url: &str) -> Self {
+        McpServerSpec {
+            command: None,
+            args: Vec::new(),
+            url: Some(url.into()),
+            ..Self::stdio(name, "", &[])
+        }
+    }
+
+    /// From an agent config's `mcp_servers` entry (its extra keys are the options here).
+    pub fn from_agent_config(c: &agentry_core::agent::McpServerConfig) -> Result<Self, McpError> {
+        let mut v = Map::new();
+        v.insert("name".into(), Value::String(c.name.clone()));
+        if let Some(cmd) = &c.command {
+            v.insert("command".into(), Value::String(cmd.clone()));
+        }
+        v.insert(
+            "args".into(),
+            serde_json::to_value(&c.args).unwrap_or_default(),
+        );
+        v.insert(
+            "env".into(),
+            serde_json::to_value(&c.env).unwrap_or_default(),
+        );
+        if let Some(u) = &c.url {
+            v.insert("url".into(), Value::String(u.clone()));
+        }
+        for (k, val) in &c.options {
+            v.insert(k.clone(), val.clone());
+        }
+        serde_json::from_value(Value::Object(v))
+            .map_err(|e| McpError::Config(format!("MCP server {}: {e}", c.name)))
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.prefix.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// Which commands configs may launch. Empty `allowed` with `allow_any` false refuses all.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchPolicy {
+    /// Program names or paths (`npx`, `node`, `/usr/bin/python3`).
+    pub allowed: Vec<String>,
+    pub allow_any: bool,
+}
+
+impl LaunchPolicy {
+    /// Allows any command (for configs the user wrote themselves).
+    pub fn any() -> Self {
+        LaunchPolicy {
+            allowed: Vec::new(),
+            allow_any: true,
+        }
+    }
+
+    /// From `AGENTRY_MCP_ALLOW` (comma-separated programs; `*` allows any).
+    pub fn from_env() -> Self {
+        match std::env::var("AGENTRY_MCP_ALLOW") {
+            Ok(s) if s.trim() == "*" => Self::any(),
+            Ok(s) => LaunchPolicy {
+                allowed: s
+                    .split(',')
+                    .map(|p| p.trim().to_owned())
+                    .filter(|p| !p.is_empty())
+                    .collect(),
+                allow_any: false,
+            },
+            Err(_) => Self::any(),
+        }
+    }
+
+    pub fn check(&self, command: &str) -> Result<(), McpError> {
+        if self.allow_any {
+            return Ok(());
+        }
+        let base = std::path::Path::new(command)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(command);
+        if self.allowed.iter().any(|a| a == command || a == base) {
+            Ok(())
+        } else {
+            Err(McpError::NotAllowed(command.to_owned()))
+        }
+    }
+}
+
+/// MCP failures.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum McpError {
+    #[error("invalid MCP config: {0}")]
+    Config(String),
+    #[error("command `{0}` is not in the MCP launch allow-list (AGENTRY_MCP_ALLOW)")]
+    NotAllowed(String),
+    #[error("cannot connect to MCP server {server}: {reason}")]
+    Connect { server: String, reason: String },
+    #[error("MCP server {server} did not answer within {secs} s")]
+    Timeout { server: String, secs: f64 },
+    #[error("MCP server {server}: {reason}")]
+    Call { server: String, reason: String },
+}
+
+type Session = RunningService<RoleClient, ()>;
+
+/// One MCP server.
+pub struct McpClient {
+    pub spec: McpServerSpec,
+    session: Mutex<Option<Arc<Session>>>,
+    /// How long a silent server gets before the legacy handshake is tried.
+    pub probe_timeout: Duration,
+}
+
+impl McpClient {
+    /// Connects (checking the launch policy for stdio servers).
+    pub async fn connect(
+        spec: McpServerSpec,
+        policy: &LaunchPolicy,
+    ) -> Result<Arc<Self>, McpError> {
+        if let Some(cmd) = &spec.command
+            && !cmd.is_empty()
+        {
+            policy.check(cmd)?;
+        } else if spec.url.is_none() {
+            return Err(McpError::Config(format!(
+                "MCP server {} needs `command` or `url`",
+                spec.name
+            )));
+        }
+        let c = Arc::new(McpClient {
+            spec,
+            session: Mutex::new(None),
+            probe_timeout: Duration::from_secs(3),
+        });
+        c.session().await?;
+        Ok(c)
+    }
+
+    fn err(&self, reason: impl std::fmt::Display) -> McpError {
+        McpError::Connect {
+            server: self.spec.name.clone(),
+            reason: reason.to_string(),
+        }
+    }
+
+    async fn open(&self, lifecycle: ClientLifecycleMode) -> Result<Session, McpError> {
+        if let Some(cmd) = self.spec.command.as_deref().filter(|c| !c.is_empty()) {
+            let mut command = tokio::process::Command::new(cmd);
+            command
+                .args(&self.spec.args)
+                .envs(&self.spec.env)
+                .kill_on_drop(true);
+            let (transport, _stderr) = TokioChildProcess::builder(command)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| self.err(format!("cannot start `{cmd}`: {e}")))?;
+            return ().serve_with_lifecycle(transport, lifecycle).await.map_err(|e| self.err(e));
+        }
+        let url = self.spec.url.clone().unwrap_or_default();
+        let http = reqwest13::Client::builder()
+            .connect_timeout(Duration::from_secs_f64(self.spec.connect_timeout_secs))
+            .pool_max_idle_per_host(0)
+            .build()
+            .map_err(|e| self.err(e))?;
+        let mut headers = std::collections::HashMap::new();
+        for (k, v) in &self.spec.headers {
+            let name = http::HeaderName::try_from(k.as_str()).map_err(|e| self.err(e))?;
+            let value = http::HeaderValue::try_from(v.as_str()).map_err(|e| self.err(e))?;
+            headers.insert(name, value);
+        }
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+        config.auth_header = self.spec.bearer_token.clone();
+        config.custom_headers = headers;
+        let transport = StreamableHttpClientTransport::with_client(http, config);
+        ().serve_with_lifecycle(transport, lifecycle)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    /// The live session, (re)connecting when there is none or it closed (a crashed server).
+    pub async fn session(&self) -> Result<Arc<Session>, McpError> {
+        let mut guard = self.session.lock().await;
+        if let Some(s) = guard.as_ref()
+            && !s.is_transport_closed()
+        {
+            return Ok(s.clone());
+        }
+        if guard.is_some() {
+            tracing::info!(server = %self.spec.name, "MCP session closed; reconnecting");
+        }
+        let connect = Duration::from_secs_f64(self.spec.connect_timeout_secs);
+        let auto = ClientLifecycleMode::Auto {
+            preferred_versions: Vec::new(),
+            legacy_version: None,
+        };
+        let session = match tokio::time::timeout(self.probe_timeout.min(connect), self.open(auto))
+            .await
+        {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(server = %self.spec.name, "discover failed ({e}); trying initialize");
+                self.open_legacy(connect).await?
+            }
+            Err(_) => {
+                tracing::debug!(server = %self.spec.name, "server silent on discover; trying initialize");
+                self.open_legacy(connect).await?
+            }
+        };
+        let s = Arc::new(session);
+        *guard = Some(s.clone());
+        Ok(s)
+    }
+
+    async fn open_legacy(&self, connect: Duration) -> Result<Session, McpError> {
+        tokio::time::timeout(connect, self.open(ClientLifecycleMode::Initialize))
+            .await
+            .map_err(|_| McpError::Timeout {
+                server: self.spec.name.clone(),
+                secs: connect.as_secs_f64(),
+            })?
+    }
+
+    /// The server's tools (all pages).
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, McpError> {
+        let s = self.session().await?;
+        s.peer().list_all_tools().await.map_err(|e| McpError::Call {
+            server: self.spec.name.clone(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Calls a tool. The inactivity timeout is extended by progress notifications, the absolute
+    /// cap is not; on timeout the request is canceled. A transport failure reconnects once.
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CallToolResult, McpError> {
+        let mut last = None;
+        for attempt in 0..2 {
+            let s = self.session().await?;
+            let params =
+                CallToolRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
+            let options =
+                PeerRequestOptions::with_timeout(Duration::from_secs_f64(self.spec.timeout_secs))
+                    .reset_timeout_on_progress()
+                    .with_max_total_timeout(Duration::from_secs_f64(self.spec.max_timeout_secs));
+            let req = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let result = match s.peer().send_request_with_option(req, options).await {
+                Ok(handle) => handle.await_response().await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(ServerResult::CallToolResult(r)) => return Ok(r),
+                Ok(other) => {
+                    return Err(McpError::Call {
+                        server: self.spec.name.clone(),
+                        reason: format!("unexpected answer to tools/call: {other:?}"),
+                    });
+                }
+                Err(rmcp::ServiceError::Timeout { timeout }) => {
+                    return Err(McpError::Timeout {
+                        server: self.spec.name.clone(),
+                        secs: timeout.as_secs_f64(),
+                    });
+                }
+                Err(e) => {
+                    let closed = s.is_transport_closed();
+                    last = Some(McpError::Call {
+                        server: self.spec.name.clone(),
+                        reason: e.to_string(),
+                    });
+                    if !closed || attempt == 1 {
+                        break;
+                    }
+                    tracing::info!(server = %self.spec.name, "transport closed during a call; reconnecting");
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| self.err("no answer")))
+    }
+}
