@@ -12,6 +12,17 @@ if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm; from importlib.
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27' 'mockllm==0.0.8'
 fi
+# MCP peers: the reference servers from npm, and PyPI mcp 2.x (its own virtualenv: its
+# dependencies differ from a2a-sdk 0.3's).
+if [ ! -f tests/mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ]; then
+  echo "==> installing the MCP reference servers (npm)"
+  (cd tests/mcp-peers && npm install --silent --no-audit --no-fund)
+fi
+if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null; then
+  echo "==> installing PyPI mcp 2.x into .venv-mcp"
+  python3 -m venv .venv-mcp
+  .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
+fi
 export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
 # Interop tests fail, instead of skipping, when a peer is missing.
 export AGENTRY_REQUIRE_INTEROP=1

@@ -310,6 +310,16 @@ impl McpClient {
             })?
     }
 
+    /// The protocol revision negotiated with the server (e.g. `2026-07-28`, `2025-11-25`).
+    pub async fn protocol_version(&self) -> Result<String, McpError> {
+        let s = self.session().await?;
+        let info = s.peer_info().ok_or_else(|| self.err("no server info"))?;
+        Ok(serde_json::to_value(&info.protocol_version)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default())
+    }
+
     /// The server's tools (all pages).
     pub async fn list_tools(&self) -> Result<Vec<Tool>, McpError> {
         let s = self.session().await?;

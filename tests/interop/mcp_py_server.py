@@ -1,0 +1,38 @@
+# Minimal MCP server (agentry's test peer; from ../shared/interop) with add, echo, sleep, crash (mcp 2.x: FastMCP was renamed MCPServer).
+# usage: python pyserver.py stdio | python pyserver.py http [port]
+import sys
+from mcp.server.mcpserver import MCPServer
+
+mcp = MCPServer("proto-py", version="0.1.0")
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+@mcp.tool()
+def echo(message: str) -> str:
+    """Echo a message back."""
+    return message
+
+
+@mcp.tool()
+async def sleep(seconds: float) -> str:
+    """Sleep, then answer (a slow server, for timeout and fan-out tests)."""
+    import asyncio
+    await asyncio.sleep(seconds)
+    return "slept"
+
+
+@mcp.tool()
+def crash() -> str:
+    """Exit the process at once (a crashing server, for restart tests)."""
+    import os
+    os._exit(3)
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "http":
+        port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
+        mcp.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        mcp.run("stdio")
