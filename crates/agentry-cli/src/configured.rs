@@ -73,7 +73,7 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub fn load(path: &Path) -> Result<Self, A2aError> {
+    pub async fn load(path: &Path) -> Result<Self, A2aError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
         let file: ServeFile = parse_config(path, &text)
@@ -91,7 +91,14 @@ impl Setup {
         for entry in &file.agents {
             let cfg = load_agent(entry, &base)?;
             // Workflows use their own in-process instance of each agent.
-            registry.add_local(Arc::new(factory.create_agent(cfg.clone()).map_err(other)?));
+            let agent = agentry_mcp::create_agent(
+                &factory,
+                cfg.clone(),
+                &agentry_mcp::LaunchPolicy::from_env(),
+            )
+            .await
+            .map_err(other)?;
+            registry.add_local(Arc::new(agent));
             agents.push((format!("/{}", entry.path.trim_matches('/')), cfg));
         }
         for r in &file.remotes {
@@ -225,7 +232,7 @@ pub async fn serve(
     port: Option<u16>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), A2aError> {
-    let setup = Setup::load(path)?;
+    let setup = Setup::load(path).await?;
     let file = &setup.file;
     let port = port.unwrap_or(file.server.port);
     let public = file
@@ -260,10 +267,14 @@ pub async fn serve(
     for (p, cfg) in &setup.agents {
         let store = store_for(&cfg.name)?;
         // Runs are checkpointed beside their tasks, so an interrupted run can resume.
-        let agent = factory
-            .create_agent(cfg.clone())
-            .map_err(other)?
-            .with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
+        let agent = agentry_mcp::create_agent(
+            &factory,
+            cfg.clone(),
+            &agentry_mcp::LaunchPolicy::from_env(),
+        )
+        .await
+        .map_err(other)?
+        .with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
         let card = agent.card(&url_for(p));
         entries.push((
             p.clone(),
@@ -337,9 +348,13 @@ impl RunHooks for Printer {
 /// An interactive chat with one configured agent; each line is a turn of one conversation.
 pub async fn chat(path: &Path) -> Result<(), A2aError> {
     let cfg = AgentConfig::from_file(path).map_err(other)?;
-    let agent = AgentFactory::with_builtins()
-        .create_agent(cfg)
-        .map_err(other)?;
+    let agent = agentry_mcp::create_agent(
+        &AgentFactory::with_builtins(),
+        cfg,
+        &agentry_mcp::LaunchPolicy::from_env(),
+    )
+    .await
+    .map_err(other)?;
     let context = agentry_a2a::new_id();
     let tools = agent.tools().names().join(", ");
     eprintln!(

@@ -98,13 +98,13 @@ pub async fn run_file(
     input: Option<&str>,
     json: bool,
 ) -> Result<(), A2aError> {
-    let setup = Setup::load(config)?;
+    let setup = Setup::load(config).await?;
     let wf = Workflow::from_file(file).map_err(other)?;
     execute(&setup, wf, parse_input(input)?, json).await
 }
 
 pub async fn resume(run_id: &str, config: &Path, json: bool) -> Result<(), A2aError> {
-    let setup = Setup::load(config)?;
+    let setup = Setup::load(config).await?;
     let engine = setup.engine()?;
     let (tx, rx) = mpsc::unbounded_channel();
     let view = tokio::spawn(show(rx, json));
@@ -117,7 +117,7 @@ pub async fn resume(run_id: &str, config: &Path, json: bool) -> Result<(), A2aEr
 }
 
 pub async fn plan(task: &str, config: &Path) -> Result<Workflow, A2aError> {
-    let setup = Setup::load(config)?;
+    let setup = Setup::load(config).await?;
     setup
         .planner()?
         .plan(task, &setup.registry)
@@ -141,7 +141,7 @@ pub async fn plan_and_run(
     input: Option<&str>,
     json: bool,
 ) -> Result<(), A2aError> {
-    let setup = Setup::load(config)?;
+    let setup = Setup::load(config).await?;
     let wf = setup
         .planner()?
         .plan(task, &setup.registry)

@@ -248,14 +248,27 @@ impl AgentFactory {
         config: AgentConfig,
         llm: Arc<dyn DynLlmProvider>,
     ) -> Result<Agent, AgentError> {
+        self.create_agent_with_tools(config, llm, None)
+    }
+
+    /// As [`create_agent_with_model`](Self::create_agent_with_model), adding tools connected
+    /// elsewhere (the MCP servers of the config: `agentry_mcp::create_agent` connects them and
+    /// calls this). Those tools keep their own per-server filters; the config's `tools`
+    /// patterns filter the type's tools.
+    pub fn create_agent_with_tools(
+        &self,
+        config: AgentConfig,
+        llm: Arc<dyn DynLlmProvider>,
+        external: Option<ToolRegistry>,
+    ) -> Result<Agent, AgentError> {
         let builder = self.types.get(&config.agent_type).ok_or_else(|| {
             AgentError::UnknownType(config.agent_type.clone(), self.available_types().join(", "))
         })?;
-        if !config.mcp_servers.is_empty() {
+        if !config.mcp_servers.is_empty() && external.is_none() {
             return Err(AgentError::Invalid {
                 agent: config.name.clone(),
-                reason: "MCP servers in agent configs are not supported yet (the MCP layer \
-                         comes next); remove `mcp_servers` for now"
+                reason: "the config names MCP servers: create the agent with \
+                         agentry_mcp::create_agent, which connects them"
                     .into(),
             });
         }
@@ -264,7 +277,7 @@ impl AgentFactory {
             allow: config.tools.clone(),
             deny: config.deny_tools.clone(),
         };
-        let tools = kind.tools.clone().with_filter(filter);
+        let mut tools = kind.tools.clone().with_filter(filter).filtered();
         for pattern in &config.tools {
             if !pattern.contains('*') && tools.spec(pattern).is_none() {
                 return Err(AgentError::Invalid {
@@ -275,6 +288,9 @@ impl AgentFactory {
                     ),
                 });
             }
+        }
+        if let Some(ext) = external {
+            tools.merge(None, &ext);
         }
         Ok(Agent {
             config,

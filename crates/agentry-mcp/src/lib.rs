@@ -14,3 +14,50 @@ pub mod tools;
 pub use client::{LaunchPolicy, McpClient, McpError, McpServerSpec};
 pub use rmcp;
 pub use tools::{FanOutResult, McpTool, McpTools, fan_out, map_result};
+
+use std::sync::Arc;
+
+use agentry_core::agent::{Agent, AgentConfig, AgentError, AgentFactory};
+
+/// Creates an agent from `config`, connecting its MCP servers (concurrently) and adding their
+/// tools, namespaced by server, to the agent's registry.
+pub async fn create_agent(
+    factory: &AgentFactory,
+    config: AgentConfig,
+    policy: &LaunchPolicy,
+) -> Result<Agent, AgentError> {
+    let llm = AgentFactory::model(&config.model)?;
+    create_agent_with_model(factory, config, llm, policy).await
+}
+
+/// As [`create_agent`], with a model made elsewhere.
+pub async fn create_agent_with_model(
+    factory: &AgentFactory,
+    config: AgentConfig,
+    llm: Arc<dyn agentry_core::llm::DynLlmProvider>,
+    policy: &LaunchPolicy,
+) -> Result<Agent, AgentError> {
+    if config.mcp_servers.is_empty() {
+        return factory.create_agent_with_model(config, llm);
+    }
+    let specs = config
+        .mcp_servers
+        .iter()
+        .map(McpServerSpec::from_agent_config)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| AgentError::Invalid {
+            agent: config.name.clone(),
+            reason: e.to_string(),
+        })?;
+    let tools = McpTools::connect(&specs, policy)
+        .await
+        .map_err(|e| AgentError::Invalid {
+            agent: config.name.clone(),
+            reason: e.to_string(),
+        })?;
+    let registry = tools.registry().await.map_err(|e| AgentError::Invalid {
+        agent: config.name.clone(),
+        reason: e.to_string(),
+    })?;
+    factory.create_agent_with_tools(config, llm, Some(registry))
+}

@@ -369,3 +369,97 @@ async fn the_launch_allow_list_is_enforced() {
     assert!(e.to_string().contains("needs `command` or `url`"), "{e}");
     let _ = Arc::new(());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_configured_with_mcp_servers_uses_their_tools() {
+    use agentry_core::agent::{AgentConfig, AgentFactory};
+    use agentry_core::llm::*;
+    use agentry_core::react::Outcome;
+    let (Some((python, script)), Some(js)) = (py(), npm_server("server-everything")) else {
+        return;
+    };
+    let cfg: AgentConfig = toml::from_str(&format!(
+        r#"
+        name = "mathy"
+        tools = ["calculate"]
+        [model]
+        provider = "scripted"
+        transcript = "unused.json"
+        [[mcp_servers]]
+        name = "py"
+        command = "{python}"
+        args = ["{script}", "stdio"]
+        timeout_secs = 10
+        [[mcp_servers]]
+        name = "everything"
+        command = "node"
+        args = ["{js}", "stdio"]
+        allow_tools = ["echo", "get-sum"]
+        "#
+    ))
+    .unwrap();
+    let call = |id: &str, name: &str, a: Value| ChatResponse {
+        message: ChatMessage {
+            role: ChatRole::Assistant,
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: a,
+            }],
+            tool_call_id: None,
+        },
+        usage: Usage::default(),
+        finish_reason: FinishReason::ToolCalls,
+    };
+    let llm = std::sync::Arc::new(ScriptedProvider::new(Transcript::of(
+        Capabilities {
+            native_tools: true,
+            ..Default::default()
+        },
+        vec![
+            call("1", "py__add", json!({"a": 2, "b": 3})),
+            call("2", "everything__echo", json!({"message": "five"})),
+            call("3", "finish", json!({"answer": "2 + 3 = 5"})),
+        ],
+    )));
+    let agent = create_agent_with_model(
+        &AgentFactory::with_builtins(),
+        cfg,
+        llm,
+        &LaunchPolicy::any(),
+    )
+    .await
+    .unwrap();
+    let names = agent.tools().names();
+    assert_eq!(
+        names,
+        [
+            "calculate",
+            "everything__echo",
+            "everything__get-sum",
+            "py__add",
+            "py__crash",
+            "py__echo",
+            "py__sleep"
+        ]
+    );
+    let r = agent
+        .run("What is 2 + 3?", None, &agentry_core::run::NoHooks, None)
+        .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Answered {
+            answer: "2 + 3 = 5".into()
+        }
+    );
+    let obs: Vec<String> = r
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            agentry_core::react::Step::Observation { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(obs, ["5", "Echo: five"]);
+}

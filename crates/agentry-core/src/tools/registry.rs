@@ -120,12 +120,41 @@ impl ToolRegistry {
         self
     }
 
-    /// Adds every tool of another registry under `namespace`.
+    /// Adds every tool of another registry (that its filter permits) under `namespace`,
+    /// keeping the names they have there (`ns__name`, or `ns2__ns__name` when nested).
     pub fn merge(&mut self, namespace: Option<&str>, other: &ToolRegistry) -> &mut Self {
-        for e in other.tools.values() {
-            self.add_arc(namespace, e.tool.clone(), e.timeout);
+        for (name, e) in &other.tools {
+            if !other.filter.permits(name) {
+                continue;
+            }
+            let mut spec = e.spec.clone();
+            if let Some(ns) = namespace {
+                spec.name = format!("{ns}__{name}");
+            }
+            self.tools.insert(
+                spec.name.clone(),
+                Arc::new(Entry {
+                    tool: e.tool.clone(),
+                    spec,
+                    timeout: e.timeout,
+                }),
+            );
         }
         self
+    }
+
+    /// A registry of only the tools the filter lets through (and no filter).
+    pub fn filtered(&self) -> ToolRegistry {
+        ToolRegistry {
+            tools: self
+                .tools
+                .iter()
+                .filter(|(n, _)| self.filter.permits(n))
+                .map(|(n, e)| (n.clone(), e.clone()))
+                .collect(),
+            filter: ToolFilter::default(),
+            default_timeout: self.default_timeout,
+        }
     }
 
     /// The names the filter lets through.
