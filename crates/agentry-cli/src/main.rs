@@ -48,6 +48,9 @@ enum Command {
     /// Run or resume workflows over the agents of a config file.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
+    /// Serve agentry's tools over MCP.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Plan a workflow for a task (with the config's [planner] model) and show it.
     Plan {
         task: String,
@@ -66,6 +69,18 @@ enum Command {
         input: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// Serve a toolset over MCP: stdio by default, Streamable HTTP at ADDR/mcp with --http.
+    Serve {
+        /// `builtin` (calculate, current_time).
+        toolset: String,
+        /// Listen for Streamable HTTP on this address (e.g. 127.0.0.1:8090).
+        #[arg(long)]
+        http: Option<String>,
     },
 }
 
@@ -220,7 +235,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENTRY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -256,6 +271,9 @@ fn main() -> ExitCode {
                 config,
                 json,
             }) => flows::resume(&run_id, &config, json).await,
+            Command::Mcp(McpCommand::Serve { toolset, http }) => {
+                mcp_serve(&toolset, http.as_deref()).await
+            }
             Command::Plan { task, config, json } => {
                 flows::plan_and_show(&task, &config, json).await
             }
@@ -387,6 +405,43 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     eprintln!("agentry: shutting down; finishing open requests and streams");
+}
+
+/// The tools of a named toolset.
+fn toolset(name: &str) -> Result<agentry_core::tools::ToolRegistry, A2aError> {
+    let mut r = agentry_core::tools::ToolRegistry::new();
+    match name {
+        "builtin" => {
+            r.add(agentry_core::builtin::Calculate);
+            r.add(agentry_core::builtin::CurrentTime);
+        }
+        other => {
+            return Err(A2aError::Other(format!(
+                "unknown toolset `{other}`; toolsets: builtin"
+            )));
+        }
+    }
+    Ok(r)
+}
+
+async fn mcp_serve(name: &str, http: Option<&str>) -> Result<(), A2aError> {
+    let server = agentry_mcp::ToolServer::new(&format!("agentry-{name}"), toolset(name)?);
+    match http {
+        None => server
+            .serve_stdio()
+            .await
+            .map_err(|e| A2aError::Other(format!("MCP stdio server: {e}"))),
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| A2aError::Other(format!("cannot listen on {addr}: {e}")))?;
+            eprintln!("agentry: MCP toolset `{name}` at http://{addr}/mcp");
+            axum::serve(listener, server.http_router(None))
+                .with_graceful_shutdown(shutdown_signal())
+                .await
+                .map_err(|e| A2aError::Other(e.to_string()))
+        }
+    }
 }
 
 fn client_config(opts: &CallOpts) -> Result<ClientConfig, A2aError> {

@@ -343,3 +343,89 @@ fn the_orchestrator_is_served_as_an_a2a_agent() {
         "{text}"
     );
 }
+
+#[test]
+fn mcp_serve_is_usable_by_the_python_sdk_client_over_stdio_and_http() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".venv-mcp/bin/python");
+    if !python.exists() {
+        if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+            panic!("PyPI mcp missing in .venv-mcp: run scripts/test.sh");
+        }
+        eprintln!("SKIPPED: PyPI mcp not installed; run scripts/test.sh");
+        return;
+    }
+    let script = root.join("tests/interop/mcp_py_client.py");
+    let check = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["tools"], serde_json::json!(["calculate", "current_time"]));
+        assert_eq!(v["result"], serde_json::json!(["20.0"]));
+        assert_eq!(v["structured"], serde_json::json!({"result": 20.0}));
+        assert_eq!(v["bad"]["isError"], true);
+        assert!(
+            v["bad"]["text"][0]
+                .as_str()
+                .unwrap()
+                .contains("$.expression must be string")
+        );
+    };
+    // stdio: the SDK client launches `agentry mcp serve builtin`.
+    check(
+        Command::new(&python)
+            .arg(&script)
+            .args(["stdio", BIN, "mcp", "serve", "builtin"])
+            .output()
+            .unwrap(),
+    );
+    // Streamable HTTP.
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args([
+            "mcp",
+            "serve",
+            "builtin",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    check(
+        Command::new(&python)
+            .arg(&script)
+            .args(["http", &format!("http://127.0.0.1:{port}/mcp")])
+            .output()
+            .unwrap(),
+    );
+}
+
+#[tokio::test]
+async fn agentry_agents_use_agentry_tools_over_mcp() {
+    let spec = agentry_mcp::McpServerSpec::stdio("agentry", BIN, &["mcp", "serve", "builtin"]);
+    let client = agentry_mcp::McpClient::connect(spec, &agentry_mcp::LaunchPolicy::any())
+        .await
+        .unwrap();
+    assert_eq!(client.protocol_version().await.unwrap(), "2026-07-28");
+    let mut args = serde_json::Map::new();
+    args.insert("expression".into(), serde_json::json!("2^10"));
+    let r = client.call("calculate", args).await.unwrap();
+    assert_eq!(
+        agentry_mcp::map_result("agentry", "calculate", r)
+            .unwrap()
+            .text,
+        "1024.0"
+    );
+}

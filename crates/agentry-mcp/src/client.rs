@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
+    ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -280,8 +281,8 @@ impl McpClient {
         }
         let connect = Duration::from_secs_f64(self.spec.connect_timeout_secs);
         let auto = ClientLifecycleMode::Auto {
-            preferred_versions: Vec::new(),
-            legacy_version: None,
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
         };
         let session = match tokio::time::timeout(self.probe_timeout.min(connect), self.open(auto))
             .await

@@ -7,12 +7,15 @@
 //!   timeouts that progress extends, a launch allow-list.
 //! - [`tools`]: MCP tools in an agent's `ToolRegistry` (namespaced, filtered), result mapping,
 //!   fan-out across servers.
+//! - [`server`]: agentry's tools served over MCP (stdio, Streamable HTTP).
 
 pub mod client;
+pub mod server;
 pub mod tools;
 
 pub use client::{LaunchPolicy, McpClient, McpError, McpServerSpec};
 pub use rmcp;
+pub use server::ToolServer;
 pub use tools::{FanOutResult, McpTool, McpTools, fan_out, map_result};
 
 use std::sync::Arc;
