@@ -34,9 +34,13 @@ pub struct McpServerSpec {
     pub args: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// An endpoint (Streamable HTTP transport).
+    /// An endpoint (Streamable HTTP transport, falling back to legacy HTTP+SSE).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// `http` (Streamable HTTP only), `sse` (legacy HTTP+SSE only); default: Streamable HTTP
+    /// with a fallback to legacy SSE when the server only speaks that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,6 +82,7 @@ impl McpServerSpec {
             args: args.iter().map(|s| s.to_string()).collect(),
             env: BTreeMap::new(),
             url: None,
+            transport: None,
             headers: BTreeMap::new(),
             bearer_token: None,
             timeout_secs: default_timeout(),
@@ -197,6 +202,8 @@ type Session = RunningService<RoleClient, ()>;
 /// One MCP server.
 pub struct McpClient {
     pub spec: McpServerSpec,
+    /// The server turned out to speak only the legacy HTTP+SSE transport.
+    legacy_sse: std::sync::atomic::AtomicBool,
     session: Mutex<Option<Arc<Session>>>,
     /// How long a silent server gets before the legacy handshake is tried.
     pub probe_timeout: Duration,
@@ -220,6 +227,7 @@ impl McpClient {
         }
         let c = Arc::new(McpClient {
             spec,
+            legacy_sse: Default::default(),
             session: Mutex::new(None),
             probe_timeout: Duration::from_secs(3),
         });
@@ -248,22 +256,69 @@ impl McpClient {
             return ().serve_with_lifecycle(transport, lifecycle).await.map_err(|e| self.err(e));
         }
         let url = self.spec.url.clone().unwrap_or_default();
+        let headers = self.header_map()?;
+        let mode = self.spec.transport.as_deref();
+        if mode == Some("sse") || self.legacy_sse.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.open_sse(&url, headers).await;
+        }
         let http = reqwest13::Client::builder()
             .connect_timeout(Duration::from_secs_f64(self.spec.connect_timeout_secs))
             .pool_max_idle_per_host(0)
             .build()
             .map_err(|e| self.err(e))?;
-        let mut headers = std::collections::HashMap::new();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+        config.auth_header = self.spec.bearer_token.clone();
+        config.custom_headers = headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter(|(k, _)| k != http::header::AUTHORIZATION)
+            .collect();
+        let transport = StreamableHttpClientTransport::with_client(http, config);
+        match ().serve_with_lifecycle(transport, lifecycle).await {
+            Ok(s) => Ok(s),
+            Err(e) if mode.is_none() => {
+                // Servers of the 2024-11-05 generation only speak HTTP+SSE.
+                tracing::debug!(server = %self.spec.name, "Streamable HTTP failed ({e}); trying legacy SSE");
+                let s = self
+                    .open_sse(&url, headers)
+                    .await
+                    .map_err(|_| self.err(e))?;
+                self.legacy_sse
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(s)
+            }
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    fn header_map(&self) -> Result<reqwest13::header::HeaderMap, McpError> {
+        let mut headers = reqwest13::header::HeaderMap::new();
         for (k, v) in &self.spec.headers {
             let name = http::HeaderName::try_from(k.as_str()).map_err(|e| self.err(e))?;
             let value = http::HeaderValue::try_from(v.as_str()).map_err(|e| self.err(e))?;
             headers.insert(name, value);
         }
-        let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-        config.auth_header = self.spec.bearer_token.clone();
-        config.custom_headers = headers;
-        let transport = StreamableHttpClientTransport::with_client(http, config);
-        ().serve_with_lifecycle(transport, lifecycle)
+        if let Some(t) = &self.spec.bearer_token {
+            let v = http::HeaderValue::try_from(format!("Bearer {t}")).map_err(|e| self.err(e))?;
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+        Ok(headers)
+    }
+
+    /// The legacy transport, with the `initialize` handshake (its servers predate discover).
+    async fn open_sse(
+        &self,
+        url: &str,
+        headers: reqwest13::header::HeaderMap,
+    ) -> Result<Session, McpError> {
+        let transport = crate::legacy_sse::LegacySseTransport::connect(
+            url,
+            headers,
+            Duration::from_secs_f64(self.spec.connect_timeout_secs),
+        )
+        .await
+        .map_err(|e| self.err(e))?;
+        ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
             .await
             .map_err(|e| self.err(e))
     }

@@ -7,9 +7,11 @@
 //!   timeouts that progress extends, a launch allow-list.
 //! - [`tools`]: MCP tools in an agent's `ToolRegistry` (namespaced, filtered), result mapping,
 //!   fan-out across servers.
+//! - [`legacy_sse`]: the 2024-11-05 HTTP+SSE transport, as a custom rmcp transport.
 //! - [`server`]: agentry's tools served over MCP (stdio, Streamable HTTP).
 
 pub mod client;
+pub mod legacy_sse;
 pub mod server;
 pub mod tools;
 

@@ -463,3 +463,50 @@ async fn an_agent_configured_with_mcp_servers_uses_their_tools() {
         .collect();
     assert_eq!(obs, ["5", "Echo: five"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_servers_are_reached_by_falling_back() {
+    let Some(js) = npm_server("server-everything") else {
+        return;
+    };
+    let port = free_port();
+    let _server = Child(
+        tokio::process::Command::new("node")
+            .args([js.as_str(), "sse"])
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port).await;
+    // No transport named: Streamable HTTP is tried first, then legacy HTTP+SSE.
+    let client = McpClient::connect(
+        McpServerSpec::http("old", &format!("http://127.0.0.1:{port}/sse")),
+        &LaunchPolicy::default(),
+    )
+    .await
+    .unwrap();
+    let r = client
+        .call("echo", args(json!({"message": "from the past"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        map_result("old", "echo", r).unwrap().text,
+        "Echo: from the past"
+    );
+    let tools = client.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "get-sum"));
+    // Named explicitly.
+    let mut spec = McpServerSpec::http("old2", &format!("http://127.0.0.1:{port}/sse"));
+    spec.transport = Some("sse".into());
+    let client = McpClient::connect(spec, &LaunchPolicy::default())
+        .await
+        .unwrap();
+    let r = client
+        .call("get-sum", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap();
+    assert!(map_result("old2", "get-sum", r).unwrap().text.contains('3'));
+}
