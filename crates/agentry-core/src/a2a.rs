@@ -29,6 +29,37 @@ struct A2aHooks<'a> {
     run_id: &'a str,
 }
 
+/// A file a tool returned (`{"kind", "mimeType", "data" | "blob" | "text" | "uri"}`) as an A2A
+/// file part: inline bytes when the tool gave them, otherwise a URI.
+fn file_part(f: &Value) -> Option<Part> {
+    let mime = f.get("mimeType").and_then(Value::as_str).map(str::to_owned);
+    let bytes = f
+        .get("data")
+        .or_else(|| f.get("blob"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let content = match (bytes, f.get("uri").and_then(Value::as_str)) {
+        (Some(b), _) => FileContent::Bytes(b),
+        (None, Some(u)) => {
+            if let Some(t) = f.get("text").and_then(Value::as_str) {
+                return Some(Part::text(t));
+            }
+            FileContent::Uri(u.to_owned())
+        }
+        (None, None) => return None,
+    };
+    let name = f
+        .get("uri")
+        .and_then(Value::as_str)
+        .and_then(|u| u.rsplit('/').next())
+        .map(str::to_owned);
+    Some(Part::file(File {
+        content,
+        mime_type: mime,
+        name,
+    }))
+}
+
 /// One line for people.
 pub fn describe_step(step: &Step) -> String {
     match step {
@@ -66,6 +97,22 @@ impl RunHooks for A2aHooks<'_> {
                     .events
                     .agent_message(vec![Part::text(describe_step(step)), Part::data(data)]);
                 let _ = self.events.working(Some(msg)).await;
+                // Files a tool produced (MCP images, audio, embedded resources) become artifacts.
+                if let Step::Observation {
+                    tool,
+                    data: Some(d),
+                    ..
+                } = step
+                    && let Some(files) = d.get("files").and_then(Value::as_array)
+                {
+                    let parts: Vec<Part> = files.iter().filter_map(file_part).collect();
+                    if !parts.is_empty() {
+                        let _ = self
+                            .events
+                            .artifact(Artifact::new(Some(tool), parts), false, true)
+                            .await;
+                    }
+                }
             }
         })
     }

@@ -71,6 +71,10 @@ pub enum Step {
         tool: String,
         text: String,
         is_error: bool,
+        /// The tool's structured output (MCP `structuredContent`, files), kept out of the
+        /// model's context but passed on (e.g. as A2A data and file parts).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data: Option<serde_json::Value>,
     },
     Answer {
         text: String,
@@ -255,7 +259,14 @@ impl ReactState {
         }
     }
 
-    fn observe(&mut self, call_id: &str, tool: &str, text: String, is_error: bool) {
+    fn observe(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        text: String,
+        is_error: bool,
+        data: Option<serde_json::Value>,
+    ) {
         let text = truncate_observation(&text, self.config.max_observation_chars);
         if self.config.native_tools {
             self.messages.push(ChatMessage::tool(call_id, text.clone()));
@@ -278,6 +289,7 @@ impl ReactState {
             tool: tool.to_owned(),
             text,
             is_error,
+            data,
         });
     }
 
@@ -357,7 +369,7 @@ impl ReactState {
                     call.name,
                     self.valid_names()
                 );
-                self.observe(&call.id, &call.name, msg, true);
+                self.observe(&call.id, &call.name, msg, true, None);
                 continue;
             };
             call.arguments = Self::fit_arguments(&spec, call.arguments);
@@ -366,7 +378,7 @@ impl ReactState {
                     "Error: invalid arguments for `{}`: {reason}. Expected arguments (JSON Schema): {}",
                     call.name, spec.parameters
                 );
-                self.observe(&call.id, &call.name, msg, true);
+                self.observe(&call.id, &call.name, msg, true, None);
                 continue;
             }
             match call.name.as_str() {
@@ -403,8 +415,8 @@ impl ReactState {
     pub fn on_tools(&mut self, results: Vec<ToolResult>) {
         for r in results {
             match r.output {
-                Ok(out) => self.observe(&r.call_id, &r.name, out.text, false),
-                Err(e) => self.observe(&r.call_id, &r.name, format!("Error: {e}"), true),
+                Ok(out) => self.observe(&r.call_id, &r.name, out.text, false, out.data),
+                Err(e) => self.observe(&r.call_id, &r.name, format!("Error: {e}"), true, None),
             }
         }
         self.phase = Phase::CallModel;

@@ -567,3 +567,50 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
         "a finished run leaves no checkpoint"
     );
 }
+
+#[tokio::test]
+async fn files_from_tools_become_artifacts_and_data_reaches_the_stream() {
+    let mut f = AgentFactory::new();
+    f.register_tool(FnTool::new("chart", "Draws a chart.", json!({"type": "object", "properties": {}}), |_| async {
+        Ok(ToolOutput {
+            text: "[image image/png]".into(),
+            data: Some(json!({"structured": {"bars": 3}, "files": [{"kind": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}]})),
+        })
+    }));
+    let llm = spy(vec![
+        calls(vec![("c1", "chart", json!({}))]),
+        text("Here is the chart."),
+    ]);
+    let agent = f.create_agent_with_model(config("artist"), llm).unwrap();
+    let (url, _stop) = serve(agent).await;
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let events: Vec<StreamEvent> = client
+        .stream_message(MessageSendParams::new(Message::text(
+            Role::User,
+            "chart it",
+        )))
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let file = events.iter().find_map(|e| match e {
+        StreamEvent::ArtifactUpdate(a) if a.artifact.name.as_deref() == Some("chart") => {
+            a.artifact.parts.first().cloned()
+        }
+        _ => None,
+    });
+    let Some(Part::File(f)) = file else {
+        panic!("no file artifact in {events:?}")
+    };
+    assert_eq!(f.file.mime_type.as_deref(), Some("image/png"));
+    assert_eq!(f.file.content, FileContent::Bytes("iVBORw0KGgo=".into()));
+    // The structured output travels in the step's data part.
+    let has_structured = events.iter().any(|e| match e {
+        StreamEvent::StatusUpdate(s) => s.status.message.as_ref().is_some_and(|m| {
+            m.parts.iter().any(|p| matches!(p, Part::Data(d) if d.data.get("data").is_some_and(|x| x["structured"]["bars"] == 3)))
+        }),
+        _ => false,
+    });
+    assert!(has_structured);
+}

@@ -16,7 +16,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 async fn rounds(client: &McpClient, n: usize) -> (f64, f64) {
-    let args: Map<String, serde_json::Value> = json!({"message": "hi"}).as_object().cloned().unwrap();
+    let args: Map<String, serde_json::Value> =
+        json!({"message": "hi"}).as_object().cloned().unwrap();
     let mut ours = Vec::new();
     let mut raw = Vec::new();
     let session = client.session().await.unwrap();
@@ -29,7 +30,11 @@ async fn rounds(client: &McpClient, n: usize) -> (f64, f64) {
         client.call("echo", args.clone()).await.unwrap();
         ours.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        session.peer().call_tool(CallToolRequestParams::new("echo").with_arguments(args.clone())).await.unwrap();
+        session
+            .peer()
+            .call_tool(CallToolRequestParams::new("echo").with_arguments(args.clone()))
+            .await
+            .unwrap();
         raw.push(t.elapsed().as_secs_f64() * 1e6);
     }
     (median(ours), median(raw))
@@ -37,14 +42,25 @@ async fn rounds(client: &McpClient, n: usize) -> (f64, f64) {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let js = std::env::args().nth(1).expect("path to server-everything's dist/index.js");
+    let js = std::env::args()
+        .nth(1)
+        .expect("path to server-everything's dist/index.js");
     let n = 300;
-    let stdio = McpClient::connect(McpServerSpec::stdio("e", "node", &[&js, "stdio"]), &LaunchPolicy::any()).await.unwrap();
+    let stdio = McpClient::connect(
+        McpServerSpec::stdio("e", "node", &[&js, "stdio"]),
+        &LaunchPolicy::any(),
+    )
+    .await
+    .unwrap();
     let (ours, raw) = rounds(&stdio, n).await;
     println!("agentry stdio tools/call: median {ours:.0} µs (raw rmcp {raw:.0} µs)");
     println!("MCP_STDIO_US={ours:.1}\nRMCP_STDIO_US={raw:.1}");
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut child = tokio::process::Command::new("node")
         .args([js.as_str(), "streamableHttp"])
         .env("PORT", port.to_string())
@@ -54,12 +70,20 @@ async fn main() {
         .spawn()
         .unwrap();
     for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let http = McpClient::connect(McpServerSpec::http("h", &format!("http://127.0.0.1:{port}/mcp")), &LaunchPolicy::any()).await.unwrap();
+    let http = McpClient::connect(
+        McpServerSpec::http("h", &format!("http://127.0.0.1:{port}/mcp")),
+        &LaunchPolicy::any(),
+    )
+    .await
+    .unwrap();
     let (ours, raw) = rounds(&http, n).await;
     println!("agentry HTTP tools/call: median {ours:.0} µs (raw rmcp {raw:.0} µs)");
     println!("MCP_HTTP_US={ours:.1}\nRMCP_HTTP_US={raw:.1}");
@@ -68,7 +92,14 @@ async fn main() {
     // Fan-out: tools/list on five servers at once vs each alone.
     let mut servers = Vec::new();
     for i in 0..5 {
-        servers.push(McpClient::connect(McpServerSpec::stdio(&format!("s{i}"), "node", &[&js, "stdio"]), &LaunchPolicy::any()).await.unwrap());
+        servers.push(
+            McpClient::connect(
+                McpServerSpec::stdio(&format!("s{i}"), "node", &[&js, "stdio"]),
+                &LaunchPolicy::any(),
+            )
+            .await
+            .unwrap(),
+        );
     }
     let mut slowest = 0f64;
     for s in &servers {
@@ -87,6 +118,8 @@ async fn main() {
         fan.push(t.elapsed().as_secs_f64() * 1e6);
     }
     let fan = median(fan);
-    println!("fan-out tools/list to 5 servers: {fan:.0} µs wall (slowest single server {slowest:.0} µs)");
+    println!(
+        "fan-out tools/list to 5 servers: {fan:.0} µs wall (slowest single server {slowest:.0} µs)"
+    );
     println!("FANOUT_US={fan:.1}\nSLOWEST_US={slowest:.1}");
 }
