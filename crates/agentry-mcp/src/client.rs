@@ -199,6 +199,13 @@ pub enum McpError {
 
 type Session = RunningService<RoleClient, ()>;
 
+/// Resolves once the session's transport has closed.
+async fn wait_closed(s: &Session) {
+    while !s.is_transport_closed() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// One MCP server.
 pub struct McpClient {
     pub spec: McpServerSpec,
@@ -273,7 +280,7 @@ impl McpClient {
             .map(|(k, v)| (k.clone(), v.clone()))
             .filter(|(k, _)| k != http::header::AUTHORIZATION)
             .collect();
-        let transport = StreamableHttpClientTransport::with_client(http, config);
+        let transport = StreamableHttpClientTransport::with_client(SessionAware(http), config);
         match ().serve_with_lifecycle(transport, lifecycle).await {
             Ok(s) => Ok(s),
             Err(e) if mode.is_none() => {
@@ -403,7 +410,12 @@ impl McpClient {
                     .with_max_total_timeout(Duration::from_secs_f64(self.spec.max_timeout_secs));
             let req = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let result = match s.peer().send_request_with_option(req, options).await {
-                Ok(handle) => handle.await_response().await,
+                // A transport that dies (a crashed server, an HTTP session the server forgot)
+                // leaves the request unanswered: notice it instead of waiting for the timeout.
+                Ok(handle) => tokio::select! {
+                    r = handle.await_response() => r,
+                    _ = wait_closed(&s) => Err(rmcp::ServiceError::TransportClosed),
+                },
                 Err(e) => Err(e),
             };
             match result {
@@ -434,5 +446,126 @@ impl McpClient {
             }
         }
         Err(last.unwrap_or_else(|| self.err("no answer")))
+    }
+}
+
+/// The reqwest client, plus one tolerance: a server that forgot our session may answer 400
+/// with a JSON-RPC error and a null id (server-everything does) instead of 404. Such an answer
+/// can match no request, so it would leave the call waiting; it is reported as an expired
+/// session instead, which makes the transport open a new one.
+#[derive(Clone)]
+pub(crate) struct SessionAware(pub reqwest13::Client);
+
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+
+type PostResult = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest13::Error>>;
+
+fn stale_session(had_session: bool, r: PostResult) -> PostResult {
+    if let Ok(StreamableHttpPostResponse::Json(rmcp::model::ServerJsonRpcMessage::Error(e), _)) = &r
+        && had_session
+        && serde_json::to_value(e).is_ok_and(|v| v["id"].is_null())
+    {
+        tracing::debug!("HTTP session rejected by the server; starting a new one");
+        return Err(StreamableHttpError::SessionExpired);
+    }
+    r
+}
+
+impl StreamableHttpClient for SessionAware {
+    type Error = reqwest13::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: std::collections::HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> PostResult {
+        let had = session_id.is_some();
+        stale_session(
+            had,
+            self.0
+                .post_message(uri, message, session_id, auth_header, custom_headers)
+                .await,
+        )
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: rmcp::model::ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: std::collections::HashMap<http::HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> PostResult {
+        let had = session_id.is_some();
+        let r = self
+            .0
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        stale_session(had, r)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: std::collections::HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: std::collections::HashMap<http::HeaderName, http::HeaderValue>,
+    ) -> Result<
+        futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: std::collections::HashMap<http::HeaderName, http::HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<
+        futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
+        StreamableHttpError<Self::Error>,
+    > {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
     }
 }

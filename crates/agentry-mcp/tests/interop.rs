@@ -510,3 +510,46 @@ async fn legacy_sse_servers_are_reached_by_falling_back() {
         .unwrap();
     assert!(map_result("old2", "get-sum", r).unwrap().text.contains('3'));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_http_server_gets_a_new_session() {
+    let Some(js) = npm_server("server-everything") else {
+        return;
+    };
+    let port = free_port();
+    let start = || {
+        Child(
+            tokio::process::Command::new("node")
+                .args([js.as_str(), "streamableHttp"])
+                .env("PORT", port.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let server = start();
+    wait_port(port).await;
+    let client = McpClient::connect(
+        McpServerSpec::http("e", &format!("http://127.0.0.1:{port}/mcp")),
+        &LaunchPolicy::default(),
+    )
+    .await
+    .unwrap();
+    client
+        .call("echo", args(json!({"message": "one"})))
+        .await
+        .unwrap();
+    // The server restarts and forgets the session (server-everything then answers 400, not 404).
+    let mut s = server;
+    let _ = s.0.kill().await;
+    drop(s);
+    let _server = start();
+    wait_port(port).await;
+    let r = client
+        .call("echo", args(json!({"message": "two"})))
+        .await
+        .unwrap();
+    assert_eq!(map_result("e", "echo", r).unwrap().text, "Echo: two");
+}
