@@ -75,6 +75,22 @@ impl Drop for Child {
     }
 }
 
+/// Starts server-everything in `mode` (`streamableHttp`, `sse`) on `port`.
+async fn node_server(js: &str, mode: &str, port: u16) -> Child {
+    let child = Child(
+        tokio::process::Command::new("node")
+            .args([js, mode])
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap(),
+    );
+    wait_port(port).await;
+    child
+}
+
 async fn wait_port(port: u16) {
     for _ in 0..200 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -154,17 +170,7 @@ async fn server_everything_over_streamable_http() {
         return;
     };
     let port = free_port();
-    let _server = Child(
-        tokio::process::Command::new("node")
-            .args([js.as_str(), "streamableHttp"])
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port).await;
+    let _server = node_server(&js, "streamableHttp", port).await;
     let spec = McpServerSpec::http("everything", &format!("http://127.0.0.1:{port}/mcp"));
     let client = McpClient::connect(spec, &LaunchPolicy::default())
         .await
@@ -470,17 +476,7 @@ async fn legacy_sse_servers_are_reached_by_falling_back() {
         return;
     };
     let port = free_port();
-    let _server = Child(
-        tokio::process::Command::new("node")
-            .args([js.as_str(), "sse"])
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap(),
-    );
-    wait_port(port).await;
+    let _server = node_server(&js, "sse", port).await;
     // No transport named: Streamable HTTP is tried first, then legacy HTTP+SSE.
     let client = McpClient::connect(
         McpServerSpec::http("old", &format!("http://127.0.0.1:{port}/sse")),

@@ -21,23 +21,8 @@ pub struct TestServer {
 }
 
 pub async fn serve(svc: AgentService, config: ServerConfig) -> TestServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let server = A2aServer::new().config(config).agent("/", svc);
-    tokio::spawn(async move {
-        server
-            .serve(listener, async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-    });
-    TestServer {
-        addr,
-        base: format!("http://{addr}/"),
-        _stop: stop,
-    }
+    let (listener, _) = bind().await;
+    serve_on(listener, svc, config).await
 }
 
 /// A listener bound first, so the card can carry the real URL.
