@@ -1,7 +1,7 @@
 # Minimal MCP server (agentry's test peer; from ../shared/interop) with add, echo, sleep, crash (mcp 2.x: FastMCP was renamed MCPServer).
 # usage: python pyserver.py stdio | python pyserver.py http [port]
 import sys
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 mcp = MCPServer("proto-py", version="0.1.0")
 
@@ -22,6 +22,17 @@ async def sleep(seconds: float) -> str:
     import asyncio
     await asyncio.sleep(seconds)
     return "slept"
+
+
+@mcp.tool()
+async def grow(ctx: Context) -> str:
+    """Add a tool named `extra` and tell the client its tool list changed."""
+    def extra() -> str:
+        """A tool that appeared at run time."""
+        return "extra!"
+    mcp.add_tool(extra)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 @mcp.tool()

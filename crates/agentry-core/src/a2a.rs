@@ -132,6 +132,7 @@ impl AgentExecutor for ServedAgent {
         let query = ctx.message.text_content();
         events.working(None).await?;
         let checkpoints = agent.checkpoints.clone();
+        agent.refresh_tools().await;
         let mut state = match checkpoints.load(&ctx.task_id).await {
             Some(s) if !s.is_done() => s,
             _ => agent.start(&query, Some(&ctx.context_id)),

@@ -142,6 +142,12 @@ pub fn parse_config<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> 
     }
 }
 
+/// Tools that can change while an agent lives (MCP servers announce `tools/list_changed`).
+pub trait ToolSource: Send + Sync {
+    /// The current tools when they changed since the last call, else `None`.
+    fn changed(&self) -> crate::llm::BoxFuture<'_, Option<ToolRegistry>>;
+}
+
 /// A policy asked before each model call; `false` ends the run.
 pub type ShouldContinueFn = Arc<dyn Fn(&ReactState) -> bool + Send + Sync>;
 
@@ -289,13 +295,16 @@ impl AgentFactory {
                 });
             }
         }
+        let base_tools = tools.clone();
         if let Some(ext) = external {
             tools.merge(None, &ext);
         }
         Ok(Agent {
             config,
             llm,
-            tools,
+            base_tools,
+            tools: std::sync::RwLock::new(tools),
+            source: None,
             kind,
             memory: Mutex::new(HashMap::new()),
             checkpoints: Arc::new(MemoryCheckpoints::default()),
@@ -322,7 +331,11 @@ const MEMORY_MESSAGES: usize = 40;
 pub struct Agent {
     pub config: AgentConfig,
     llm: Arc<dyn DynLlmProvider>,
-    tools: ToolRegistry,
+    /// The type's tools, filtered by the config (fixed).
+    base_tools: ToolRegistry,
+    /// `base_tools` plus the external tools (MCP), swapped when a source reports a change.
+    tools: std::sync::RwLock<ToolRegistry>,
+    source: Option<Arc<dyn ToolSource>>,
     kind: AgentKind,
     memory: Mutex<HashMap<String, Vec<ChatMessage>>>,
     pub(crate) checkpoints: Arc<dyn Checkpoints>,
@@ -335,8 +348,27 @@ impl Agent {
         self
     }
 
-    pub fn tools(&self) -> &ToolRegistry {
-        &self.tools
+    /// The tools a run gets now.
+    pub fn tools(&self) -> ToolRegistry {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Keeps the external tools current: a source (MCP servers) is asked before each run
+    /// whether its tools changed (`tools/list_changed`).
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Rebuilds the tools if the source says they changed.
+    pub async fn refresh_tools(&self) {
+        let Some(source) = &self.source else { return };
+        if let Some(external) = source.changed().await {
+            let mut t = self.base_tools.clone();
+            t.merge(None, &external);
+            tracing::info!(agent = %self.config.name, tools = t.names().len(), "tools refreshed");
+            *self.tools.write().unwrap_or_else(|p| p.into_inner()) = t;
+        }
     }
 
     pub fn react_config(&self) -> ReactConfig {
@@ -387,7 +419,7 @@ impl Agent {
         ReactState::new(
             self.react_config(),
             &self.kind.system_prompt,
-            self.tools.specs(),
+            self.tools().specs(),
             history,
             query,
         )
@@ -409,7 +441,8 @@ impl Agent {
             inner: hooks,
             extra: self.kind.should_continue.clone(),
         };
-        let outcome = drive(state, self.llm.as_ref(), &self.tools, &guard, cancel).await;
+        let tools = self.tools();
+        let outcome = drive(state, self.llm.as_ref(), &tools, &guard, cancel).await;
         let query = state
             .messages
             .iter()
@@ -452,6 +485,7 @@ impl Agent {
         hooks: &dyn RunHooks,
         cancel: Option<watch::Receiver<bool>>,
     ) -> AgentState {
+        self.refresh_tools().await;
         let mut state = self.start(query, context_id);
         self.drive(&mut state, context_id, hooks, cancel).await
     }

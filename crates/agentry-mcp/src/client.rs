@@ -62,6 +62,9 @@ pub struct McpServerSpec {
     /// Namespace for the tools; default: `name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// `auto` (default: `server/discover`, then `initialize`), `discover`, or `initialize`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 fn default_timeout() -> f64 {
@@ -91,6 +94,7 @@ impl McpServerSpec {
             allow_tools: Vec::new(),
             deny_tools: Vec::new(),
             prefix: None,
+            protocol: None,
         }
     }
 
@@ -197,7 +201,21 @@ pub enum McpError {
     Call { server: String, reason: String },
 }
 
-type Session = RunningService<RoleClient, ()>;
+/// Receives server notifications: a changed tool list marks the client's tools stale.
+#[derive(Clone, Default)]
+pub struct Handler {
+    tools_changed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        tracing::debug!("MCP server's tool list changed");
+        self.tools_changed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+type Session = RunningService<RoleClient, Handler>;
 
 /// Resolves once the session's transport has closed.
 async fn wait_closed(s: &Session) {
@@ -211,6 +229,7 @@ pub struct McpClient {
     pub spec: McpServerSpec,
     /// The server turned out to speak only the legacy HTTP+SSE transport.
     legacy_sse: std::sync::atomic::AtomicBool,
+    handler: Handler,
     session: Mutex<Option<Arc<Session>>>,
     /// How long a silent server gets before the legacy handshake is tried.
     pub probe_timeout: Duration,
@@ -235,6 +254,7 @@ impl McpClient {
         let c = Arc::new(McpClient {
             spec,
             legacy_sse: Default::default(),
+            handler: Handler::default(),
             session: Mutex::new(None),
             probe_timeout: Duration::from_secs(3),
         });
@@ -260,7 +280,12 @@ impl McpClient {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .map_err(|e| self.err(format!("cannot start `{cmd}`: {e}")))?;
-            return ().serve_with_lifecycle(transport, lifecycle).await.map_err(|e| self.err(e));
+            return self
+                .handler
+                .clone()
+                .serve_with_lifecycle(transport, lifecycle)
+                .await
+                .map_err(|e| self.err(e));
         }
         let url = self.spec.url.clone().unwrap_or_default();
         let headers = self.header_map()?;
@@ -281,7 +306,12 @@ impl McpClient {
             .filter(|(k, _)| k != http::header::AUTHORIZATION)
             .collect();
         let transport = StreamableHttpClientTransport::with_client(SessionAware(http), config);
-        match ().serve_with_lifecycle(transport, lifecycle).await {
+        match self
+            .handler
+            .clone()
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+        {
             Ok(s) => Ok(s),
             Err(e) if mode.is_none() => {
                 // Servers of the 2024-11-05 generation only speak HTTP+SSE.
@@ -325,7 +355,9 @@ impl McpClient {
         )
         .await
         .map_err(|e| self.err(e))?;
-        ().serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        self.handler
+            .clone()
+            .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
             .await
             .map_err(|e| self.err(e))
     }
@@ -346,6 +378,24 @@ impl McpClient {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::V_2025_11_25),
         };
+        let forced = match self.spec.protocol.as_deref() {
+            Some("initialize") => Some(ClientLifecycleMode::Initialize),
+            Some("discover") => Some(ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            }),
+            _ => None,
+        };
+        if let Some(mode) = forced {
+            let s = tokio::time::timeout(connect, self.open(mode))
+                .await
+                .map_err(|_| McpError::Timeout {
+                    server: self.spec.name.clone(),
+                    secs: connect.as_secs_f64(),
+                })??;
+            let s = Arc::new(s);
+            *guard = Some(s.clone());
+            return Ok(s);
+        }
         let session = match tokio::time::timeout(self.probe_timeout.min(connect), self.open(auto))
             .await
         {
@@ -381,6 +431,13 @@ impl McpClient {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default())
+    }
+
+    /// Whether the server said its tool list changed since the last call (and clears it).
+    pub fn take_tools_changed(&self) -> bool {
+        self.handler
+            .tools_changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The server's tools (all pages).

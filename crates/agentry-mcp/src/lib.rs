@@ -64,5 +64,31 @@ pub async fn create_agent_with_model(
         agent: config.name.clone(),
         reason: e.to_string(),
     })?;
-    factory.create_agent_with_tools(config, llm, Some(registry))
+    let agent = factory.create_agent_with_tools(config, llm, Some(registry))?;
+    Ok(agent.with_tool_source(Arc::new(tools)))
+}
+
+impl agentry_core::agent::ToolSource for McpTools {
+    fn changed(
+        &self,
+    ) -> agentry_core::llm::BoxFuture<'_, Option<agentry_core::tools::ToolRegistry>> {
+        Box::pin(async move {
+            // Every flag is taken (cleared) even when an earlier one was set.
+            let flags: Vec<bool> = self
+                .clients
+                .iter()
+                .map(|c| c.take_tools_changed())
+                .collect();
+            if !flags.contains(&true) {
+                return None;
+            }
+            match self.registry().await {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!("refreshing MCP tools failed: {e}");
+                    None
+                }
+            }
+        })
+    }
 }

@@ -437,7 +437,8 @@ async fn an_agent_configured_with_mcp_servers_uses_their_tools() {
     )
     .await
     .unwrap();
-    let names = agent.tools().names();
+    let tools = agent.tools();
+    let names = tools.names();
     assert_eq!(
         names,
         [
@@ -548,4 +549,84 @@ async fn a_restarted_http_server_gets_a_new_session() {
         .await
         .unwrap();
     assert_eq!(map_result("e", "echo", r).unwrap().text, "Echo: two");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_added_at_run_time_join_the_agent_after_list_changed() {
+    use agentry_core::agent::{AgentConfig, AgentFactory};
+    use agentry_core::llm::*;
+    use agentry_core::react::Outcome;
+    let Some((python, script)) = py() else { return };
+    let cfg: AgentConfig = toml::from_str(&format!(
+        r#"
+        name = "grower"
+        [model]
+        provider = "scripted"
+        transcript = "unused.json"
+        [[mcp_servers]]
+        name = "py"
+        command = "{python}"
+        args = ["{script}", "stdio"]
+        protocol = "initialize"
+        "#
+    ))
+    .unwrap();
+    let call = |id: &str, name: &str| ChatResponse {
+        message: ChatMessage {
+            role: ChatRole::Assistant,
+            content: String::new(),
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: json!({}),
+            }],
+            tool_call_id: None,
+        },
+        usage: Usage::default(),
+        finish_reason: FinishReason::ToolCalls,
+    };
+    let done = |t: &str| ChatResponse {
+        message: ChatMessage::assistant(t),
+        usage: Usage::default(),
+        finish_reason: FinishReason::Stop,
+    };
+    let llm = std::sync::Arc::new(ScriptedProvider::new(Transcript::of(
+        Capabilities {
+            native_tools: true,
+            ..Default::default()
+        },
+        vec![
+            call("1", "py__grow"),
+            done("grown"),
+            call("2", "py__extra"),
+            done("used it"),
+        ],
+    )));
+    let agent = create_agent_with_model(&AgentFactory::new(), cfg, llm, &LaunchPolicy::any())
+        .await
+        .unwrap();
+    assert!(!agent.tools().names().contains(&"py__extra"));
+    let r = agent
+        .run("grow", None, &agentry_core::run::NoHooks, None)
+        .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Answered {
+            answer: "grown".into()
+        }
+    );
+    // The next run sees the new tool and can call it.
+    let r = agent
+        .run("use the new tool", None, &agentry_core::run::NoHooks, None)
+        .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Answered {
+            answer: "used it".into()
+        },
+        "{:?}",
+        r.steps
+    );
+    assert!(agent.tools().names().contains(&"py__extra"));
+    assert!(r.steps.iter().any(|s| matches!(s, agentry_core::react::Step::Observation { text, is_error: false, .. } if text == "extra!")));
 }
