@@ -448,6 +448,7 @@ async fn an_agent_configured_with_mcp_servers_uses_their_tools() {
             "py__add",
             "py__crash",
             "py__echo",
+            "py__grow",
             "py__sleep"
         ]
     );
