@@ -14,7 +14,8 @@ if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm; from importlib.
 fi
 # MCP peers: the reference servers from npm, and PyPI mcp 2.x (its own virtualenv: its
 # dependencies differ from a2a-sdk 0.3's).
-if [ ! -f tests/mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ]; then
+if [ ! -f tests/mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
+   || [ ! -d tests/mcp-peers/node_modules/@modelcontextprotocol/sdk ]; then
   echo "==> installing the MCP reference servers (npm)"
   (cd tests/mcp-peers && npm install --silent --no-audit --no-fund)
 fi

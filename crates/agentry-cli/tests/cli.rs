@@ -345,7 +345,7 @@ fn the_orchestrator_is_served_as_an_a2a_agent() {
 }
 
 #[test]
-fn mcp_serve_is_usable_by_the_python_sdk_client_over_stdio_and_http() {
+fn mcp_serve_is_usable_by_the_python_and_typescript_sdk_clients() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let python = root.join(".venv-mcp/bin/python");
     if !python.exists() {
@@ -406,6 +406,46 @@ fn mcp_serve_is_usable_by_the_python_sdk_client_over_stdio_and_http() {
     check(
         Command::new(&python)
             .arg(&script)
+            .args(["http", &format!("http://127.0.0.1:{port}/mcp")])
+            .output()
+            .unwrap(),
+    );
+
+    // The official TypeScript SDK client, both transports.
+    let ts = root.join("tests/mcp-peers/ts_client_checks.mjs");
+    if !root
+        .join("tests/mcp-peers/node_modules/@modelcontextprotocol/sdk")
+        .exists()
+    {
+        assert_ne!(
+            std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref(),
+            Ok("1"),
+            "npm MCP SDK missing: run scripts/test.sh"
+        );
+        eprintln!("SKIPPED: npm @modelcontextprotocol/sdk not installed");
+        return;
+    }
+    let ts_check = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["tools"], serde_json::json!(["calculate", "current_time"]));
+        assert_eq!(v["result"], serde_json::json!(["20.0"]));
+        assert_eq!(v["bad"]["isError"], true);
+    };
+    ts_check(
+        Command::new("node")
+            .arg(&ts)
+            .args(["stdio", BIN, "mcp", "serve", "builtin"])
+            .output()
+            .unwrap(),
+    );
+    ts_check(
+        Command::new("node")
+            .arg(&ts)
             .args(["http", &format!("http://127.0.0.1:{port}/mcp")])
             .output()
             .unwrap(),

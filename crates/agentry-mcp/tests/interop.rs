@@ -631,3 +631,50 @@ async fn tools_added_at_run_time_join_the_agent_after_list_changed() {
     assert!(agent.tools().names().contains(&"py__extra"));
     assert!(r.steps.iter().any(|s| matches!(s, agentry_core::react::Step::Observation { text, is_error: false, .. } if text == "extra!")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_extends_the_timeout_up_to_the_cap_and_late_progress_is_harmless() {
+    let Some(js) = npm_server("server-everything") else {
+        return;
+    };
+    let mut spec = McpServerSpec::stdio("everything", "node", &[&js, "stdio"]);
+    spec.timeout_secs = 0.6; // between two progress steps (0.25 s) it never expires...
+    spec.max_timeout_secs = 1.5; // ...but the cap does.
+    let client = McpClient::connect(spec, &LaunchPolicy::any())
+        .await
+        .unwrap();
+    // 1 s of work in 4 steps: finishes within the cap thanks to progress.
+    let r = client
+        .call(
+            "trigger-long-running-operation",
+            args(json!({"duration": 1, "steps": 4})),
+        )
+        .await;
+    assert!(
+        r.is_ok(),
+        "progress should have extended the 0.6 s timeout: {r:?}"
+    );
+    // 10 s of work: the cap ends it; the call is canceled while the server goes on sending
+    // progress for a while, which must not disturb the next calls.
+    let t0 = std::time::Instant::now();
+    let e = client
+        .call(
+            "trigger-long-running-operation",
+            args(json!({"duration": 10, "steps": 40})),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, McpError::Timeout { .. }), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "the cap applies");
+    for i in 0..3 {
+        let r = client
+            .call("echo", args(json!({"message": format!("after {i}")})))
+            .await
+            .unwrap();
+        assert_eq!(
+            map_result("everything", "echo", r).unwrap().text,
+            format!("Echo: after {i}")
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
