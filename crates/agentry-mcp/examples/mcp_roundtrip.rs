@@ -122,4 +122,41 @@ async fn main() {
         "fan-out tools/list to 5 servers: {fan:.0} µs wall (slowest single server {slowest:.0} µs)"
     );
     println!("FANOUT_US={fan:.1}\nSLOWEST_US={slowest:.1}");
+
+    // Latency-bound fan-out: five Python SDK servers whose tool waits 100 ms.
+    if let (Some(python), Some(script)) = (std::env::args().nth(2), std::env::args().nth(3)) {
+        let mut py = Vec::new();
+        for i in 0..5 {
+            let spec = McpServerSpec::stdio(&format!("p{i}"), &python, &[&script, "stdio"]);
+            py.push(
+                McpClient::connect(spec, &LaunchPolicy::any())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let sleep: Map<String, serde_json::Value> =
+            json!({"seconds": 0.1}).as_object().cloned().unwrap();
+        let mut single = 0f64;
+        for s in &py {
+            let t = Instant::now();
+            s.call("sleep", sleep.clone()).await.unwrap();
+            single = single.max(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let mut v = Vec::new();
+        for _ in 0..5 {
+            let calls = py
+                .iter()
+                .map(|c| (c.clone(), "sleep".to_owned(), sleep.clone()))
+                .collect();
+            let t = Instant::now();
+            let r = fan_out(calls, 1, Duration::from_secs(5)).await;
+            assert!(r.iter().all(|x| x.result.is_ok()));
+            v.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let wall = median(v);
+        println!(
+            "fan-out of a 100 ms tool to 5 servers: {wall:.1} ms wall (slowest single call {single:.1} ms)"
+        );
+        println!("FANOUT_SLEEP_MS={wall:.2}\nSINGLE_SLEEP_MS={single:.2}");
+    }
 }
