@@ -6,7 +6,7 @@
 //! rmcp's fixed 10 s. A stdio server that crashed is restarted on the next call; an HTTP session
 //! the server forgot (404, or 400 as some servers answer) is re-established by the transport.
 
-use std::collections::BTreeMap;
+use crate::McpServerSpec;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,124 +18,9 @@ use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
-use serde::{Deserialize, Serialize};
+
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
-
-/// How to reach an MCP server, with its limits and tool filter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpServerSpec {
-    /// Also the tool namespace (`name__tool`) unless `prefix` is given.
-    pub name: String,
-    /// A command to launch (stdio transport).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// An endpoint (Streamable HTTP transport, falling back to legacy HTTP+SSE).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// `http` (Streamable HTTP only), `sse` (legacy HTTP+SSE only); default: Streamable HTTP
-    /// with a fallback to legacy SSE when the server only speaks that.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bearer_token: Option<String>,
-    /// Seconds without an answer (or progress) before a call is canceled.
-    #[serde(default = "default_timeout")]
-    pub timeout_secs: f64,
-    /// Absolute cap on a call, progress or not.
-    #[serde(default = "default_max_timeout")]
-    pub max_timeout_secs: f64,
-    /// Seconds to connect and negotiate.
-    #[serde(default = "default_connect")]
-    pub connect_timeout_secs: f64,
-    /// Tool name patterns to expose (`*` wildcards); empty: all.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_tools: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny_tools: Vec<String>,
-    /// Namespace for the tools; default: `name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// `auto` (default: `server/discover`, then `initialize`), `discover`, or `initialize`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
-}
-
-fn default_timeout() -> f64 {
-    60.0
-}
-fn default_max_timeout() -> f64 {
-    600.0
-}
-fn default_connect() -> f64 {
-    15.0
-}
-
-impl McpServerSpec {
-    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
-        McpServerSpec {
-            name: name.into(),
-            command: Some(command.into()),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            env: BTreeMap::new(),
-            url: None,
-            transport: None,
-            headers: BTreeMap::new(),
-            bearer_token: None,
-            timeout_secs: default_timeout(),
-            max_timeout_secs: default_max_timeout(),
-            connect_timeout_secs: default_connect(),
-            allow_tools: Vec::new(),
-            deny_tools: Vec::new(),
-            prefix: None,
-            protocol: None,
-        }
-    }
-
-    pub fn http(name: &str, url: &str) -> Self {
-        McpServerSpec {
-            command: None,
-            args: Vec::new(),
-            url: Some(url.into()),
-            ..Self::stdio(name, "", &[])
-        }
-    }
-
-    /// From an agent config's `mcp_servers` entry (its extra keys are the options here).
-    pub fn from_agent_config(c: &agentry_core::agent::McpServerConfig) -> Result<Self, McpError> {
-        let mut v = Map::new();
-        v.insert("name".into(), Value::String(c.name.clone()));
-        if let Some(cmd) = &c.command {
-            v.insert("command".into(), Value::String(cmd.clone()));
-        }
-        v.insert(
-            "args".into(),
-            serde_json::to_value(&c.args).unwrap_or_default(),
-        );
-        v.insert(
-            "env".into(),
-            serde_json::to_value(&c.env).unwrap_or_default(),
-        );
-        if let Some(u) = &c.url {
-            v.insert("url".into(), Value::String(u.clone()));
-        }
-        for (k, val) in &c.options {
-            v.insert(k.clone(), val.clone());
-        }
-        serde_json::from_value(Value::Object(v))
-            .map_err(|e| McpError::Config(format!("MCP server {}: {e}", c.name)))
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.prefix.as_deref().unwrap_or(&self.name)
-    }
-}
 
 /// Which commands configs may launch. Empty `allowed` with `allow_any` false refuses all.
 #[derive(Debug, Clone, Default)]

@@ -15,7 +15,8 @@ pub mod legacy_sse;
 pub mod server;
 pub mod tools;
 
-pub use client::{LaunchPolicy, McpClient, McpError, McpServerSpec};
+pub use agentry_core::agent::McpServerConfig as McpServerSpec;
+pub use client::{LaunchPolicy, McpClient, McpError};
 pub use rmcp;
 pub use server::ToolServer;
 pub use tools::{FanOutResult, McpTool, McpTools, fan_out, map_result};
@@ -45,16 +46,7 @@ pub async fn create_agent_with_model(
     if config.mcp_servers.is_empty() {
         return factory.create_agent_with_model(config, llm);
     }
-    let specs = config
-        .mcp_servers
-        .iter()
-        .map(McpServerSpec::from_agent_config)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| AgentError::Invalid {
-            agent: config.name.clone(),
-            reason: e.to_string(),
-        })?;
-    let tools = McpTools::connect(&specs, policy)
+    let tools = McpTools::connect(&config.mcp_servers, policy)
         .await
         .map_err(|e| AgentError::Invalid {
             agent: config.name.clone(),

@@ -11,7 +11,8 @@ use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 use tokio::sync::Semaphore;
 
-use crate::client::{LaunchPolicy, McpClient, McpError, McpServerSpec};
+use crate::McpServerSpec;
+use crate::client::{LaunchPolicy, McpClient, McpError};
 
 /// One tool of one MCP server.
 pub struct McpTool {
