@@ -22,6 +22,17 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Waits until something listens on `port`.
+fn wait_for(port: u16) {
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on port {port}");
+}
+
 fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
     let port = free_port();
     let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
@@ -34,14 +45,8 @@ fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
         .spawn()
         .unwrap();
     let server = Server(child);
-    let url = format!("http://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (server, url);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("agentry serve did not start");
+    wait_for(port);
+    (server, format!("http://127.0.0.1:{port}"))
 }
 
 fn run(args: &[&str]) -> Output {
@@ -177,15 +182,7 @@ fn serve_config_serves_each_agent_at_its_path_with_an_index() {
         .unwrap();
     let _server = Server(child);
     let base = format!("http://127.0.0.1:{port}");
-    let mut up = false;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(up);
+    wait_for(port);
     let card = run(&["a2a", "card", &format!("{base}/calculator"), "--json"]);
     let card: serde_json::Value = serde_json::from_slice(&card.stdout).unwrap();
     assert_eq!(card["name"], "calculator");
@@ -312,12 +309,7 @@ fn the_orchestrator_is_served_as_an_a2a_agent() {
         .spawn()
         .unwrap();
     let _server = Server(child);
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(port);
     let url = format!("http://127.0.0.1:{port}/orchestrator");
     let card: serde_json::Value =
         serde_json::from_slice(&run(&["a2a", "card", &url, "--json"]).stdout).unwrap();
@@ -397,12 +389,7 @@ fn mcp_serve_is_usable_by_the_python_and_typescript_sdk_clients() {
         .spawn()
         .unwrap();
     let _server = Server(child);
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(port);
     check(
         Command::new(&python)
             .arg(&script)

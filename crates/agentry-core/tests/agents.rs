@@ -47,31 +47,20 @@ fn spy(responses: Vec<ChatResponse>) -> Arc<Spy> {
 }
 
 fn calls(calls: Vec<(&str, &str, Value)>) -> ChatResponse {
-    ChatResponse {
-        message: ChatMessage {
-            role: ChatRole::Assistant,
-            content: String::new(),
-            tool_calls: calls
-                .into_iter()
-                .map(|(id, n, a)| ToolCall {
-                    id: id.into(),
-                    name: n.into(),
-                    arguments: a,
-                })
-                .collect(),
-            tool_call_id: None,
-        },
-        usage: Usage::default(),
-        finish_reason: FinishReason::ToolCalls,
-    }
+    ChatResponse::tool_calls(
+        calls
+            .into_iter()
+            .map(|(id, n, a)| ToolCall {
+                id: id.into(),
+                name: n.into(),
+                arguments: a,
+            })
+            .collect(),
+    )
 }
 
 fn text(t: &str) -> ChatResponse {
-    ChatResponse {
-        message: ChatMessage::assistant(t),
-        usage: Usage::default(),
-        finish_reason: FinishReason::Stop,
-    }
+    ChatResponse::text(t)
 }
 
 fn config(name: &str) -> AgentConfig {

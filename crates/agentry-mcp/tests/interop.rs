@@ -404,19 +404,12 @@ async fn an_agent_configured_with_mcp_servers_uses_their_tools() {
         "#
     ))
     .unwrap();
-    let call = |id: &str, name: &str, a: Value| ChatResponse {
-        message: ChatMessage {
-            role: ChatRole::Assistant,
-            content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: a,
-            }],
-            tool_call_id: None,
-        },
-        usage: Usage::default(),
-        finish_reason: FinishReason::ToolCalls,
+    let call = |id: &str, name: &str, a: Value| {
+        ChatResponse::tool_calls(vec![ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: a,
+        }])
     };
     let llm = std::sync::Arc::new(ScriptedProvider::new(Transcript::of(
         Capabilities {
@@ -572,25 +565,14 @@ async fn tools_added_at_run_time_join_the_agent_after_list_changed() {
         "#
     ))
     .unwrap();
-    let call = |id: &str, name: &str| ChatResponse {
-        message: ChatMessage {
-            role: ChatRole::Assistant,
-            content: String::new(),
-            tool_calls: vec![ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: json!({}),
-            }],
-            tool_call_id: None,
-        },
-        usage: Usage::default(),
-        finish_reason: FinishReason::ToolCalls,
+    let call = |id: &str, name: &str| {
+        ChatResponse::tool_calls(vec![ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: json!({}),
+        }])
     };
-    let done = |t: &str| ChatResponse {
-        message: ChatMessage::assistant(t),
-        usage: Usage::default(),
-        finish_reason: FinishReason::Stop,
-    };
+    let done = ChatResponse::text;
     let llm = std::sync::Arc::new(ScriptedProvider::new(Transcript::of(
         Capabilities {
             native_tools: true,

@@ -147,6 +147,31 @@ pub struct ChatResponse {
     pub finish_reason: FinishReason,
 }
 
+impl ChatResponse {
+    /// A plain answer (for transcripts written in code).
+    pub fn text(text: impl Into<String>) -> Self {
+        ChatResponse {
+            message: ChatMessage::assistant(text),
+            usage: Usage::default(),
+            finish_reason: FinishReason::Stop,
+        }
+    }
+
+    /// A turn that calls tools (for transcripts written in code).
+    pub fn tool_calls(calls: Vec<ToolCall>) -> Self {
+        ChatResponse {
+            message: ChatMessage {
+                role: ChatRole::Assistant,
+                content: String::new(),
+                tool_calls: calls,
+                tool_call_id: None,
+            },
+            usage: Usage::default(),
+            finish_reason: FinishReason::ToolCalls,
+        }
+    }
+}
+
 /// A piece of a streamed answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatDelta {
