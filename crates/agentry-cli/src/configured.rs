@@ -72,6 +72,13 @@ pub struct Setup {
     pub registry: Arc<agentry_flow::AgentRegistry>,
 }
 
+/// The factory every command uses: built-in tools, and the embedded local model provider.
+pub fn factory() -> AgentFactory {
+    let mut f = AgentFactory::with_builtins();
+    agentry_local::provider::register(&mut f);
+    f
+}
+
 impl Setup {
     pub async fn load(path: &Path) -> Result<Self, A2aError> {
         let text = std::fs::read_to_string(path)
@@ -79,7 +86,7 @@ impl Setup {
         let file: ServeFile = parse_config(path, &text)
             .map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let factory = AgentFactory::with_builtins();
+        let factory = factory();
         let mode = match file.server.agent_mode.as_deref() {
             None => agentry_flow::Mode::from_env(),
             Some("direct") => agentry_flow::Mode::Direct,
@@ -137,7 +144,7 @@ impl Setup {
         {
             *transcript = self.base.join(&*transcript);
         }
-        let llm = AgentFactory::model(&model).map_err(other)?;
+        let llm = factory().model(&model).map_err(other)?;
         let mut planner = agentry_flow::Planner::new(llm);
         if let Some(n) = p.max_repairs {
             planner.max_repairs = n;
@@ -195,7 +202,7 @@ pub struct AgentEntry {
     pub agent: Option<AgentConfig>,
 }
 
-fn other(e: impl std::fmt::Display) -> A2aError {
+pub(crate) fn other(e: impl std::fmt::Display) -> A2aError {
     A2aError::Other(e.to_string())
 }
 
@@ -263,7 +270,7 @@ pub async fn serve(
     let mut index = Vec::new();
     let mut root_taken = false;
     let mut entries: Vec<(String, AgentCard, AgentService)> = Vec::new();
-    let factory = AgentFactory::with_builtins();
+    let factory = factory();
     for (p, cfg) in &setup.agents {
         let store = store_for(&cfg.name)?;
         // Runs are checkpointed beside their tasks, so an interrupted run can resume.
@@ -348,13 +355,9 @@ impl RunHooks for Printer {
 /// An interactive chat with one configured agent; each line is a turn of one conversation.
 pub async fn chat(path: &Path) -> Result<(), A2aError> {
     let cfg = AgentConfig::from_file(path).map_err(other)?;
-    let agent = agentry_mcp::create_agent(
-        &AgentFactory::with_builtins(),
-        cfg,
-        &agentry_mcp::LaunchPolicy::from_env(),
-    )
-    .await
-    .map_err(other)?;
+    let agent = agentry_mcp::create_agent(&factory(), cfg, &agentry_mcp::LaunchPolicy::from_env())
+        .await
+        .map_err(other)?;
     let context = agentry_a2a::new_id();
     let tools = agent.tools().names().join(", ");
     eprintln!(

@@ -2,6 +2,7 @@
 
 mod configured;
 mod flows;
+mod models;
 mod output;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
@@ -29,6 +30,9 @@ use futures_util::StreamExt;
     about = "Specialized AI agents that cooperate over A2A"
 )]
 struct Cli {
+    /// CPU threads for the embedded models (default: CANDLE_NUM_THREADS, else 2).
+    #[arg(long, global = true, env = "AGENTRY_THREADS")]
+    threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,6 +55,9 @@ enum Command {
     /// Serve agentry's tools over MCP.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// The embedded local models.
+    #[command(subcommand)]
+    Model(models::ModelCommand),
     /// Plan a workflow for a task (with the config's [planner] model) and show it.
     Plan {
         task: String,
@@ -232,6 +239,16 @@ enum A2aCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread starts: candle sizes its CPU pool once, from the environment.
+    let threads = cli.threads.or_else(|| {
+        std::env::var("CANDLE_NUM_THREADS")
+            .is_err()
+            .then(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(2)))
+    });
+    if let Some(n) = threads {
+        // SAFETY: single-threaded here; the runtime and loggers start below.
+        unsafe { agentry_local::set_threads(n) };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENTRY_LOG")
@@ -274,6 +291,7 @@ fn main() -> ExitCode {
             Command::Mcp(McpCommand::Serve { toolset, http }) => {
                 mcp_serve(&toolset, http.as_deref()).await
             }
+            Command::Model(cmd) => models::run(cmd).await,
             Command::Plan { task, config, json } => {
                 flows::plan_and_show(&task, &config, json).await
             }
@@ -385,7 +403,7 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

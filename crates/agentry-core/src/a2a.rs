@@ -488,6 +488,7 @@ impl DynTool for AgentTool {
                 self.handle.description()
             ),
             parameters: json!({"type": "object", "properties": {"request": {"type": "string", "description": "What to ask the agent"}}, "required": ["request"]}),
+            examples: Vec::new(),
         }
     }
 

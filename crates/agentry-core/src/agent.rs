@@ -59,6 +59,9 @@ pub enum ModelConfig {
     Openai(OpenAiConfig),
     /// A recorded transcript (tests, demos).
     Scripted { transcript: PathBuf },
+    /// The embedded local model (`agentry-local`); its settings are that crate's
+    /// `LocalConfig`, checked when the model is made.
+    Local(serde_json::Map<String, serde_json::Value>),
 }
 
 /// An MCP server an agent draws tools from: how to reach it, its limits and tool filter
@@ -241,11 +244,22 @@ pub struct AgentKind {
 pub type AgentBuilder =
     Arc<dyn Fn(&AgentConfig, &ToolRegistry) -> Result<AgentKind, AgentError> + Send + Sync>;
 
+/// Makes a model from the settings of a `[model]` table whose provider crate registered it
+/// (e.g. `agentry_local::register`).
+pub type ModelBuilder = Arc<
+    dyn Fn(
+            &serde_json::Map<String, serde_json::Value>,
+        ) -> Result<Arc<dyn DynLlmProvider>, AgentError>
+        + Send
+        + Sync,
+>;
+
 /// Makes agents from configs.
 #[derive(Clone)]
 pub struct AgentFactory {
     types: BTreeMap<String, AgentBuilder>,
     catalog: ToolRegistry,
+    models: BTreeMap<String, ModelBuilder>,
 }
 
 impl Default for AgentFactory {
@@ -271,6 +285,7 @@ impl AgentFactory {
         let mut f = AgentFactory {
             types: BTreeMap::new(),
             catalog: ToolRegistry::new(),
+            models: BTreeMap::new(),
         };
         f.register_agent_type(
             "base",
@@ -309,18 +324,34 @@ impl AgentFactory {
         self.types.keys().map(String::as_str).collect()
     }
 
+    /// Lets configs use `provider = "<name>"` for a model made by another crate.
+    pub fn register_model_provider(&mut self, name: &str, builder: ModelBuilder) -> &mut Self {
+        self.models.insert(name.to_owned(), builder);
+        self
+    }
+
     /// Makes the model the config names.
-    pub fn model(cfg: &ModelConfig) -> Result<Arc<dyn DynLlmProvider>, AgentError> {
+    pub fn model(&self, cfg: &ModelConfig) -> Result<Arc<dyn DynLlmProvider>, AgentError> {
         Ok(match cfg {
             ModelConfig::Openai(c) => Arc::new(OpenAiProvider::new(c.clone())?),
             ModelConfig::Scripted { transcript } => {
                 Arc::new(ScriptedProvider::from_file(transcript)?)
             }
+            ModelConfig::Local(settings) => match self.models.get("local") {
+                Some(build) => build(settings)?,
+                None => {
+                    return Err(AgentError::Other(
+                        "model provider `local` is not available here: it needs the \
+                         agentry-local crate (the agentry binary has it)"
+                            .into(),
+                    ));
+                }
+            },
         })
     }
 
     pub fn create_agent(&self, config: AgentConfig) -> Result<Agent, AgentError> {
-        let llm = Self::model(&config.model)?;
+        let llm = self.model(&config.model)?;
         self.create_agent_with_model(config, llm)
     }
 

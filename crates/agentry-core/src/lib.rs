@@ -2,6 +2,7 @@
 //!
 //! Specialized agents from one extensible ReAct engine.
 //!
+//! - [`embed`]: the `Embedder` trait retrieval and tool routing use.
 //! - [`llm`]: the provider trait; OpenAI-compatible, scripted and recording providers.
 //! - [`parse`]: tool calls parsed from text, for models without native tool calling.
 //! - [`tools`]: the typed `Tool` trait, its object-safe twin, the `ToolRegistry`.
@@ -13,6 +14,7 @@
 pub mod a2a;
 pub mod agent;
 pub mod builtin;
+pub mod embed;
 pub mod llm;
 pub mod parse;
 pub mod react;

@@ -138,12 +138,14 @@ fn builtin_specs(ask_user: bool) -> Vec<ToolSpec> {
         name: FINISH.into(),
         description: "Give the final answer to the user and end.".into(),
         parameters: json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}),
+        examples: Vec::new(),
     }];
     if ask_user {
         v.push(ToolSpec {
             name: ASK_USER.into(),
             description: "Ask the user a question when you cannot go on without their answer.".into(),
             parameters: json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+            examples: Vec::new(),
         });
     }
     v

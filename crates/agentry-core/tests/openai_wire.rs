@@ -100,6 +100,7 @@ fn request(user: &str) -> ChatRequest {
             name: "lookup".into(),
             description: "Looks up".into(),
             parameters: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            examples: Vec::new(),
         }],
         max_tokens: Some(64),
         temperature: Some(0.0),

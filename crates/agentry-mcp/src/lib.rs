@@ -32,7 +32,7 @@ pub async fn create_agent(
     config: AgentConfig,
     policy: &LaunchPolicy,
 ) -> Result<Agent, AgentError> {
-    let llm = AgentFactory::model(&config.model)?;
+    let llm = factory.model(&config.model)?;
     create_agent_with_model(factory, config, llm, policy).await
 }
 

@@ -103,6 +103,7 @@ impl DynTool for McpTool {
                 .unwrap_or_default()
                 .to_owned(),
             parameters: params,
+            examples: Vec::new(),
         }
     }
 

@@ -94,6 +94,9 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
+    /// Requests this tool serves, for tool routers (embedding similarity); not sent to models.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
 }
 
 /// What to ask the model.

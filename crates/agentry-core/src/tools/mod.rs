@@ -86,6 +86,10 @@ pub trait Tool: Send + Sync + 'static {
     type Error: std::fmt::Display + Send;
 
     fn description(&self) -> String;
+    /// Requests this tool serves (they help routers pick it; see `ToolSpec::examples`).
+    fn examples(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     fn call(
         &self,
@@ -119,6 +123,7 @@ impl<T: Tool> DynTool for T {
             name: T::NAME.to_owned(),
             description: self.description(),
             parameters: schema_of::<T::Args>(),
+            examples: self.examples(),
         }
     }
 
@@ -170,6 +175,7 @@ impl FnTool {
                 name: name.to_owned(),
                 description: description.to_owned(),
                 parameters,
+                examples: Vec::new(),
             },
             f: Arc::new(move |v| Box::pin(f(v))),
         }

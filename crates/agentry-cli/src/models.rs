@@ -1,0 +1,75 @@
+//! `agentry model ...`: the embedded local models.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentry_a2a::A2aError;
+use agentry_local::provider::{LocalConfig, shared_chat_model, shared_embedder};
+use agentry_local::serve::{ServeState, router};
+use agentry_local::{LocalProvider, ToolRouter};
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum ModelCommand {
+    /// Serve the local chat model and embedder over an OpenAI-compatible API
+    /// (/v1/chat/completions, /v1/embeddings, /v1/models).
+    Serve {
+        #[arg(long, default_value_t = 8090)]
+        port: u16,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// GGUF chat model (default: the fetched SmolLM2-135M-Instruct).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Embedder folder (default: the fetched all-MiniLM-L6-v2).
+        #[arg(long)]
+        embedder: Option<PathBuf>,
+    },
+}
+
+fn other(e: impl std::fmt::Display) -> A2aError {
+    A2aError::Other(e.to_string())
+}
+
+pub async fn run(cmd: ModelCommand) -> Result<(), A2aError> {
+    match cmd {
+        ModelCommand::Serve {
+            port,
+            host,
+            model,
+            embedder,
+        } => {
+            let (chat, emb) = tokio::task::spawn_blocking(move || {
+                Ok::<_, agentry_local::LocalError>((
+                    shared_chat_model(model)?,
+                    shared_embedder(embedder.clone())?,
+                ))
+            })
+            .await
+            .map_err(other)?
+            .map_err(other)?;
+            let provider = LocalProvider::from_parts(
+                chat.clone(),
+                Some(ToolRouter::new(emb.clone() as Arc<_>)),
+                LocalConfig::default(),
+            );
+            let state = ServeState {
+                chat: provider,
+                embedder: Some(emb),
+                embedder_name: "all-minilm-l6-v2".into(),
+            };
+            let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+                .await
+                .map_err(|e| other(format!("cannot listen on {host}:{port}: {e}")))?;
+            let addr = listener.local_addr().map_err(other)?;
+            eprintln!(
+                "serving {} (OpenAI-compatible) at http://{addr}/v1",
+                chat.name()
+            );
+            axum::serve(listener, router(state))
+                .with_graceful_shutdown(crate::shutdown_signal())
+                .await
+                .map_err(other)
+        }
+    }
+}

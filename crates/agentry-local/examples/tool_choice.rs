@@ -1,0 +1,93 @@
+//! Tool-choice accuracy of the embedded model in three modes over the suite in
+//! `tests/data/tool_choice.json`: prompted (free text, parsed), constrained (grammar over all
+//! tools), routed (grammar over the tools the embedder ranks best).
+//!   cargo run --release -p agentry-local --example tool_choice [-- prompted,constrained,routed]
+use std::sync::Arc;
+
+use agentry_local::eval::{ToolSuite, run_tool_choice};
+use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_embedder};
+use agentry_local::{LocalProvider, ToolRouter};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let modes = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "prompted,constrained,routed".into());
+    let suite: ToolSuite = serde_json::from_str(include_str!("../tests/data/tool_choice.json"))?;
+    let model = shared_chat_model(None)?;
+    let embedder = shared_embedder(None)?;
+    println!(
+        "suite: {} requests over {} tools; model {}",
+        suite.cases.len(),
+        suite.tools.len(),
+        model.name()
+    );
+    println!("| mode | right tool | valid calls | time |");
+    println!("|---|---|---|---|");
+    for mode in modes.split(',') {
+        if mode == "router" {
+            // The embedding ranking alone: is the right tool first, or in the top two?
+            let router = ToolRouter::new(embedder.clone() as Arc<_>);
+            let (mut top1, mut top2) = (0, 0);
+            let t0 = std::time::Instant::now();
+            for c in &suite.cases {
+                let r = router.rank(&c.request, &suite.tools).await?;
+                let names: Vec<&str> = r
+                    .iter()
+                    .map(|&(i, _)| suite.tools[i].name.as_str())
+                    .collect();
+                top1 += (names[0] == c.tool) as usize;
+                top2 += names[..2].contains(&c.tool.as_str()) as usize;
+                if names[0] != c.tool && std::env::var_os("VERBOSE").is_some() {
+                    println!(
+                        "    router miss: {:?} -> {:?} {:.3}/{:.3} (want {})",
+                        c.request,
+                        &names[..2],
+                        r[0].1,
+                        r[1].1,
+                        c.tool
+                    );
+                }
+            }
+            println!(
+                "| router only (top 1 / top 2) | {top1}/{n} / {top2}/{n} | - | {:.1} s |",
+                t0.elapsed().as_secs_f64(),
+                n = suite.cases.len()
+            );
+            continue;
+        }
+        let choice = match mode {
+            "prompted" => ToolChoice::Prompted,
+            "constrained" => ToolChoice::Constrained,
+            _ => ToolChoice::Routed,
+        };
+        let router =
+            (choice == ToolChoice::Routed).then(|| ToolRouter::new(embedder.clone() as Arc<_>));
+        let cfg = LocalConfig {
+            tool_choice: choice,
+            ..Default::default()
+        };
+        let p = LocalProvider::from_parts(model.clone(), router, cfg);
+        let r = run_tool_choice(&p, &suite).await?;
+        println!(
+            "| {mode} | {}/{} ({:.0}%) | {}/{} | {:.1} s |",
+            r.right(),
+            r.cases.len(),
+            100.0 * r.accuracy(),
+            r.valid(),
+            r.cases.len(),
+            r.elapsed.as_secs_f64()
+        );
+        if std::env::var_os("VERBOSE").is_some() {
+            for c in &r.cases {
+                if c.called.as_deref() != Some(c.expected.as_str()) {
+                    println!(
+                        "    miss: {:?} -> {:?} (want {})",
+                        c.request, c.called, c.expected
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}

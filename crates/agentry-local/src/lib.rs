@@ -1,0 +1,53 @@
+//! # agentry-local
+//!
+//! The embedded defaults: models that run in-process on a CPU, so agents work offline with no
+//! API key.
+//!
+//! - [`chat`]: a llama-family GGUF chat model on candle (tokenizer and chat template from the
+//!   file, KV cache, prefix cache, sampling, stop strings).
+//! - [`constrain`]: token masks that force output to match a JSON Schema or a tool call over
+//!   the agent's actual tools.
+//! - [`embed`]: a sentence-transformers embedder (MiniLM) implementing
+//!   [`agentry_core::embed::Embedder`].
+//! - [`route`]: tool routing by embedding similarity, so a tiny model picks the right tool.
+//! - [`provider`]: [`LocalProvider`], the [`agentry_core::llm::LlmProvider`] over all of this.
+//! - [`serve`]: the local models behind an OpenAI-compatible HTTP endpoint.
+//! - [`eval`]: tool-choice accuracy of a provider over a suite of requests.
+//! - [`paths`]: where the model files are (`scripts/fetch-models.sh` fetches them).
+
+pub mod chat;
+pub mod constrain;
+pub mod embed;
+pub mod eval;
+pub mod paths;
+pub mod provider;
+pub mod route;
+pub mod serve;
+
+pub use chat::{ChatModel, GenerateOptions, Generation};
+pub use embed::LocalEmbedder;
+pub use provider::{LocalConfig, LocalProvider};
+pub use route::ToolRouter;
+
+/// An embedded-model failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error("{0}")]
+    MissingModel(String),
+    #[error("local model: {0}")]
+    Model(String),
+    #[error("prompt and completion need {tokens} tokens; the model's context holds {max}")]
+    ContextTooLong { tokens: usize, max: usize },
+    #[error(transparent)]
+    Schema(#[from] constrain::SchemaError),
+}
+
+/// Sets how many threads candle's CPU kernels use (`CANDLE_NUM_THREADS`). Candle sizes its
+/// thread pool once per process, at the first matmul, so this only works before any model runs.
+///
+/// # Safety
+/// Writes an environment variable: call it before other threads start (at the top of `main`).
+pub unsafe fn set_threads(n: usize) {
+    // SAFETY: the caller guarantees no other thread reads or writes the environment now.
+    unsafe { std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string()) };
+}

@@ -1,0 +1,448 @@
+//! The embedded models for real: SmolLM2-135M-Instruct (GGUF) and all-MiniLM-L6-v2, fetched by
+//! `scripts/fetch-models.sh`. Without the files these tests say SKIPPED (and fail when
+//! `AGENTRY_REQUIRE_MODELS=1`, as the test command sets).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use agentry_core::agent::{AgentConfig, AgentFactory, parse_config};
+use agentry_core::embed::{Embedder, dot};
+use agentry_core::llm::{ChatMessage, ChatRequest, LlmProvider, OpenAiConfig, OpenAiProvider};
+use agentry_core::react::{Outcome, Step};
+use agentry_core::run::NoHooks;
+use agentry_core::tools::schema::validate;
+use agentry_local::chat::TemplateMessage;
+use agentry_local::constrain::Grammar;
+use agentry_local::eval::{ToolSuite, run_tool_choice};
+use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_embedder};
+use agentry_local::{ChatModel, GenerateOptions, LocalEmbedder, LocalProvider, ToolRouter, paths};
+use serde_json::{Value, json};
+
+fn have_models() -> bool {
+    let ok = paths::chat_model_path().exists()
+        && paths::embedder_path().join("model.safetensors").exists();
+    if !ok {
+        let msg = format!(
+            "embedded models not found under {}: run `bash scripts/fetch-models.sh`",
+            paths::models_dir().display()
+        );
+        if std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED: {msg}");
+    }
+    ok
+}
+
+fn model() -> Arc<ChatModel> {
+    shared_chat_model(None).expect("chat model loads")
+}
+
+fn embedder() -> Arc<LocalEmbedder> {
+    shared_embedder(None).expect("embedder loads")
+}
+
+fn suite() -> ToolSuite {
+    serde_json::from_str(include_str!("data/tool_choice.json")).unwrap()
+}
+
+fn provider(choice: ToolChoice) -> LocalProvider {
+    let router = (choice == ToolChoice::Routed).then(|| ToolRouter::new(embedder() as Arc<_>));
+    LocalProvider::from_parts(
+        model(),
+        router,
+        LocalConfig {
+            tool_choice: choice,
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn tokenizer_from_the_gguf_splits_digits_and_round_trips() {
+    if !have_models() {
+        return;
+    }
+    let m = model();
+    let ids = m.encode("In 2024, Hamlet's year").unwrap();
+    // SmolLM2 writes numbers digit by digit (its pre-tokenizer, fixed over candle's default).
+    let digits: Vec<u32> = "0123456789"
+        .chars()
+        .map(|c| m.encode(&c.to_string()).unwrap()[0])
+        .collect();
+    assert_eq!(
+        ids.iter().filter(|i| digits.contains(i)).count(),
+        4,
+        "{ids:?}"
+    );
+    let special = m.encode("<|im_start|>user").unwrap();
+    assert_eq!(special[0], 1, "<|im_start|> is one special token");
+    let prompt = m
+        .render(&[TemplateMessage {
+            role: "user".into(),
+            content: "Hi".into(),
+        }])
+        .unwrap();
+    assert!(prompt.ends_with("<|im_start|>assistant\n"), "{prompt:?}");
+    assert!(
+        prompt.contains("<|im_start|>system\n"),
+        "the template adds its default system turn"
+    );
+}
+
+#[test]
+fn greedy_generation_is_deterministic_and_reuses_the_prompt_cache() {
+    if !have_models() {
+        return;
+    }
+    let m = model();
+    let text = m
+        .render(&[TemplateMessage {
+            role: "user".into(),
+            content: "What is 2+2? Answer in one short sentence.".into(),
+        }])
+        .unwrap();
+    let ids = m.encode(&text).unwrap();
+    let opts = GenerateOptions {
+        max_tokens: 24,
+        ..Default::default()
+    };
+    let mut streamed = String::new();
+    let a = m
+        .generate(&ids, &opts, &mut |p| {
+            streamed.push_str(p);
+            true
+        })
+        .unwrap();
+    let b = m.generate(&ids, &opts, &mut |_| true).unwrap();
+    assert_eq!(a.text, b.text);
+    assert_eq!(streamed, a.text, "streamed pieces add up to the text");
+    assert!(a.text.contains('4'), "{:?}", a.text);
+    assert_eq!(
+        b.prompt_computed, 0,
+        "the second run reuses the cached prompt"
+    );
+    eprintln!(
+        "generation: {:?} ({} tokens, {:.1} tok/s)",
+        a.text,
+        a.completion_tokens,
+        a.completion_tokens as f64 / a.generate_time.as_secs_f64()
+    );
+    // Stop strings cut the text.
+    let stopped = m
+        .generate(
+            &ids,
+            &GenerateOptions {
+                stop: vec!["4".into()],
+                ..opts
+            },
+            &mut |_| true,
+        )
+        .unwrap();
+    assert!(!stopped.text.contains('4'));
+    assert!(a.text.starts_with(&stopped.text));
+}
+
+#[test]
+fn constrained_calls_are_valid_and_only_name_real_tools() {
+    if !have_models() {
+        return;
+    }
+    let m = model();
+    let s = suite();
+    let tools: Vec<(String, Value)> = s
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), t.parameters.clone()))
+        .collect();
+    let grammar = Arc::new(Grammar::tool_call(&tools, 80).unwrap());
+    let (mut mask, mut total, mut tokens) = (0.0, 0.0, 0);
+    // Requests that invite invented tools ("send_email", "translate") still get real ones.
+    for q in [
+        "Send an email to Bob about the meeting.",
+        "Translate 'good morning' into French.",
+        "Plot the penguins by island.",
+        "What is 12 * 7?",
+    ] {
+        let text = m
+            .render(&[
+                TemplateMessage {
+                    role: "system".into(),
+                    content: "Reply with a JSON tool call {\"name\": ..., \"arguments\": {...}}."
+                        .into(),
+                },
+                TemplateMessage {
+                    role: "user".into(),
+                    content: q.into(),
+                },
+            ])
+            .unwrap();
+        let g = m
+            .generate(
+                &m.encode(&text).unwrap(),
+                &GenerateOptions {
+                    max_tokens: 120,
+                    grammar: Some(grammar.clone()),
+                    ..Default::default()
+                },
+                &mut |_| true,
+            )
+            .unwrap();
+        let v: Value = serde_json::from_str(&g.text).unwrap_or_else(|e| panic!("{e}: {}", g.text));
+        let name = v["name"].as_str().unwrap();
+        let tool = s
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .expect("a real tool");
+        validate(&tool.parameters, &v["arguments"]).unwrap_or_else(|e| panic!("{e}: {}", g.text));
+        mask += g.mask_time.as_secs_f64();
+        total += g.generate_time.as_secs_f64();
+        tokens += g.completion_tokens;
+        eprintln!("{q:?} -> {}", g.text);
+    }
+    eprintln!(
+        "mask cost: {:.2} ms of {:.1} ms per token ({:.1}% of generation time)",
+        1e3 * mask / tokens as f64,
+        1e3 * total / tokens as f64,
+        100.0 * mask / total
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_choice_suite_routed_reaches_80_percent() {
+    if !have_models() {
+        return;
+    }
+    let s = suite();
+    assert!(s.cases.len() >= 50 && s.tools.len() >= 8);
+    let r = run_tool_choice(&provider(ToolChoice::Routed), &s)
+        .await
+        .unwrap();
+    eprintln!(
+        "tool choice, routed + constrained: right tool {}/{} ({:.0}%), valid calls {}/{}",
+        r.right(),
+        r.cases.len(),
+        100.0 * r.accuracy(),
+        r.valid(),
+        r.cases.len()
+    );
+    for c in r
+        .cases
+        .iter()
+        .filter(|c| c.called.as_deref() != Some(c.expected.as_str()))
+    {
+        eprintln!(
+            "  miss: {:?} -> {:?} (want {})",
+            c.request, c.called, c.expected
+        );
+    }
+    assert_eq!(r.valid(), r.cases.len(), "every call is valid");
+    assert!(r.accuracy() >= 0.8, "accuracy {:.2}", r.accuracy());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_answers_with_the_local_model_through_valid_tool_calls() {
+    if !have_models() {
+        return;
+    }
+    let mut factory = AgentFactory::with_builtins();
+    agentry_local::provider::register(&mut factory);
+    let cfg: AgentConfig = parse_config(
+        Path::new("calc.toml"),
+        r#"
+name = "calculator"
+description = "Does arithmetic"
+tools = ["calculate", "current_time"]
+max_iterations = 4
+[model]
+provider = "local"
+"#,
+    )
+    .unwrap();
+    let agent = factory.create_agent(cfg).unwrap();
+    let state = agent.run("What is 17 * 23?", None, &NoHooks, None).await;
+    let calls: Vec<_> = state
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::ToolCall { call } => Some(call.clone()),
+            _ => None,
+        })
+        .collect();
+    eprintln!("steps: {:#?}", state.steps);
+    assert_eq!(calls[0].name, "calculate", "routed to the calculator");
+    let observed = state.steps.iter().any(
+        |s| matches!(s, Step::Observation { text, is_error: false, .. } if text.contains("391")),
+    );
+    assert!(observed, "the tool computed 17 * 23 = 391");
+    assert!(
+        matches!(state.outcome, Outcome::Answered { .. }),
+        "{:?}",
+        state.outcome
+    );
+    assert!(
+        !state
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Observation { is_error: true, .. })),
+        "no invalid or unknown tool call"
+    );
+    // A bad setting is refused with the field named.
+    let bad: AgentConfig = parse_config(
+        Path::new("bad.toml"),
+        "name = \"x\"\n[model]\nprovider = \"local\"\ntool_choise = \"routed\"\n",
+    )
+    .unwrap();
+    let e = factory
+        .create_agent(bad)
+        .err()
+        .expect("unknown field refused")
+        .to_string();
+    assert!(e.contains("tool_choise"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_compatible_endpoint_serves_chat_tools_streaming_and_embeddings() {
+    if !have_models() {
+        return;
+    }
+    let state = agentry_local::serve::ServeState {
+        chat: provider(ToolChoice::Routed),
+        embedder: Some(embedder()),
+        embedder_name: "all-minilm-l6-v2".into(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, agentry_local::serve::router(state)).await });
+
+    // agentry-core's own OpenAI client, over real HTTP.
+    let client = OpenAiProvider::new(OpenAiConfig {
+        base_url: base.clone(),
+        model: "smollm2".into(),
+        native_tools: true,
+        request_timeout_ms: 120_000,
+        ..Default::default()
+    })
+    .unwrap();
+    let suite = suite();
+    let resp = client
+        .chat(ChatRequest {
+            messages: vec![ChatMessage::user("Draw a histogram of flight delays.")],
+            tools: suite.tools.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let call = &resp.message.tool_calls[0];
+    assert_eq!(call.name, "visualize");
+    let spec = suite.tools.iter().find(|t| t.name == "visualize").unwrap();
+    validate(&spec.parameters, &call.arguments).unwrap();
+    let text = client
+        .chat(ChatRequest {
+            messages: vec![ChatMessage::user("Say hello.")],
+            max_tokens: Some(12),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(!text.message.content.is_empty());
+
+    let http = reqwest::Client::new();
+    let models: Value = http
+        .get(format!("{base}/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"].as_array().unwrap().len(), 2);
+
+    // Streaming: chunks, then [DONE].
+    let body = http
+        .post(format!("{base}/chat/completions"))
+        .json(&json!({"model": "x", "stream": true, "max_tokens": 8,
+                      "messages": [{"role": "user", "content": "Count to three."}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let datas: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(*datas.last().unwrap(), "[DONE]");
+    let content: String = datas
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert!(!content.is_empty(), "{body}");
+
+    // Embeddings match the in-process embedder.
+    let e: Value = http
+        .post(format!("{base}/embeddings"))
+        .json(&json!({"model": "all-minilm-l6-v2", "input": ["Who is Hamlet?", "the prince of Denmark"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let v: Vec<f32> = serde_json::from_value(e["data"][0]["embedding"].clone()).unwrap();
+    let local = embedder()
+        .embed(vec!["Who is Hamlet?".into()])
+        .await
+        .unwrap();
+    assert_eq!(v.len(), 384);
+    assert!(dot(&v, &local[0]) > 0.9999);
+
+    // Bad input: a clear OpenAI-style error, 400.
+    let r = http
+        .post(format!("{base}/chat/completions"))
+        .json(&json!({"messages": [{"role": "wizard", "content": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let err: Value = r.json().await.unwrap();
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("wizard"),
+        "{err}"
+    );
+    let r = http
+        .post(format!("{base}/embeddings"))
+        .json(&json!({"input": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_match_sentence_transformers() {
+    if !have_models() {
+        return;
+    }
+    // Written by bench/local/st_reference.py with PyPI sentence-transformers on the same files.
+    let reference: Value =
+        serde_json::from_str(include_str!("data/minilm_reference.json")).unwrap();
+    let texts: Vec<String> = serde_json::from_value(reference["texts"].clone()).unwrap();
+    let want: Vec<Vec<f32>> = serde_json::from_value(reference["embeddings"].clone()).unwrap();
+    let got = embedder().embed(texts.clone()).await.unwrap();
+    for ((t, g), w) in texts.iter().zip(&got).zip(&want) {
+        let cos = dot(g, w) / (dot(w, w).sqrt() * dot(g, g).sqrt());
+        eprintln!("cosine {cos:.6}  {t:?}");
+        assert!(cos > 0.999, "{t:?}: cosine {cos}");
+    }
+    // One at a time gives the same vectors as a batch (padding is masked out).
+    let single = embedder().embed(vec![texts[0].clone()]).await.unwrap();
+    assert!(dot(&single[0], &got[0]) > 0.9999);
+}
