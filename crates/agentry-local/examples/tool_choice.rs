@@ -80,12 +80,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         if std::env::var_os("VERBOSE").is_some() {
             for c in &r.cases {
-                if c.called.as_deref() != Some(c.expected.as_str()) {
-                    println!(
-                        "    miss: {:?} -> {:?} (want {})",
-                        c.request, c.called, c.expected
-                    );
-                }
+                let hit = c.called.as_deref() == Some(c.expected.as_str());
+                let args = c
+                    .arguments
+                    .as_ref()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                println!(
+                    "    {} {:?} -> {:?} {args} ({} tokens; want {})",
+                    if hit { "ok  " } else { "MISS" },
+                    c.request,
+                    c.called,
+                    c.tokens,
+                    c.expected
+                );
             }
         }
     }

@@ -41,6 +41,9 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Output must match this grammar; generation ends when the value is complete.
     pub grammar: Option<Arc<Grammar>>,
+    /// Prompt lengths worth a KV-cache snapshot besides the whole prompt (the end of a system
+    /// turn that many requests share).
+    pub cache_points: Vec<usize>,
     /// Above 1, makes word and digit tokens already written in the last 64 less likely
     /// (small models loop on them). Punctuation is exempt: it closes strings and objects.
     pub repeat_penalty: f32,
@@ -56,6 +59,7 @@ impl Default for GenerateOptions {
             stop: Vec::new(),
             grammar: None,
             repeat_penalty: 1.0,
+            cache_points: Vec::new(),
         }
     }
 }
@@ -353,6 +357,32 @@ impl ChatModel {
         .map_err(|e| cerr(format!("chat template: {e}")))
     }
 
+    /// Token ids of a conversation's prompt, and where its first (system) turn ends when the
+    /// template renders that turn on its own as a prefix of the whole: a point worth caching.
+    pub fn encode_chat(
+        &self,
+        messages: &[TemplateMessage],
+    ) -> Result<(Vec<u32>, Option<usize>), LocalError> {
+        let ids = self.encode(&self.render(messages)?)?;
+        let mut point = None;
+        if messages.len() > 1 && messages[0].role == "system" {
+            let t = self.template.get_template("chat").map_err(cerr)?;
+            let head = t
+                .render(minijinja::context! {
+                    messages => &messages[..1],
+                    add_generation_prompt => false,
+                    bos_token => &self.bos,
+                    eos_token => &self.eos_token,
+                })
+                .map_err(cerr)?;
+            let head = self.encode(&head)?;
+            if ids.starts_with(&head) {
+                point = Some(head.len());
+            }
+        }
+        Ok((ids, point))
+    }
+
     /// Token ids of `text` (special tokens in it are recognized).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LocalError> {
         Ok(self
@@ -389,7 +419,7 @@ impl ChatModel {
             .filter(|(_, e)| e.tokens.len() <= prompt.len() && prompt.starts_with(&e.tokens))
             .max_by_key(|(_, e)| e.tokens.len())
             .map(|(i, _)| i);
-        let (mut model, mut logits, done) = match hit {
+        let (mut model, mut logits, hit_len) = match hit {
             Some(i) => {
                 let e = &cache[i];
                 (e.model.clone(), e.logits.clone(), e.tokens.len())
@@ -400,18 +430,34 @@ impl ChatModel {
                 (m, Vec::new(), 0)
             }
         };
-        if done < prompt.len() {
-            logits = forward(&mut model, &prompt[done..], done)?;
+        let mut done = hit_len;
+        // Snapshot at the cache points (e.g. the end of the system turn), then the prompt's end.
+        let mut points: Vec<usize> = opts
+            .cache_points
+            .iter()
+            .copied()
+            .filter(|&p| p > done && p < prompt.len())
+            .collect();
+        points.sort_unstable();
+        points.push(prompt.len());
+        for p in points {
+            if done < p {
+                logits = forward(&mut model, &prompt[done..p], done)?;
+                done = p;
+            }
+            if cache.iter().any(|e| e.tokens == prompt[..p]) {
+                continue;
+            }
+            if cache.len() >= CACHE_SLOTS {
+                cache.pop_front();
+            }
+            cache.push_back(CacheEntry {
+                tokens: prompt[..p].to_vec(),
+                model: model.clone(),
+                logits: logits.clone(),
+            });
         }
-        if cache.len() >= CACHE_SLOTS {
-            cache.pop_front();
-        }
-        cache.retain(|e| e.tokens != prompt);
-        cache.push_back(CacheEntry {
-            tokens: prompt.to_vec(),
-            model: model.clone(),
-            logits: logits.clone(),
-        });
+        let done = hit_len;
         drop(cache);
         let prompt_time = started.elapsed();
 
@@ -465,7 +511,10 @@ impl ChatModel {
                     if opts.repeat_penalty > 1.0 {
                         self.penalize(&mut logits, &pending_all, opts.repeat_penalty);
                     }
-                    sample(&logits, allowed.as_deref(), opts, &mut rng)
+                    match self.wants_to_close(&logits, matcher.as_ref(), allowed.as_deref()) {
+                        Some(quote) => quote,
+                        None => sample(&logits, allowed.as_deref(), opts, &mut rng),
+                    }
                 }
             };
             if self.end_ids.contains(&next) {
@@ -539,6 +588,33 @@ impl ChatModel {
             .decode(&[id], false)
             .map(String::into_bytes)
             .unwrap_or_default()
+    }
+
+    /// Inside a non-empty string, when the model's own favourite token is one the grammar
+    /// refuses and it starts like the end of a value (`}`, `,`, `]`, `"`), the model meant to
+    /// end the string: close it instead of letting it ramble on in string content.
+    fn wants_to_close(
+        &self,
+        logits: &[f32],
+        m: Option<&Matcher>,
+        allowed: Option<&[u32]>,
+    ) -> Option<u32> {
+        let (m, allowed) = (m?, allowed?);
+        if m.open_string()? == 0 {
+            return None;
+        }
+        let best = (0..logits.len()).max_by(|&a, &b| logits[a].total_cmp(&logits[b]))? as u32;
+        if allowed.contains(&best) {
+            return None;
+        }
+        let first = *self.table.bytes(best).first()?;
+        if !matches!(first, b'}' | b',' | b']' | b'"') {
+            return None;
+        }
+        allowed
+            .iter()
+            .copied()
+            .find(|&t| self.table.bytes(t) == b"\"")
     }
 
     fn penalize(&self, logits: &mut [f32], generated: &[u32], penalty: f32) {

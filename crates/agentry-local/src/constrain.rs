@@ -407,6 +407,19 @@ impl Matcher {
         bytes.iter().all(|&b| self.step(b))
     }
 
+    /// Characters written so far when the top frame is free string content.
+    pub fn open_string(&self) -> Option<usize> {
+        match self.stack.last() {
+            Some(Frame::Str {
+                len,
+                escape: false,
+                utf8: 0,
+                ..
+            }) => Some(*len),
+            _ => None,
+        }
+    }
+
     /// The top frame is free string content that takes any plain character.
     fn in_free_string(&self) -> Option<usize> {
         match self.stack.last() {

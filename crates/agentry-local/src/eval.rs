@@ -30,6 +30,9 @@ pub struct CaseResult {
     pub expected: String,
     /// The tool called, if any.
     pub called: Option<String>,
+    pub arguments: Option<serde_json::Value>,
+    /// Completion tokens the call took.
+    pub tokens: u64,
     /// The call names a tool of the suite and its arguments match the tool's schema.
     pub valid: bool,
 }
@@ -95,7 +98,9 @@ pub async fn run_tool_choice(
         cases.push(CaseResult {
             request: case.request.clone(),
             expected: case.tool.clone(),
+            arguments: call.as_ref().map(|c| c.1.clone()),
             called: call.map(|c| c.0),
+            tokens: resp.usage.completion_tokens,
             valid,
         });
     }

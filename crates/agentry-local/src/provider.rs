@@ -247,7 +247,11 @@ impl LocalProvider {
 
     /// The prompt: the conversation in the model's chat template, tools described in the
     /// system message.
-    fn prompt(&self, req: &ChatRequest, tools: &[ToolSpec]) -> Result<Vec<u32>, LlmError> {
+    fn prompt(
+        &self,
+        req: &ChatRequest,
+        tools: &[ToolSpec],
+    ) -> Result<(Vec<u32>, Option<usize>), LlmError> {
         let mut msgs: Vec<TemplateMessage> = Vec::new();
         let mut system = String::new();
         for m in &req.messages {
@@ -297,8 +301,7 @@ impl LocalProvider {
                 },
             );
         }
-        let text = self.model.render(&msgs).map_err(llm_err)?;
-        self.model.encode(&text).map_err(llm_err)
+        self.model.encode_chat(&msgs).map_err(llm_err)
     }
 
     fn options(&self, req: &ChatRequest, grammar: Option<Grammar>) -> GenerateOptions {
@@ -314,6 +317,7 @@ impl LocalProvider {
                 1.0
             },
             grammar: grammar.map(Arc::new),
+            cache_points: Vec::new(),
         }
     }
 
@@ -347,7 +351,10 @@ impl LocalProvider {
         } else {
             self.candidate_tools(&req).await?
         };
-        let prompt = self.prompt(&req, &tools)?;
+        // The prompt describes the candidates only: a 135M model writes better arguments when
+        // it sees fewer tools (measured: describing all eleven of the suite's tools made the
+        // arguments worse and the run slower, prompt cache or not).
+        let (prompt, system_end) = self.prompt(&req, &tools)?;
         let constrained = !tools.is_empty() && self.cfg.tool_choice != ToolChoice::Prompted;
         let grammar = if constrained {
             let specs: Vec<(String, Value)> = tools
@@ -361,6 +368,7 @@ impl LocalProvider {
             None
         };
         let mut opts = self.options(&req, grammar);
+        opts.cache_points.extend(system_end);
         if constrained {
             // The grammar wraps the call up before the budget ends; it needs some room.
             opts.max_tokens = opts.max_tokens.max(self.cfg.max_tokens);
