@@ -19,6 +19,7 @@ for t in 1 2; do
   echo "threads=$t embed  agentry-local: $(CANDLE_NUM_THREADS=$t $BIN embed)"
   echo "threads=$t embed  sentence-tf:   $("$VENV/bin/python" bench/local/reference.py embed $t 2>/dev/null)"
 done
+[ -n "${SKIP_TOOL_CHOICE:-}" ] && exit 0
 echo "tool choice (55 requests, 11 tools):"
 cargo build -q --release -p agentry-local --example tool_choice
 CANDLE_NUM_THREADS=2 ${CARGO_TARGET_DIR:-target}/release/examples/tool_choice router,prompted,constrained,routed

@@ -2,7 +2,8 @@
 //! from the file, token generation with a KV cache, sampling, stop sequences and grammar masks.
 //!
 //! Loading re-quantizes tensor types candle has no SIMD kernel for (Q4_1, Q5_0, Q5_1) to Q8_0
-//! once and caches the result beside the models: 3-4x faster decoding for a one-time cost.
+//! once and caches the result beside the models: 3-4x faster decoding for a one-time cost
+//! (`AGENTRY_NO_REQUANT=1` loads the file as it is, to compare).
 
 use std::collections::VecDeque;
 use std::fs::File;
