@@ -7,9 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-models.sh >/dev/null
 VENV=.venv-bench-local
-if ! "$VENV/bin/python" -c 'import torch, transformers, sentence_transformers, gguf' 2>/dev/null; then
+if ! "$VENV/bin/python" -c 'import torch, transformers, sentence_transformers, gguf, accelerate' 2>/dev/null; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch sentence-transformers transformers gguf
+  "$VENV/bin/pip" install -q --disable-pip-version-check torch sentence-transformers transformers gguf accelerate
 fi
 cargo build -q --release -p agentry-local --example local_bench
 BIN=${CARGO_TARGET_DIR:-target}/release/examples/local_bench
