@@ -18,7 +18,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         content: q.clone(),
     }])?;
     let ids = model.encode(&prompt)?;
-    println!("{prompt:?}\n{ids:?}");
     let g = model.generate(
         &ids,
         &GenerateOptions {
