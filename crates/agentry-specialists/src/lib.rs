@@ -1,0 +1,20 @@
+//! Agentry's specialist agents.
+//!
+//! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
+//! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
+//! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
+//! - [`serve`]: any specialist as an A2A agent.
+
+pub mod rag;
+
+use std::path::PathBuf;
+
+/// Where `scripts/fetch-data.sh` puts the demo data: `$AGENTRY_DATA`, else
+/// `~/.cache/agentry/data`.
+pub fn data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("AGENTRY_DATA") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".cache/agentry/data")
+}

@@ -1,0 +1,243 @@
+//! Key points without an LLM: sentences of the retrieved chunks ranked by embedding similarity
+//! to the question, then picked for diversity (maximal marginal relevance). Every key point is a
+//! quotation with its citation, so even a tiny local model (or none) gives a grounded result.
+
+use agentry_core::embed::{DynEmbedder, dot};
+use serde::{Deserialize, Serialize};
+
+use super::RagError;
+use super::store::Hit;
+
+/// Where a piece of evidence comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Citation {
+    /// Number shown in the text, `[1]`.
+    pub n: usize,
+    pub document: String,
+    pub title: String,
+    pub section: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// Byte offsets of the cited text in the document.
+    pub start: usize,
+    pub end: usize,
+    pub chunk_id: i64,
+}
+
+impl Citation {
+    /// `hamlet_gut.txt, ACT III > Scene I, bytes 81234-81301`.
+    pub fn label(&self) -> String {
+        let mut s = self.document.clone();
+        if !self.section.is_empty() {
+            s.push_str(", ");
+            s.push_str(&self.section);
+        }
+        if let Some(p) = self.page {
+            s.push_str(&format!(", p. {p}"));
+        }
+        s.push_str(&format!(", bytes {}-{}", self.start, self.end));
+        s
+    }
+}
+
+/// A quoted key point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyPoint {
+    pub text: String,
+    /// The speaker or lead-in the sentence belongs to, when the source marks one (plays).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speaker: Option<String>,
+    pub citation: Citation,
+    /// Ranking score: similarity plus a bonus for naming the question's key words.
+    pub relevance: f32,
+    /// Cosine similarity of the sentence to the question.
+    pub similarity: f32,
+}
+
+struct Candidate {
+    text: String,
+    speaker: Option<String>,
+    hit: usize,
+    start: usize,
+    end: usize,
+}
+
+/// Splits a chunk into sentence candidates with their byte offsets in the document. Lines of
+/// verse are joined; a short line ending in `.` alone in its paragraph start (`Ham.`) is a
+/// speaker tag, kept as the speaker of what follows.
+fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
+    let text = &hit.text;
+    let mut para_start = 0;
+    for para in text.split_inclusive("\n\n") {
+        let base = para_start;
+        para_start += para.len();
+        let mut body = para;
+        let mut body_off = 0;
+        let mut speaker = None;
+        if let Some(nl) = para.find('\n') {
+            let first = para[..nl].trim();
+            if first.len() <= 24 && first.ends_with('.') && !first.contains(' ')
+                || first.len() <= 24 && first.ends_with('.') && first.split(' ').count() <= 3
+            {
+                speaker = Some(first.trim_end_matches('.').to_owned());
+                body = &para[nl + 1..];
+                body_off = nl + 1;
+            }
+        }
+        // Sentences end at . ! ? (followed by space/newline or the end).
+        let bytes = body.as_bytes();
+        let mut s = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            let end_here = matches!(c, b'.' | b'!' | b'?')
+                && (i + 1 == bytes.len() || bytes[i + 1].is_ascii_whitespace());
+            if end_here || i + 1 == bytes.len() {
+                let e = i + 1;
+                let raw = &body[s..e];
+                let clean = raw.split_whitespace().collect::<Vec<_>>().join(" ");
+                let lead = raw.len() - raw.trim_start().len();
+                let words = clean.split(' ').count();
+                if (6..=60).contains(&words) && !clean.starts_with('[') {
+                    out.push(Candidate {
+                        text: clean,
+                        speaker: speaker.clone(),
+                        hit: hit_index,
+                        start: hit.start + base + body_off + s + lead,
+                        end: hit.start + base + body_off + e,
+                    });
+                }
+                s = e;
+            }
+            i += 1;
+        }
+    }
+}
+
+/// Up to `n` key points for `question` from `hits`, most relevant first, each at most one per
+/// near-duplicate (MMR with λ = 0.7).
+pub async fn key_points(
+    embedder: &dyn DynEmbedder,
+    question: &str,
+    hits: &[Hit],
+    n: usize,
+) -> Result<Vec<KeyPoint>, RagError> {
+    let mut cands = Vec::new();
+    for (i, h) in hits.iter().enumerate() {
+        candidates(i, h, &mut cands);
+    }
+    if cands.is_empty() || n == 0 {
+        return Ok(Vec::new());
+    }
+    cands.truncate(400);
+    let mut texts: Vec<String> = vec![question.to_owned()];
+    texts.extend(cands.iter().map(|c| c.text.clone()));
+    let vecs = embedder
+        .embed_dyn(texts)
+        .await
+        .map_err(|e| RagError::Embedder(e.to_string()))?;
+    let (q, vs) = vecs
+        .split_first()
+        .ok_or_else(|| RagError::Embedder("no vectors".into()))?;
+    let words: Vec<String> = super::store::keyword_query(question)
+        .map(|k| {
+            k.split(" OR ")
+                .map(|w| w.trim_matches('"').to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    // Relevance: similarity to the question, a bonus for naming its key words, and a small
+    // prior for the better-ranked chunks.
+    let rel: Vec<f32> = cands
+        .iter()
+        .zip(vs)
+        .map(|(c, v)| {
+            let lower = c.text.to_lowercase();
+            let named = words.iter().filter(|w| lower.contains(w.as_str())).count() as f32;
+            dot(q, v) + 0.1 * named.min(2.0) - 0.002 * c.hit as f32
+        })
+        .collect();
+    let mut chosen: Vec<usize> = Vec::new();
+    while chosen.len() < n.min(cands.len()) {
+        let best = (0..cands.len())
+            .filter(|i| !chosen.contains(i))
+            .map(|i| {
+                let redundancy = chosen
+                    .iter()
+                    .map(|&j| dot(&vs[i], &vs[j]))
+                    .fold(0.0f32, f32::max);
+                (i, 0.7 * rel[i] - 0.3 * redundancy)
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        match best {
+            Some((i, _)) => chosen.push(i),
+            None => break,
+        }
+    }
+    Ok(chosen
+        .into_iter()
+        .enumerate()
+        .map(|(k, i)| {
+            let c = &cands[i];
+            let h = &hits[c.hit];
+            KeyPoint {
+                text: c.text.clone(),
+                speaker: c.speaker.clone(),
+                relevance: rel[i],
+                similarity: dot(q, &vs[i]),
+                citation: Citation {
+                    n: k + 1,
+                    document: h.document.clone(),
+                    title: h.title.clone(),
+                    section: h.section.clone(),
+                    page: h.page,
+                    start: c.start,
+                    end: c.end,
+                    chunk_id: h.chunk_id,
+                },
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(text: &str, start: usize) -> Hit {
+        Hit {
+            chunk_id: 1,
+            document: "d.txt".into(),
+            title: "D".into(),
+            path: "/d.txt".into(),
+            section: "ACT I".into(),
+            page: None,
+            start,
+            end: start + text.len(),
+            text: text.into(),
+            score: 1.0,
+            vector_rank: Some(1),
+            keyword_rank: None,
+        }
+    }
+
+    #[test]
+    fn sentences_keep_speakers_and_offsets() {
+        let doc = "xxxxHam.\nTo be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer.\n\n[Exit.]\n\nOph.\nGood my lord, how does your honour for this many a day?\n";
+        let h = hit(&doc[4..], 4);
+        let mut out = Vec::new();
+        candidates(0, &h, &mut out);
+        assert_eq!(
+            out.len(),
+            2,
+            "{:?}",
+            out.iter().map(|c| &c.text).collect::<Vec<_>>()
+        );
+        assert_eq!(out[0].speaker.as_deref(), Some("Ham"));
+        assert!(out[0].text.starts_with("To be, or not to be"));
+        assert_eq!(&doc[out[0].start..out[0].start + 5], "To be");
+        assert!(doc[out[0].start..out[0].end].ends_with("to suffer."));
+        assert_eq!(out[1].speaker.as_deref(), Some("Oph"));
+        assert!(doc[out[1].start..out[1].end].ends_with("many a day?"));
+    }
+}

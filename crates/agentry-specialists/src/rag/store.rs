@@ -1,0 +1,692 @@
+//! The knowledge base: one SQLite file holding collections, documents, chunks, a BM25 index
+//! (FTS5) and the chunks' vectors (sqlite-vec), so retrieval needs no server and a copy of one
+//! file moves a whole knowledge base.
+//!
+//! Search is hybrid: the vector index and the keyword index each rank the chunks, and the two
+//! rankings are fused by reciprocal rank (`1 / (60 + rank)` summed), which needs no score
+//! calibration between the two.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Once};
+
+use agentry_core::embed::DynEmbedder;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use super::RagError;
+use super::chunk::chunk;
+use super::parse::{Format, parse};
+
+/// Reciprocal-rank-fusion constant (the usual 60).
+const RRF_K: f64 = 60.0;
+/// Bytes per chunk: about 180 MiniLM tokens of English, under its 256-token window.
+pub const CHUNK_BYTES: usize = 700;
+/// Files larger than this are skipped with a reason.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+/// Texts per embedding call.
+const EMBED_BATCH: usize = 32;
+
+/// A retrieved chunk and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub chunk_id: i64,
+    /// File name of the document.
+    pub document: String,
+    /// Title of the document (from its first heading, else its file name).
+    pub title: String,
+    pub path: String,
+    pub section: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// Byte offsets of the chunk in the document's text.
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+    /// Fused score (higher is better).
+    pub score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword_rank: Option<usize>,
+}
+
+/// How an ingestion went, file by file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IngestReport {
+    pub collection: String,
+    pub files_seen: usize,
+    pub ingested: Vec<String>,
+    pub unchanged: Vec<String>,
+    /// Files not ingested, with the reason (unsupported type, unreadable, too large...).
+    pub skipped: Vec<(String, String)>,
+    pub chunks: usize,
+}
+
+/// Ingestion progress, for a progress bar.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub file: String,
+    pub file_index: usize,
+    pub files: usize,
+    pub chunks_done: usize,
+    pub chunks_total: usize,
+}
+
+/// A collection and what it holds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub embedder: String,
+    pub dimensions: usize,
+    pub documents: usize,
+    pub chunks: usize,
+}
+
+/// A knowledge base on one SQLite file; clones share the connection.
+#[derive(Clone)]
+pub struct KnowledgeBase {
+    conn: Arc<Mutex<Connection>>,
+    embedder: Arc<dyn DynEmbedder>,
+    embedder_id: String,
+}
+
+fn register_sqlite_vec() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite-vec's init function has the signature SQLite expects of an extension
+        // entry point; the crate declares it without parameters, hence the transmute.
+        #[allow(clippy::missing_transmute_annotations)]
+        unsafe {
+            rusqlite::ffi::sqlite3_auto_extension(Some(std::mem::transmute(
+                sqlite_vec::sqlite3_vec_init as *const (),
+            )));
+        }
+    });
+}
+
+fn db(e: rusqlite::Error) -> RagError {
+    RagError::Store(e.to_string())
+}
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA foreign_keys = ON;
+CREATE TABLE IF NOT EXISTS collections (
+  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, embedder TEXT NOT NULL, dims INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+  id INTEGER PRIMARY KEY, collection_id INTEGER NOT NULL REFERENCES collections(id),
+  path TEXT NOT NULL, name TEXT NOT NULL, title TEXT NOT NULL, hash TEXT NOT NULL,
+  bytes INTEGER NOT NULL, ingested_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ')),
+  UNIQUE (collection_id, path));
+CREATE TABLE IF NOT EXISTS chunks (
+  id INTEGER PRIMARY KEY, document_id INTEGER NOT NULL REFERENCES documents(id),
+  ord INTEGER NOT NULL, section TEXT NOT NULL, page INTEGER,
+  start INTEGER NOT NULL, end INTEGER NOT NULL, text TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, heading, tokenize = 'porter unicode61');
+";
+
+fn fnv1a(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+fn vec_table(dims: usize) -> String {
+    format!("chunk_vectors_{dims}")
+}
+
+fn as_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+const STOPWORDS: &[&str] = &[
+    "a",
+    "an",
+    "and",
+    "are",
+    "as",
+    "at",
+    "be",
+    "by",
+    "do",
+    "does",
+    "for",
+    "from",
+    "how",
+    "in",
+    "is",
+    "it",
+    "of",
+    "on",
+    "or",
+    "that",
+    "the",
+    "this",
+    "to",
+    "was",
+    "what",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "why",
+    "with",
+    "about",
+    "tell",
+    "me",
+    "our",
+    "based",
+    "documents",
+];
+
+/// An FTS5 query matching any of the meaningful words of `text`, each quoted (so user text can
+/// never be read as FTS syntax).
+pub fn keyword_query(text: &str) -> Option<String> {
+    let mut words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 2 && !STOPWORDS.contains(&w.as_str()))
+        .collect();
+    words.dedup();
+    (!words.is_empty()).then(|| {
+        words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    })
+}
+
+impl KnowledgeBase {
+    /// Opens (or creates) the knowledge base at `path`. `embedder_id` names the embedding model;
+    /// a collection stays bound to the model it was built with.
+    pub fn open(
+        path: &Path,
+        embedder: Arc<dyn DynEmbedder>,
+        embedder_id: &str,
+    ) -> Result<Self, RagError> {
+        register_sqlite_vec();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| RagError::Store(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = Connection::open(path)
+            .map_err(|e| RagError::Store(format!("cannot open {}: {e}", path.display())))?;
+        conn.execute_batch(SCHEMA).map_err(db)?;
+        Ok(KnowledgeBase {
+            conn: Arc::new(Mutex::new(conn)),
+            embedder,
+            embedder_id: embedder_id.to_owned(),
+        })
+    }
+
+    /// An in-memory knowledge base (tests, throwaway corpora).
+    pub fn in_memory(embedder: Arc<dyn DynEmbedder>, embedder_id: &str) -> Result<Self, RagError> {
+        Self::open(Path::new(":memory:"), embedder, embedder_id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The collection's id, created on first use; refuses a collection built with another
+    /// embedder, since its vectors would not be comparable.
+    fn collection_id(&self, name: &str, create: bool) -> Result<Option<i64>, RagError> {
+        let conn = self.lock();
+        let dims = self.embedder.dimensions();
+        let row: Option<(i64, String, usize)> = conn
+            .query_row(
+                "SELECT id, embedder, dims FROM collections WHERE name = ?1",
+                [name],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(db)?;
+        match row {
+            Some((id, model, d)) => {
+                if model != self.embedder_id || d != dims {
+                    return Err(RagError::Embedder(format!(
+                        "collection `{name}` was built with embedder `{model}` ({d} dimensions); \
+                         this knowledge base uses `{}` ({dims}): use that embedder or another \
+                         collection",
+                        self.embedder_id
+                    )));
+                }
+                Ok(Some(id))
+            }
+            None if create => {
+                conn.execute_batch(&format!(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS {} USING vec0(collection_id INTEGER \
+                     PARTITION KEY, embedding float[{dims}] distance_metric=cosine)",
+                    vec_table(dims)
+                ))
+                .map_err(db)?;
+                conn.execute(
+                    "INSERT INTO collections (name, embedder, dims) VALUES (?1, ?2, ?3)",
+                    params![name, self.embedder_id, dims],
+                )
+                .map_err(db)?;
+                Ok(Some(conn.last_insert_rowid()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Ingests a file or every supported file under a folder into `collection`. Unchanged files
+    /// (same content hash) are skipped; a changed file's chunks are replaced in one transaction.
+    /// A file that cannot be read or parsed is reported in `skipped` and does not stop the rest.
+    pub async fn ingest(
+        &self,
+        path: &Path,
+        collection: &str,
+        progress: &(dyn Fn(&Progress) + Sync),
+    ) -> Result<IngestReport, RagError> {
+        let files = collect_files(path)?;
+        let cid = self
+            .collection_id(collection, true)?
+            .expect("created on demand");
+        let mut report = IngestReport {
+            collection: collection.to_owned(),
+            files_seen: files.len(),
+            ..Default::default()
+        };
+        let total = files.len();
+        for (i, file) in files.into_iter().enumerate() {
+            let name = file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let shown = file.display().to_string();
+            let Some(format) = Format::of(&file) else {
+                report.skipped.push((shown, "unsupported file type".into()));
+                continue;
+            };
+            match std::fs::metadata(&file) {
+                Ok(m) if m.len() > MAX_FILE_BYTES => {
+                    report
+                        .skipped
+                        .push((shown, format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
+                    continue;
+                }
+                Err(e) => {
+                    report.skipped.push((shown, e.to_string()));
+                    continue;
+                }
+                _ => {}
+            }
+            let bytes = match std::fs::read(&file) {
+                Ok(b) => b,
+                Err(e) => {
+                    report.skipped.push((shown, e.to_string()));
+                    continue;
+                }
+            };
+            let hash = fnv1a(&bytes);
+            let key = std::fs::canonicalize(&file)
+                .unwrap_or(file.clone())
+                .display()
+                .to_string();
+            let known: Option<String> = self
+                .lock()
+                .query_row(
+                    "SELECT hash FROM documents WHERE collection_id = ?1 AND path = ?2",
+                    params![cid, key],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(db)?;
+            if known.as_deref() == Some(hash.as_str()) {
+                report.unchanged.push(shown);
+                continue;
+            }
+            let doc = match parse(&bytes, format, &name) {
+                Ok(d) => d,
+                Err(e) => {
+                    report.skipped.push((shown, e.to_string()));
+                    continue;
+                }
+            };
+            let chunks = chunk(&doc, CHUNK_BYTES);
+            let mut vectors = Vec::with_capacity(chunks.len());
+            for batch in chunks.chunks(EMBED_BATCH) {
+                progress(&Progress {
+                    file: shown.clone(),
+                    file_index: i,
+                    files: total,
+                    chunks_done: vectors.len(),
+                    chunks_total: chunks.len(),
+                });
+                let texts = batch
+                    .iter()
+                    .map(|c| embed_text(&doc.title, &c.section, &c.text))
+                    .collect();
+                let v = self
+                    .embedder
+                    .embed_dyn(texts)
+                    .await
+                    .map_err(|e| RagError::Embedder(e.to_string()))?;
+                vectors.extend(v);
+            }
+            progress(&Progress {
+                file: shown.clone(),
+                file_index: i,
+                files: total,
+                chunks_done: chunks.len(),
+                chunks_total: chunks.len(),
+            });
+            self.replace_document(
+                cid,
+                &key,
+                &name,
+                &doc.title,
+                &hash,
+                bytes.len(),
+                &chunks,
+                &vectors,
+            )?;
+            report.chunks += chunks.len();
+            report.ingested.push(shown);
+        }
+        Ok(report)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replace_document(
+        &self,
+        cid: i64,
+        key: &str,
+        name: &str,
+        title: &str,
+        hash: &str,
+        bytes: usize,
+        chunks: &[super::chunk::Chunk],
+        vectors: &[Vec<f32>],
+    ) -> Result<(), RagError> {
+        let dims = self.embedder.dimensions();
+        let table = vec_table(dims);
+        let mut conn = self.lock();
+        let tx = conn.transaction().map_err(db)?;
+        let old: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM documents WHERE collection_id = ?1 AND path = ?2",
+                params![cid, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+        let doc_id = match old {
+            Some(id) => {
+                for sql in [
+                    format!(
+                        "DELETE FROM {table} WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)"
+                    ),
+                    "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)".into(),
+                    "DELETE FROM chunks WHERE document_id = ?1".into(),
+                ] {
+                    tx.execute(&sql, [id]).map_err(db)?;
+                }
+                tx.execute(
+                    "UPDATE documents SET name = ?2, title = ?3, hash = ?4, bytes = ?5, \
+                     ingested_at = strftime('%Y-%m-%dT%H:%M:%fZ') WHERE id = ?1",
+                    params![id, name, title, hash, bytes],
+                )
+                .map_err(db)?;
+                id
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO documents (collection_id, path, name, title, hash, bytes) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![cid, key, name, title, hash, bytes],
+                )
+                .map_err(db)?;
+                tx.last_insert_rowid()
+            }
+        };
+        {
+            let mut ins = tx
+                .prepare(
+                    "INSERT INTO chunks (document_id, ord, section, page, start, end, text) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(db)?;
+            let mut fts = tx
+                .prepare("INSERT INTO chunks_fts (rowid, text, heading) VALUES (?1, ?2, ?3)")
+                .map_err(db)?;
+            let mut vec = tx
+                .prepare(&format!(
+                    "INSERT INTO {table} (rowid, collection_id, embedding) VALUES (?1, ?2, ?3)"
+                ))
+                .map_err(db)?;
+            for (i, (c, v)) in chunks.iter().zip(vectors).enumerate() {
+                ins.execute(params![
+                    doc_id, i, c.section, c.page, c.start, c.end, c.text
+                ])
+                .map_err(db)?;
+                let id = tx.last_insert_rowid();
+                fts.execute(params![id, c.text, format!("{title} {}", c.section)])
+                    .map_err(db)?;
+                vec.execute(params![id, cid, as_blob(v)]).map_err(db)?;
+            }
+        }
+        tx.commit().map_err(db)
+    }
+
+    /// The `k` best chunks for `query` in `collection`, by hybrid search.
+    pub async fn search(
+        &self,
+        collection: &str,
+        query: &str,
+        k: usize,
+    ) -> Result<Vec<Hit>, RagError> {
+        let Some(cid) = self.collection_id(collection, false)? else {
+            return Err(RagError::UnknownCollection {
+                name: collection.to_owned(),
+                known: self
+                    .collections()?
+                    .into_iter()
+                    .map(|c| c.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let k = k.clamp(1, 200);
+        let depth = (k * 4).max(20);
+        let qv = self
+            .embedder
+            .embed_dyn(vec![query.to_owned()])
+            .await
+            .map_err(|e| RagError::Embedder(e.to_string()))?
+            .pop()
+            .ok_or_else(|| RagError::Embedder("no vector for the query".into()))?;
+        let conn = self.lock();
+        let vector: Vec<i64> = {
+            let mut st = conn
+                .prepare(&format!(
+                    "SELECT rowid FROM {} WHERE embedding MATCH ?1 AND k = ?2 AND collection_id = ?3 \
+                     ORDER BY distance",
+                    vec_table(qv.len())
+                ))
+                .map_err(db)?;
+            st.query_map(params![as_blob(&qv), depth, cid], |r| r.get(0))
+                .map_err(db)?
+                .collect::<Result<_, _>>()
+                .map_err(db)?
+        };
+        let keyword: Vec<i64> = match keyword_query(query) {
+            None => Vec::new(),
+            Some(q) => {
+                let mut st = conn
+                    .prepare(
+                        "SELECT f.rowid FROM chunks_fts f JOIN chunks c ON c.id = f.rowid \
+                         JOIN documents d ON d.id = c.document_id \
+                         WHERE chunks_fts MATCH ?1 AND d.collection_id = ?2 \
+                         ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?3",
+                    )
+                    .map_err(db)?;
+                st.query_map(params![q, cid, depth], |r| r.get(0))
+                    .map_err(db)?
+                    .collect::<Result<_, _>>()
+                    .map_err(db)?
+            }
+        };
+        let mut fused: std::collections::HashMap<i64, (f64, Option<usize>, Option<usize>)> =
+            Default::default();
+        for (rank, id) in vector.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+            e.1 = Some(rank + 1);
+        }
+        for (rank, id) in keyword.iter().enumerate() {
+            let e = fused.entry(*id).or_default();
+            e.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
+            e.2 = Some(rank + 1);
+        }
+        let mut ranked: Vec<_> = fused.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(a.0.cmp(&b.0)));
+        ranked.truncate(k);
+        let mut st = conn
+            .prepare(
+                "SELECT c.section, c.page, c.start, c.end, c.text, d.name, d.title, d.path \
+                 FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ?1",
+            )
+            .map_err(db)?;
+        ranked
+            .into_iter()
+            .map(|(id, (score, vr, kr))| {
+                st.query_row([id], |r| hit_row(id, r))
+                    .map(|h| Hit {
+                        score,
+                        vector_rank: vr,
+                        keyword_rank: kr,
+                        ..h
+                    })
+                    .map_err(db)
+            })
+            .collect()
+    }
+
+    /// Chunks by id (unknown ids are an error naming them).
+    pub fn chunks_by_id(&self, ids: &[i64]) -> Result<Vec<Hit>, RagError> {
+        let conn = self.lock();
+        let mut st = conn
+            .prepare(
+                "SELECT c.section, c.page, c.start, c.end, c.text, d.name, d.title, d.path \
+                 FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.id = ?1",
+            )
+            .map_err(db)?;
+        ids.iter()
+            .map(|&id| {
+                st.query_row([id], |r| hit_row(id, r))
+                    .optional()
+                    .map_err(db)?
+                    .ok_or_else(|| RagError::Input(format!("no chunk with id {id}")))
+            })
+            .collect()
+    }
+
+    /// The collections and their sizes.
+    pub fn collections(&self) -> Result<Vec<CollectionInfo>, RagError> {
+        let conn = self.lock();
+        let mut st = conn
+            .prepare(
+                "SELECT c.name, c.embedder, c.dims, \
+                 (SELECT count(*) FROM documents d WHERE d.collection_id = c.id), \
+                 (SELECT count(*) FROM chunks k JOIN documents d ON d.id = k.document_id \
+                  WHERE d.collection_id = c.id) FROM collections c ORDER BY c.name",
+            )
+            .map_err(db)?;
+        st.query_map([], |r| {
+            Ok(CollectionInfo {
+                name: r.get(0)?,
+                embedder: r.get(1)?,
+                dimensions: r.get(2)?,
+                documents: r.get(3)?,
+                chunks: r.get(4)?,
+            })
+        })
+        .map_err(db)?
+        .collect::<Result<_, _>>()
+        .map_err(db)
+    }
+
+    /// The embedder this knowledge base embeds with.
+    pub fn embedder(&self) -> &Arc<dyn DynEmbedder> {
+        &self.embedder
+    }
+}
+
+fn hit_row(id: i64, r: &rusqlite::Row<'_>) -> rusqlite::Result<Hit> {
+    Ok(Hit {
+        chunk_id: id,
+        section: r.get(0)?,
+        page: r.get(1)?,
+        start: r.get(2)?,
+        end: r.get(3)?,
+        text: r.get(4)?,
+        document: r.get(5)?,
+        title: r.get(6)?,
+        path: r.get(7)?,
+        score: 0.0,
+        vector_rank: None,
+        keyword_rank: None,
+    })
+}
+
+/// The text embedded for a chunk: where it is, then what it says (the heading path carries
+/// meaning the chunk's own words may not, e.g. the play a scene belongs to).
+fn embed_text(title: &str, section: &str, text: &str) -> String {
+    format!("{title} — {section}\n{text}")
+}
+
+/// Supported and unsupported files under `path` (a file, or a folder walked recursively,
+/// hidden entries skipped), sorted.
+fn collect_files(path: &Path) -> Result<Vec<PathBuf>, RagError> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| RagError::Input(format!("cannot read {}: {e}", path.display())))?;
+    if meta.is_file() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![path.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| RagError::Input(format!("cannot list {}: {e}", dir.display())))?;
+        for e in entries.flatten() {
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyword_queries_quote_words_and_drop_syntax() {
+        assert_eq!(
+            keyword_query("Who is Hamlet?").as_deref(),
+            Some("\"hamlet\"")
+        );
+        assert_eq!(
+            keyword_query("NEAR(\"x\" OR y*) -- drop").as_deref(),
+            Some("\"near\" OR \"drop\"")
+        );
+        assert_eq!(keyword_query("who is it?"), None);
+    }
+}
