@@ -134,14 +134,13 @@ fn plain(text: &str) -> Parsed {
         }
         let lower = t.to_ascii_lowercase();
         let word = |w: &str| lower.starts_with(w);
+        let structural = word("act ") || word("chapter ") || word("part ") || word("book ");
+        let capitals = t.chars().any(char::is_alphabetic)
+            && !t.chars().any(char::is_lowercase)
+            && t.chars().filter(|c| c.is_alphabetic()).count() >= 4;
         let level = if word("scene ") || word("section ") {
             2
-        } else if word("act ") || word("chapter ") || word("part ") || word("book ") {
-            1
-        } else if t.chars().any(char::is_alphabetic)
-            && !t.chars().any(char::is_lowercase)
-            && t.chars().filter(|c| c.is_alphabetic()).count() >= 4
-        {
+        } else if structural || capitals {
             1
         } else {
             continue;
