@@ -5,6 +5,7 @@
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`serve`]: any specialist as an A2A agent.
 
+pub mod pptx;
 pub mod rag;
 
 use std::path::PathBuf;
