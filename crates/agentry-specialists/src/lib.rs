@@ -3,8 +3,10 @@
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
-//! - [`serve`]: any specialist as an A2A agent.
+//! - [`agents`]: the specialists as agents, in-process or served over A2A.
 
+pub mod agents;
+pub mod job;
 pub mod pptx;
 pub mod rag;
 

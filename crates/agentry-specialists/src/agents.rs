@@ -1,0 +1,351 @@
+//! The specialists as agents: [`RagSpecialist`] and [`PptSpecialist`] implement
+//! [`AgentHandle`] (so workflows use them in-process) and [`Served`] puts any handle behind an
+//! A2A server, its answer as an artifact of text, data and file parts.
+
+use std::sync::Arc;
+
+use agentry_a2a::model::*;
+use agentry_a2a::server::{self, AgentExecutor, EventSink, RequestContext};
+use agentry_core::a2a::{AgentHandle, Ask, Reply};
+use agentry_core::agent::AgentError;
+use agentry_core::llm::BoxFuture;
+use agentry_core::tools::ToolRegistry;
+use serde_json::{Map, Value, json};
+
+use crate::pptx::{Outline, OutlineSlide, build_outline};
+use crate::rag::{KeyPoint, RagAgent};
+
+fn fail(e: impl std::fmt::Display) -> AgentError {
+    AgentError::Other(e.to_string())
+}
+
+/// The input of an ask as JSON: its data part, else its text when that is a JSON object.
+fn structured(ask: &Ask) -> Option<Map<String, Value>> {
+    ask.data.clone().or_else(|| {
+        serde_json::from_str::<Value>(ask.text.trim())
+            .ok()
+            .and_then(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            })
+    })
+}
+
+/// The RAG agent: a question in, a cited answer out (text, plus the key points and citations
+/// as a data part). Input: text, or `{"question": "...", "points": N}`.
+pub struct RagSpecialist {
+    pub agent: RagAgent,
+    pub name: String,
+}
+
+impl RagSpecialist {
+    pub fn new(agent: RagAgent) -> Self {
+        RagSpecialist {
+            agent,
+            name: "rag".into(),
+        }
+    }
+
+    /// `Shakespeare Knowledge Base` for the collection `shakespeare`.
+    pub fn title(&self) -> String {
+        let c = &self.agent.collection;
+        let mut t: Vec<char> = c.replace(['_', '-'], " ").chars().collect();
+        if let Some(f) = t.first_mut() {
+            *f = f.to_ascii_uppercase();
+        }
+        format!("{} Knowledge Base", t.into_iter().collect::<String>())
+    }
+
+    pub fn card(&self, url: &str) -> AgentCard {
+        let mut card = AgentCard::new(&self.title(), &self.description(), url);
+        card.skills = vec![AgentSkill {
+            id: "answer".into(),
+            name: "Answer from the documents".into(),
+            description: format!(
+                "Answers questions from the `{}` collection with quoted key points and \
+                 citations (document, section, byte offsets); says so when the documents hold \
+                 no evidence.",
+                self.agent.collection
+            ),
+            tags: vec!["rag".into(), "search".into(), "citations".into()],
+            examples: vec!["Who is Hamlet?".into(), "What does the ghost ask of Hamlet?".into()],
+            input_modes: None,
+            output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
+            security: Vec::new(),
+        }];
+        card
+    }
+}
+
+impl AgentHandle for RagSpecialist {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn description(&self) -> String {
+        format!(
+            "Finds and quotes evidence in the document collection `{}`, with citations.",
+            self.agent.collection
+        )
+    }
+    fn skills(&self) -> Vec<String> {
+        vec!["answer".into()]
+    }
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
+        Box::pin(async move {
+            let input = structured(&ask);
+            let question = input
+                .as_ref()
+                .and_then(|m| m.get("question"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| ask.text.clone());
+            if question.trim().is_empty() {
+                return Err(fail("the question is empty"));
+            }
+            let points = input
+                .as_ref()
+                .and_then(|m| m.get("points"))
+                .and_then(Value::as_u64)
+                .map_or(self.agent.points, |n| n.clamp(1, 40) as usize);
+            let a = self.agent.answer(&question, points).await.map_err(fail)?;
+            let data = match serde_json::to_value(&a) {
+                Ok(Value::Object(m)) => m,
+                _ => Map::new(),
+            };
+            Ok(Reply {
+                text: a.answer,
+                data: vec![data],
+                context_id: ask.context_id,
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// The PPT agent: builds a deck with the PPT tools from an [`Outline`] (JSON), from research
+/// (`{"title", "slides", "research": <RAG answer>}`), or from a Markdown outline.
+pub struct PptSpecialist {
+    pub tools: ToolRegistry,
+    pub name: String,
+}
+
+impl PptSpecialist {
+    pub fn new(tools: ToolRegistry) -> Self {
+        PptSpecialist {
+            tools,
+            name: "ppt".into(),
+        }
+    }
+
+    pub fn card(&self, url: &str) -> AgentCard {
+        let mut card = AgentCard::new("PowerPoint Builder", &self.description(), url);
+        card.default_output_modes = vec![
+            "text/plain".into(),
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation".into(),
+        ];
+        card.skills = vec![AgentSkill {
+            id: "build_deck".into(),
+            name: "Build a deck".into(),
+            description: "Builds a .pptx (title slide, bullet slides, speaker notes, pictures) \
+                          from an outline or from cited research."
+                .into(),
+            tags: vec!["pptx".into(), "presentation".into()],
+            examples: vec!["# Hamlet\n## Plot\n- The ghost appears".into()],
+            input_modes: Some(vec!["text/markdown".into(), "application/json".into()]),
+            output_modes: None,
+            security: Vec::new(),
+        }];
+        card
+    }
+}
+
+/// Title case for headings written in capitals (`ACT III > Scene I` → `Act III, Scene I`),
+/// keeping Roman numerals.
+fn heading(section: &str) -> String {
+    section
+        .split(" > ")
+        .map(|part| {
+            part.trim_end_matches('.')
+                .split(' ')
+                .map(|w| {
+                    let roman = !w.is_empty() && w.chars().all(|c| "IVXLC.,".contains(c));
+                    if roman || w.chars().any(char::is_lowercase) {
+                        w.to_owned()
+                    } else {
+                        let lower = w.to_lowercase();
+                        let mut c = lower.chars();
+                        c.next()
+                            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                            .unwrap_or_default()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// An outline from cited key points: one title slide, then up to `slides - 1` bullet slides
+/// following the documents' order, each titled by the section its evidence comes from; the
+/// bullets are the quotes with their citation numbers, the notes the full citations.
+pub fn outline_from_research(title: &str, key_points: &[KeyPoint], slides: usize) -> Outline {
+    let mut kps: Vec<&KeyPoint> = key_points.iter().collect();
+    kps.sort_by(|a, b| {
+        (&a.citation.document, a.citation.start).cmp(&(&b.citation.document, b.citation.start))
+    });
+    let content = slides.saturating_sub(1).max(1).min(kps.len().max(1));
+    let mut out = Vec::new();
+    let per = kps.len().div_ceil(content).max(1);
+    for group in kps.chunks(per) {
+        let first = group[0];
+        let mut bullets = Vec::new();
+        let mut notes = Vec::new();
+        for k in group {
+            let who = k
+                .speaker
+                .as_ref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
+            bullets.push(format!("“{}”{who} [{}]", k.text, k.citation.n));
+            notes.push(format!("[{}] {}", k.citation.n, k.citation.label()));
+        }
+        out.push(OutlineSlide {
+            title: if first.citation.section.is_empty() {
+                first.citation.title.clone()
+            } else {
+                heading(&first.citation.section)
+            },
+            bullets,
+            notes: notes.join("\n"),
+            pictures: Vec::new(),
+        });
+    }
+    let mut docs: Vec<&str> = key_points
+        .iter()
+        .map(|k| k.citation.document.as_str())
+        .collect();
+    docs.sort();
+    docs.dedup();
+    Outline {
+        title: title.to_owned(),
+        subtitle: format!("Key points quoted from our documents: {}", docs.join(", ")),
+        slides: out,
+        file_name: None,
+    }
+}
+
+impl AgentHandle for PptSpecialist {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn description(&self) -> String {
+        "Builds PowerPoint decks (.pptx) from outlines or cited research, with speaker notes."
+            .into()
+    }
+    fn skills(&self) -> Vec<String> {
+        vec!["build_deck".into()]
+    }
+    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
+        Box::pin(async move {
+            let outline = match structured(&ask) {
+                Some(m) if m.contains_key("research") => {
+                    let title = m.get("title").and_then(Value::as_str).unwrap_or("Presentation");
+                    let slides = m.get("slides").and_then(Value::as_u64).unwrap_or(5) as usize;
+                    let kps: Vec<KeyPoint> = m["research"]
+                        .get("key_points")
+                        .cloned()
+                        .map(serde_json::from_value)
+                        .transpose()
+                        .map_err(|e| fail(format!("research.key_points: {e}")))?
+                        .unwrap_or_default();
+                    if kps.is_empty() {
+                        return Err(fail(
+                            "the research holds no key points: there is nothing cited to put on \
+                             slides",
+                        ));
+                    }
+                    outline_from_research(title, &kps, slides.clamp(2, 30))
+                }
+                Some(m) => serde_json::from_value::<Outline>(Value::Object(m))
+                    .map_err(|e| fail(format!("not an outline: {e}")))?,
+                None => Outline::from_markdown(&ask.text).ok_or_else(|| {
+                    fail(
+                        "send an outline: JSON {\"title\", \"slides\": [{\"title\", \"bullets\", \
+                         \"notes\"}]} or Markdown (# Title, ## Slide, - bullet, > notes)",
+                    )
+                })?,
+            };
+            let built = build_outline(&self.tools, &outline).await.map_err(fail)?;
+            let path = built.path.display().to_string();
+            let file = Part::file(File {
+                content: FileContent::Uri(format!("file://{path}")),
+                mime_type: Some(
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+                        .into(),
+                ),
+                name: built.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+            });
+            let data = json!({
+                "path": path,
+                "slides": built.slides,
+                "bytes": built.bytes,
+                "outline": outline,
+                "tool_calls": built.calls.len(),
+            });
+            Ok(Reply {
+                text: format!("Saved a {}-slide deck to {path}", built.slides),
+                data: vec![data.as_object().cloned().unwrap_or_default()],
+                artifacts: vec![Artifact::new(Some("deck"), vec![file])],
+                context_id: ask.context_id,
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// Any [`AgentHandle`] served over A2A: the message's text and first data part go in; the reply
+/// comes back as one artifact (text, data parts, file parts).
+pub struct Served(pub Arc<dyn AgentHandle>);
+
+impl AgentExecutor for Served {
+    async fn execute(
+        &self,
+        ctx: RequestContext,
+        events: EventSink,
+    ) -> Result<(), server::AgentError> {
+        let data = ctx.message.parts.iter().find_map(|p| match p {
+            Part::Data(d) => Some(d.data.clone()),
+            _ => None,
+        });
+        events
+            .working(Some(events.agent_text(format!("{} is working", self.0.name()))))
+            .await?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let mut canceled = ctx.cancel_signal();
+        tokio::spawn(async move {
+            if canceled.wait_for(|c| *c).await.is_ok() {
+                let _ = stop_tx.send(true);
+            }
+        });
+        let reply = self
+            .0
+            .ask(Ask {
+                text: ctx.message.text_content(),
+                data,
+                context_id: Some(ctx.context_id.clone()),
+                cancel: Some(stop_rx),
+            })
+            .await
+            .map_err(|e| server::AgentError::failed(e.to_string()))?;
+        let mut parts = vec![Part::text(reply.text)];
+        parts.extend(reply.data.into_iter().map(Part::data));
+        for a in reply.artifacts {
+            parts.extend(a.parts);
+        }
+        events
+            .artifact(Artifact::new(Some("answer"), parts), false, true)
+            .await?;
+        events.complete(None).await
+    }
+}

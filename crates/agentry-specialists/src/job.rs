@@ -1,0 +1,247 @@
+//! The main job: "Create a 5-slide presentation about Hamlet based on our documents".
+//!
+//! [`plan`] reads the request (topic, number of slides) and gives the workflow: the RAG agent
+//! gathers cited key points, then the PPT agent builds the deck from them. A request that asks
+//! for no deck becomes a single RAG step. The plan is rule-based on purpose: it must work with
+//! the 135M embedded model, which cannot plan reliably; with a configured model `agentry run
+//! --config` uses the LLM planner over any agents instead.
+//!
+//! [`Team`] serves the two agents over A2A on loopback ports and registers them as remote
+//! agents (with their in-process twins as fallback), so a run goes over the real protocol.
+
+use std::sync::Arc;
+
+use agentry_a2a::server::{A2aServer, AgentService};
+use agentry_a2a::store::MemoryStore;
+use agentry_core::a2a::AgentHandle;
+use agentry_flow::{AgentRegistry, Mode, Workflow};
+use serde_json::{Value, json};
+
+use crate::agents::{PptSpecialist, RagSpecialist, Served};
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// What the deck or answer is about.
+    pub topic: String,
+    /// Slides wanted, title slide included; `None` when no deck was asked for.
+    pub slides: Option<usize>,
+}
+
+const NUMBERS: [&str; 12] = [
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+    "twelve",
+];
+
+/// Reads the topic and slide count out of a request.
+pub fn understand(task: &str) -> Request {
+    let lower = task.to_lowercase();
+    let wants_deck = ["presentation", "slide", "deck", "pptx", "powerpoint"]
+        .iter()
+        .any(|w| lower.contains(w));
+    let words: Vec<&str> = lower
+        .split(|c: char| c.is_whitespace() || c == '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut slides = None;
+    for (i, w) in words.iter().enumerate() {
+        if words
+            .get(i + 1)
+            .is_some_and(|n| n.starts_with("slide"))
+        {
+            slides = w
+                .parse::<usize>()
+                .ok()
+                .or_else(|| NUMBERS.iter().position(|n| n == w).map(|p| p + 1));
+            if slides.is_some() {
+                break;
+            }
+        }
+    }
+    // The topic: after "about"/"on"/"of", up to a trailing "based on ..."/"from ..."/"using ...".
+    let mut topic = task.trim().to_owned();
+    for marker in [" about ", " on the topic of ", " regarding ", " on ", " of "] {
+        if let Some(i) = lower.find(marker) {
+            topic = task[i + marker.len()..].to_owned();
+            break;
+        }
+    }
+    let tl = topic.to_lowercase();
+    for end in [" based on", " from ", " using ", " with ", " for "] {
+        if let Some(i) = tl.find(end) {
+            topic.truncate(i);
+            break;
+        }
+    }
+    let topic = topic
+        .trim()
+        .trim_end_matches(['.', '!', '?'])
+        .replace('"', "")
+        .trim()
+        .to_owned();
+    Request {
+        topic: if topic.is_empty() {
+            task.trim().to_owned()
+        } else {
+            topic
+        },
+        slides: wants_deck.then(|| slides.unwrap_or(5).clamp(2, 30)),
+    }
+}
+
+/// The workflow and its input for `task`.
+pub fn plan(task: &str) -> (Workflow, Value) {
+    let r = understand(task);
+    match r.slides {
+        Some(slides) => {
+            let wf: Workflow = serde_json::from_value(json!({
+                "name": "presentation",
+                "description": "Cited key points from the documents (RAG), then a deck built from them (PPT).",
+                "inputs": ["topic", "slides", "points", "text"],
+                "steps": [
+                    {
+                        "id": "research",
+                        "agent": "rag",
+                        "skill": "answer",
+                        "input": "{\"question\": \"${input.topic}\", \"points\": ${input.points}}"
+                    },
+                    {
+                        "id": "deck",
+                        "agent": "ppt",
+                        "skill": "build_deck",
+                        "depends_on": ["research"],
+                        "input": "{\"title\": \"${input.topic}\", \"slides\": ${input.slides}, \"research\": ${steps.research.data}}"
+                    }
+                ],
+                "output": "${steps.deck.output}\n\n${steps.research.output}"
+            }))
+            .expect("the presentation workflow is valid");
+            let input = json!({
+                "topic": r.topic,
+                "slides": slides,
+                // Three quotes per content slide.
+                "points": (slides - 1) * 3,
+                "text": task,
+            });
+            (wf, input)
+        }
+        None => {
+            let wf: Workflow = serde_json::from_value(json!({
+                "name": "question",
+                "description": "A cited answer from the documents.",
+                "steps": [
+                    {"id": "answer", "agent": "rag", "skill": "answer", "input": "${input.text}"}
+                ]
+            }))
+            .expect("the question workflow is valid");
+            (wf, json!({"text": task, "topic": r.topic}))
+        }
+    }
+}
+
+/// The RAG and PPT agents, served over A2A on loopback for the length of a run.
+pub struct Team {
+    pub registry: Arc<AgentRegistry>,
+    /// Where each agent is served (`name`, URL); empty for an in-process team.
+    pub urls: Vec<(String, String)>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Team {
+    /// In-process agents only.
+    pub fn in_process(rag: RagSpecialist, ppt: PptSpecialist) -> Team {
+        let mut reg = AgentRegistry::new(Mode::Direct);
+        reg.add_local(Arc::new(rag) as Arc<dyn AgentHandle>);
+        reg.add_local(Arc::new(ppt) as Arc<dyn AgentHandle>);
+        Team {
+            registry: Arc::new(reg),
+            urls: Vec::new(),
+            stop: None,
+        }
+    }
+
+    /// Serves both agents on one loopback port (`/rag`, `/ppt`) and registers them as remote
+    /// A2A agents; the in-process twins stay registered as the fallback.
+    pub async fn over_a2a(rag: RagSpecialist, ppt: PptSpecialist) -> std::io::Result<Team> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let rag = Arc::new(rag);
+        let ppt = Arc::new(ppt);
+        let rag_card = rag.card(&format!("{base}/rag"));
+        let ppt_card = ppt.card(&format!("{base}/ppt"));
+        let server = A2aServer::new()
+            .agent(
+                "/rag",
+                AgentService::new(
+                    rag_card,
+                    Served(rag.clone() as Arc<dyn AgentHandle>),
+                    Arc::new(MemoryStore::default()),
+                ),
+            )
+            .agent(
+                "/ppt",
+                AgentService::new(
+                    ppt_card,
+                    Served(ppt.clone() as Arc<dyn AgentHandle>),
+                    Arc::new(MemoryStore::default()),
+                ),
+            );
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = server
+                .serve(listener, async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        let mut reg = AgentRegistry::new(Mode::A2a);
+        let urls = vec![
+            ("rag".to_owned(), format!("{base}/rag")),
+            ("ppt".to_owned(), format!("{base}/ppt")),
+        ];
+        reg.add_local(rag.clone() as Arc<dyn AgentHandle>);
+        reg.add_local(ppt.clone() as Arc<dyn AgentHandle>);
+        reg.add_remote("rag", &urls[0].1, &rag.description(), rag.skills());
+        reg.add_remote("ppt", &urls[1].1, &ppt.description(), ppt.skills());
+        Ok(Team {
+            registry: Arc::new(reg),
+            urls,
+            stop: Some(tx),
+        })
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_understood() {
+        let r = understand("Create a 5-slide presentation about Hamlet based on our documents");
+        assert_eq!(r, Request { topic: "Hamlet".into(), slides: Some(5) });
+        let r = understand("Make a deck of seven slides on the ghost in Hamlet.");
+        assert_eq!(r.slides, Some(7));
+        assert_eq!(r.topic, "the ghost in Hamlet");
+        let r = understand("Who is Ophelia?");
+        assert_eq!(r.slides, None);
+        let r = understand("Build slides about \"Macbeth\" from our files");
+        assert_eq!(r, Request { topic: "Macbeth".into(), slides: Some(5) });
+    }
+
+    #[test]
+    fn the_presentation_plan_is_rag_then_ppt() {
+        let (wf, input) = plan("Create a 5-slide presentation about Hamlet based on our documents");
+        assert_eq!(wf.steps.len(), 2);
+        assert_eq!(wf.steps[1].depends_on, ["research"]);
+        assert_eq!(input["points"], 12);
+        assert_eq!(input["topic"], "Hamlet");
+    }
+}
