@@ -31,7 +31,7 @@ async fn show(mut rx: mpsc::UnboundedReceiver<FlowEvent>, json: bool) {
     }
 }
 
-fn finish(state: RunState, json: bool) -> Result<(), A2aError> {
+pub fn finish(state: RunState, json: bool) -> Result<(), A2aError> {
     if json {
         println!("{}", serde_json::to_string(&state).unwrap_or_default());
     }
@@ -67,7 +67,17 @@ fn cancel_on_ctrl_c() -> watch::Receiver<bool> {
 }
 
 async fn execute(setup: &Setup, wf: Workflow, input: Value, json: bool) -> Result<(), A2aError> {
-    let engine = setup.engine()?;
+    let state = execute_on(&setup.engine()?, wf, input, json).await?;
+    finish(state, json)
+}
+
+/// Runs `wf` on `engine` with the live step view; Ctrl-C cancels.
+pub async fn execute_on(
+    engine: &agentry_flow::Engine,
+    wf: Workflow,
+    input: Value,
+    json: bool,
+) -> Result<RunState, A2aError> {
     let state = engine.prepare(wf, input).map_err(other)?;
     eprintln!(
         "agentry: run {} of `{}` ({} steps); after a crash: agentry workflow resume {}",
@@ -82,7 +92,7 @@ async fn execute(setup: &Setup, wf: Workflow, input: Value, json: bool) -> Resul
         .execute(state, Some(tx), Some(cancel_on_ctrl_c()))
         .await;
     let _ = view.await;
-    finish(state, json)
+    Ok(state)
 }
 
 fn parse_input(input: Option<&str>) -> Result<Value, A2aError> {

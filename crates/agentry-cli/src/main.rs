@@ -2,6 +2,7 @@
 
 mod configured;
 mod flows;
+mod jobs;
 mod models;
 mod output;
 
@@ -66,14 +67,43 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Plan a workflow for a task, then run it.
+    /// Plan a workflow for a task, then run it. Without a config file, the built-in team does
+    /// it: the RAG agent over the knowledge base, then the PPT agent (e.g. "Create a 5-slide
+    /// presentation about Hamlet based on our documents").
     Run {
         task: String,
+        /// Agents and planner model; when the file does not exist the built-in team runs.
         #[arg(long, default_value = "agentry.toml")]
         config: PathBuf,
         /// The run's input, as JSON (the task is added as `text`).
         #[arg(long)]
         input: Option<String>,
+        #[arg(long)]
+        json: bool,
+        /// Built-in team: the document collection to draw on.
+        #[arg(long, default_value = "documents")]
+        collection: String,
+        /// Built-in team: where the deck and summary go.
+        #[arg(long, default_value = ".")]
+        output: PathBuf,
+        /// Built-in team: knowledge base file (default $AGENTRY_HOME/knowledge.db).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Built-in team: call the agents in-process instead of over A2A.
+        #[arg(long)]
+        in_process: bool,
+    },
+    /// Add files or folders (text, Markdown, HTML, DOCX) to a document collection of the
+    /// knowledge base; changed files are re-ingested, unchanged ones skipped.
+    Ingest {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        #[arg(long, default_value = "documents")]
+        collection: String,
+        /// Knowledge base file (default $AGENTRY_HOME/knowledge.db).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Print each file's report as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -83,7 +113,8 @@ enum Command {
 enum McpCommand {
     /// Serve a toolset over MCP: stdio by default, Streamable HTTP at ADDR/mcp with --http.
     Serve {
-        /// `builtin` (calculate, current_time).
+        /// `builtin` (calculate, current_time) or `ppt` (the PowerPoint tools; decks saved in
+        /// the current folder).
         toolset: String,
         /// Listen for Streamable HTTP on this address (e.g. 127.0.0.1:8090).
         #[arg(long)]
@@ -122,6 +153,10 @@ enum AgentName {
     Echo,
     /// The test agent for conformance suites (behaviour chosen by messageId prefix).
     Conformance,
+    /// The RAG specialist over a collection of the knowledge base (--collection).
+    Rag,
+    /// The PowerPoint specialist (decks saved in --output).
+    Ppt,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -160,6 +195,15 @@ struct ServeArgs {
     /// Require this bearer token on every call.
     #[arg(long, env = "AGENTRY_SERVE_TOKEN")]
     token: Option<String>,
+    /// rag: the collection it answers from.
+    #[arg(long, default_value = "documents")]
+    collection: String,
+    /// rag: knowledge base file (default $AGENTRY_HOME/knowledge.db).
+    #[arg(long)]
+    kb: Option<PathBuf>,
+    /// ppt: where decks are saved.
+    #[arg(long, default_value = ".")]
+    output: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -300,7 +344,30 @@ fn main() -> ExitCode {
                 config,
                 input,
                 json,
-            } => flows::plan_and_run(&task, &config, input.as_deref(), json).await,
+                collection,
+                output,
+                db,
+                in_process,
+            } => {
+                if config.exists() {
+                    flows::plan_and_run(&task, &config, input.as_deref(), json).await
+                } else {
+                    let o = jobs::RunOpts {
+                        collection,
+                        output,
+                        db,
+                        in_process,
+                        json,
+                    };
+                    jobs::run_builtin(&task, o).await
+                }
+            }
+            Command::Ingest {
+                paths,
+                collection,
+                db,
+                json,
+            } => jobs::ingest(&paths, &collection, db.as_deref(), json).await,
         }
     });
     match result {
@@ -347,9 +414,22 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}:{}/", args.host, args.port));
+    let rag = match args.agent {
+        AgentName::Rag => Some(Arc::new(jobs::rag_agent(
+            &args.collection,
+            args.kb.as_deref(),
+        )?)),
+        _ => None,
+    };
+    let ppt = match args.agent {
+        AgentName::Ppt => Some(Arc::new(jobs::ppt_agent(&args.output))),
+        _ => None,
+    };
     let (name, card) = match args.agent {
         AgentName::Echo => ("echo", Echo::card(&url)),
         AgentName::Conformance => ("conformance", Conformance::card(&url)),
+        AgentName::Rag => ("rag", rag.as_ref().expect("built above").card(&url)),
+        AgentName::Ppt => ("ppt", ppt.as_ref().expect("built above").card(&url)),
     };
     let store: Arc<dyn TaskStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::default()),
@@ -374,6 +454,14 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
             AgentService::new(card, Echo { mode }, store)
         }
         AgentName::Conformance => AgentService::new(card, Conformance::default(), store),
+        AgentName::Rag | AgentName::Ppt => {
+            let handle: Arc<dyn agentry_core::a2a::AgentHandle> = match (rag, ppt) {
+                (Some(r), _) => r,
+                (_, Some(p)) => p,
+                _ => unreachable!("one of them was built for this agent"),
+            };
+            AgentService::new(card, agentry_specialists::agents::Served(handle), store)
+        }
     };
     if let Some(token) = args.token {
         svc = svc.with_credentials(agentry_a2a::server::Credentials {
@@ -433,9 +521,13 @@ fn toolset(name: &str) -> Result<agentry_core::tools::ToolRegistry, A2aError> {
             r.add(agentry_core::builtin::Calculate);
             r.add(agentry_core::builtin::CurrentTime);
         }
+        // Decks are saved in the current folder.
+        "ppt" => {
+            r = agentry_specialists::pptx::ppt_tools(&agentry_specialists::pptx::Decks::new("."));
+        }
         other => {
             return Err(A2aError::Other(format!(
-                "unknown toolset `{other}`; toolsets: builtin"
+                "unknown toolset `{other}`; toolsets: builtin, ppt"
             )));
         }
     }

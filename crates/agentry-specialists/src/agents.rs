@@ -68,7 +68,10 @@ impl RagSpecialist {
                 self.agent.collection
             ),
             tags: vec!["rag".into(), "search".into(), "citations".into()],
-            examples: vec!["Who is Hamlet?".into(), "What does the ghost ask of Hamlet?".into()],
+            examples: vec![
+                "Who is Hamlet?".into(),
+                "What does the ghost ask of Hamlet?".into(),
+            ],
             input_modes: None,
             output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
             security: Vec::new(),
@@ -250,7 +253,10 @@ impl AgentHandle for PptSpecialist {
         Box::pin(async move {
             let outline = match structured(&ask) {
                 Some(m) if m.contains_key("research") => {
-                    let title = m.get("title").and_then(Value::as_str).unwrap_or("Presentation");
+                    let title = m
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Presentation");
                     let slides = m.get("slides").and_then(Value::as_u64).unwrap_or(5) as usize;
                     let kps: Vec<KeyPoint> = m["research"]
                         .get("key_points")
@@ -284,7 +290,10 @@ impl AgentHandle for PptSpecialist {
                     "application/vnd.openxmlformats-officedocument.presentationml.presentation"
                         .into(),
                 ),
-                name: built.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                name: built
+                    .path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned()),
             });
             let data = json!({
                 "path": path,
@@ -319,7 +328,9 @@ impl AgentExecutor for Served {
             _ => None,
         });
         events
-            .working(Some(events.agent_text(format!("{} is working", self.0.name()))))
+            .working(Some(
+                events.agent_text(format!("{} is working", self.0.name())),
+            ))
             .await?;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let mut canceled = ctx.cancel_signal();

@@ -45,10 +45,7 @@ pub fn understand(task: &str) -> Request {
         .collect();
     let mut slides = None;
     for (i, w) in words.iter().enumerate() {
-        if words
-            .get(i + 1)
-            .is_some_and(|n| n.starts_with("slide"))
-        {
+        if words.get(i + 1).is_some_and(|n| n.starts_with("slide")) {
             slides = w
                 .parse::<usize>()
                 .ok()
@@ -60,7 +57,13 @@ pub fn understand(task: &str) -> Request {
     }
     // The topic: after "about"/"on"/"of", up to a trailing "based on ..."/"from ..."/"using ...".
     let mut topic = task.trim().to_owned();
-    for marker in [" about ", " on the topic of ", " regarding ", " on ", " of "] {
+    for marker in [
+        " about ",
+        " on the topic of ",
+        " regarding ",
+        " on ",
+        " of ",
+    ] {
         if let Some(i) = lower.find(marker) {
             topic = task[i + marker.len()..].to_owned();
             break;
@@ -226,14 +229,26 @@ mod tests {
     #[test]
     fn requests_are_understood() {
         let r = understand("Create a 5-slide presentation about Hamlet based on our documents");
-        assert_eq!(r, Request { topic: "Hamlet".into(), slides: Some(5) });
+        assert_eq!(
+            r,
+            Request {
+                topic: "Hamlet".into(),
+                slides: Some(5)
+            }
+        );
         let r = understand("Make a deck of seven slides on the ghost in Hamlet.");
         assert_eq!(r.slides, Some(7));
         assert_eq!(r.topic, "the ghost in Hamlet");
         let r = understand("Who is Ophelia?");
         assert_eq!(r.slides, None);
         let r = understand("Build slides about \"Macbeth\" from our files");
-        assert_eq!(r, Request { topic: "Macbeth".into(), slides: Some(5) });
+        assert_eq!(
+            r,
+            Request {
+                topic: "Macbeth".into(),
+                slides: Some(5)
+            }
+        );
     }
 
     #[test]
