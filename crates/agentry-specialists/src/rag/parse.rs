@@ -36,6 +36,8 @@ pub enum Format {
     Markdown,
     Html,
     Docx,
+    /// Text per page (feature `pdf`).
+    Pdf,
 }
 
 impl Format {
@@ -46,6 +48,7 @@ impl Format {
             "md" | "markdown" => Format::Markdown,
             "html" | "htm" => Format::Html,
             "docx" => Format::Docx,
+            "pdf" => Format::Pdf,
             _ => return None,
         })
     }
@@ -62,6 +65,7 @@ pub fn parse(bytes: &[u8], format: Format, name: &str) -> Result<Parsed, RagErro
         Format::Markdown => markdown(&text()?),
         Format::Html => html(&text()?),
         Format::Docx => docx(bytes)?,
+        Format::Pdf => pdf(bytes)?,
     };
     if p.title.is_empty() {
         p.title = name.to_owned();
@@ -356,6 +360,48 @@ fn decode_entities(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// PDF: the text of each page, a section per page (`page N`). pdf-extract panics on some
+/// malformed files; the panic is caught and reported as a parse error.
+#[cfg(feature = "pdf")]
+fn pdf(bytes: &[u8]) -> Result<Parsed, RagError> {
+    let owned = bytes.to_vec();
+    let pages =
+        std::panic::catch_unwind(move || pdf_extract::extract_text_from_mem_by_pages(&owned))
+            .map_err(|_| {
+                RagError::Parse("not a readable PDF file (the PDF parser gave up)".into())
+            })?
+            .map_err(|e| RagError::Parse(format!("not a readable PDF file: {e}")))?;
+    let mut text = String::new();
+    let mut sections = Vec::new();
+    for (i, page) in pages.iter().enumerate() {
+        let page = page.trim();
+        if page.is_empty() {
+            continue;
+        }
+        let start = text.len();
+        text.push_str(page);
+        text.push_str("\n\n");
+        sections.push(Section {
+            title: format!("page {}", i + 1),
+            page: Some(i as u32 + 1),
+            start,
+            end: text.len(),
+        });
+    }
+    Ok(Parsed {
+        title: String::new(),
+        text,
+        sections,
+    })
+}
+
+#[cfg(not(feature = "pdf"))]
+fn pdf(_: &[u8]) -> Result<Parsed, RagError> {
+    Err(RagError::Parse(
+        "PDF support is not built in (cargo feature `pdf` of agentry-specialists)".into(),
+    ))
 }
 
 /// DOCX: the paragraphs of `word/document.xml`; paragraphs styled `Title` or `HeadingN` are
