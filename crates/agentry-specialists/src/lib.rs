@@ -2,6 +2,7 @@
 //!
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
+//! - [`research`]: one question asked of several MCP servers at once, or of a remote researcher.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`agents`]: the specialists as agents, in-process or served over A2A.
 
@@ -9,6 +10,7 @@ pub mod agents;
 pub mod job;
 pub mod pptx;
 pub mod rag;
+pub mod research;
 
 use std::path::PathBuf;
 
