@@ -164,3 +164,11 @@ pub fn rag_agent(collection: &str, db: Option<&Path>) -> Result<RagSpecialist, A
 pub fn ppt_agent(output: &Path) -> PptSpecialist {
     PptSpecialist::new(ppt_tools(&Decks::new(output)))
 }
+
+/// A researcher from its configuration file.
+pub fn researcher(path: &Path) -> Result<agentry_specialists::research::Researcher, A2aError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
+    let cfg = agentry_core::agent::parse_config(path, &text).map_err(other)?;
+    Ok(agentry_specialists::research::Researcher::new(cfg))
+}

@@ -114,7 +114,7 @@ enum McpCommand {
     /// Serve a toolset over MCP: stdio by default, Streamable HTTP at ADDR/mcp with --http.
     Serve {
         /// `builtin` (calculate, current_time) or `ppt` (the PowerPoint tools; decks saved in
-        /// the current folder).
+        /// $AGENTRY_PPT_OUTPUT, default the current folder).
         toolset: String,
         /// Listen for Streamable HTTP on this address (e.g. 127.0.0.1:8090).
         #[arg(long)]
@@ -157,6 +157,8 @@ enum AgentName {
     Rag,
     /// The PowerPoint specialist (decks saved in --output).
     Ppt,
+    /// The researcher: a question fanned out to MCP servers (--researcher FILE).
+    Researcher,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -204,6 +206,9 @@ struct ServeArgs {
     /// ppt: where decks are saved.
     #[arg(long, default_value = ".")]
     output: PathBuf,
+    /// researcher: its configuration (TOML or YAML: mode, a2a_url, [[sources]]).
+    #[arg(long)]
+    researcher: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -425,8 +430,22 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         AgentName::Ppt => Some(Arc::new(jobs::ppt_agent(&args.output))),
         _ => None,
     };
+    let researcher = match (args.agent, &args.researcher) {
+        (AgentName::Researcher, Some(path)) => Some(Arc::new(jobs::researcher(path)?)),
+        (AgentName::Researcher, None) => {
+            return Err(A2aError::Other(
+                "--agent researcher needs --researcher FILE (see examples/agents/researcher.toml)"
+                    .into(),
+            ));
+        }
+        _ => None,
+    };
     let (name, card) = match args.agent {
         AgentName::Echo => ("echo", Echo::card(&url)),
+        AgentName::Researcher => (
+            "researcher",
+            researcher.as_ref().expect("built above").card(&url),
+        ),
         AgentName::Conformance => ("conformance", Conformance::card(&url)),
         AgentName::Rag => ("rag", rag.as_ref().expect("built above").card(&url)),
         AgentName::Ppt => ("ppt", ppt.as_ref().expect("built above").card(&url)),
@@ -454,6 +473,11 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
             AgentService::new(card, Echo { mode }, store)
         }
         AgentName::Conformance => AgentService::new(card, Conformance::default(), store),
+        AgentName::Researcher => AgentService::new(
+            card,
+            agentry_specialists::research::ServedResearcher(researcher.expect("built above")),
+            store,
+        ),
         AgentName::Rag | AgentName::Ppt => {
             let handle: Arc<dyn agentry_core::a2a::AgentHandle> = match (rag, ppt) {
                 (Some(r), _) => r,
@@ -521,9 +545,10 @@ fn toolset(name: &str) -> Result<agentry_core::tools::ToolRegistry, A2aError> {
             r.add(agentry_core::builtin::Calculate);
             r.add(agentry_core::builtin::CurrentTime);
         }
-        // Decks are saved in the current folder.
+        // Decks are saved in $AGENTRY_PPT_OUTPUT, else the current folder.
         "ppt" => {
-            r = agentry_specialists::pptx::ppt_tools(&agentry_specialists::pptx::Decks::new("."));
+            let out = std::env::var_os("AGENTRY_PPT_OUTPUT").unwrap_or_else(|| ".".into());
+            r = agentry_specialists::pptx::ppt_tools(&agentry_specialists::pptx::Decks::new(out));
         }
         other => {
             return Err(A2aError::Other(format!(

@@ -209,3 +209,115 @@ fn agentry_local_models_present() -> bool {
         });
     models.join("all-minilm-l6-v2/model.safetensors").exists()
 }
+
+/// The PPT tools served over MCP (`agentry mcp serve ppt`), driven by an MCP client as a model
+/// would: the deck lands in AGENTRY_PPT_OUTPUT and python-pptx opens it.
+#[tokio::test]
+async fn the_ppt_tools_over_mcp_build_a_deck() {
+    use agentry_mcp::{LaunchPolicy, McpClient, McpServerSpec};
+    let dir = std::env::temp_dir().join(format!("agentry-ppt-mcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut spec = McpServerSpec::stdio("ppt", BIN, &["mcp", "serve", "ppt"]);
+    spec.env
+        .insert("AGENTRY_PPT_OUTPUT".into(), dir.display().to_string());
+    let client = McpClient::connect(spec, &LaunchPolicy::any())
+        .await
+        .unwrap();
+    let mut names: Vec<String> = client
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "add_picture",
+            "add_slide",
+            "add_text",
+            "create_presentation",
+            "populate_placeholder",
+            "save_presentation"
+        ]
+    );
+    let call = async |tool: &str, args: Value| -> Value {
+        let r = client
+            .call(tool, args.as_object().cloned().unwrap())
+            .await
+            .unwrap();
+        assert_ne!(r.is_error, Some(true), "{tool}: {r:?}");
+        r.structured_content
+            .clone()
+            .or_else(|| {
+                r.content
+                    .first()
+                    .and_then(|c| c.as_text())
+                    .and_then(|t| serde_json::from_str(&t.text).ok())
+            })
+            .unwrap_or(Value::Null)
+    };
+    let id = call(
+        "create_presentation",
+        serde_json::json!({"title": "Over MCP"}),
+    )
+    .await["presentation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    call(
+        "add_slide",
+        serde_json::json!({"presentation_id": id, "layout": "bullets", "title": "Why"}),
+    )
+    .await;
+    call(
+        "add_text",
+        serde_json::json!({"presentation_id": id, "slide": 1, "text": "Tools over MCP"}),
+    )
+    .await;
+    call("populate_placeholder", serde_json::json!({"presentation_id": id, "slide": 1, "placeholder": "notes", "text": "said aloud"})).await;
+    let saved = call(
+        "save_presentation",
+        serde_json::json!({"presentation_id": id, "file_name": "mcp.pptx"}),
+    )
+    .await;
+    assert_eq!(saved["slides"], 1);
+    assert!(dir.join("mcp.pptx").exists());
+    // A bad call is an MCP tool error, and the server keeps serving.
+    let bad = client
+        .call(
+            "save_presentation",
+            serde_json::json!({"presentation_id": id, "file_name": "../x.pptx"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bad.is_error, Some(true));
+    let py = std::env::var_os("AGENTRY_PPTX_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv-pptx/bin/python"));
+    let o = Command::new(&py)
+        .arg(root().join("crates/agentry-specialists/tests/pptx_inspect.py"))
+        .arg(dir.join("mcp.pptx"))
+        .output();
+    match o {
+        Ok(o) if o.status.success() => {
+            let d: Value = serde_json::from_slice::<Value>(&o.stdout).unwrap()[0].clone();
+            assert_eq!(
+                d["slides"][0]["texts"],
+                serde_json::json!(["Tools over MCP"])
+            );
+            assert_eq!(d["slides"][0]["notes"], "said aloud");
+        }
+        _ => {
+            require(
+                false,
+                "python-pptx missing: run scripts/test.sh",
+                "AGENTRY_REQUIRE_INTEROP",
+            );
+        }
+    }
+}
