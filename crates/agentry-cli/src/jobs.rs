@@ -23,8 +23,22 @@ pub fn kb_path(db: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| crate::data_dir().join("knowledge.db"))
 }
 
-/// Opens the knowledge base with the embedded embedder (MiniLM).
-pub fn open_kb(db: Option<&Path>) -> Result<KnowledgeBase, A2aError> {
+/// Opens the knowledge base with the embedded embedder (MiniLM), or with an OpenAI-compatible
+/// embeddings endpoint when `AGENTRY_EMBED_URL` is set (model `AGENTRY_EMBED_API_MODEL`, key
+/// `OPENAI_API_KEY`).
+pub async fn open_kb(db: Option<&Path>) -> Result<KnowledgeBase, A2aError> {
+    if let Ok(url) = std::env::var("AGENTRY_EMBED_URL") {
+        let model = std::env::var("AGENTRY_EMBED_API_MODEL").unwrap_or_else(|_| "default".into());
+        let e = agentry_core::llm::OpenAiEmbedder::connect(agentry_core::llm::OpenAiConfig {
+            base_url: url.clone(),
+            model: model.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(other)?;
+        return KnowledgeBase::open(&kb_path(db), Arc::new(e), &format!("openai:{model}"))
+            .map_err(other);
+    }
     let embedder = agentry_local::provider::shared_embedder(None).map_err(other)?;
     let id = agentry_local::paths::embedder_path()
         .file_name()
@@ -67,7 +81,7 @@ pub async fn ingest(
     db: Option<&Path>,
     json: bool,
 ) -> Result<(), A2aError> {
-    let kb = open_kb(db)?;
+    let kb = open_kb(db).await?;
     for path in paths {
         eprintln!("agentry: ingesting {} into `{collection}`", path.display());
         let t = std::time::Instant::now();
@@ -109,7 +123,7 @@ pub struct RunOpts {
 
 /// `agentry run TASK` without a config file: plan with the built-in planner, run RAG → PPT.
 pub async fn run_builtin(task: &str, o: RunOpts) -> Result<(), A2aError> {
-    let kb = open_kb(o.db.as_deref())?;
+    let kb = open_kb(o.db.as_deref()).await?;
     let known = kb.collections().map_err(other)?;
     if !known.iter().any(|c| c.name == o.collection && c.chunks > 0) {
         return Err(other(format!(
@@ -157,8 +171,11 @@ pub async fn run_builtin(task: &str, o: RunOpts) -> Result<(), A2aError> {
 }
 
 /// The built-in specialists, for `agentry serve --agent rag|ppt`.
-pub fn rag_agent(collection: &str, db: Option<&Path>) -> Result<RagSpecialist, A2aError> {
-    Ok(RagSpecialist::new(RagAgent::new(open_kb(db)?, collection)))
+pub async fn rag_agent(collection: &str, db: Option<&Path>) -> Result<RagSpecialist, A2aError> {
+    Ok(RagSpecialist::new(RagAgent::new(
+        open_kb(db).await?,
+        collection,
+    )))
 }
 
 pub fn ppt_agent(output: &Path) -> PptSpecialist {

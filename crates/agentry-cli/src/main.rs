@@ -420,10 +420,9 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         .clone()
         .unwrap_or_else(|| format!("http://{}:{}/", args.host, args.port));
     let rag = match args.agent {
-        AgentName::Rag => Some(Arc::new(jobs::rag_agent(
-            &args.collection,
-            args.kb.as_deref(),
-        )?)),
+        AgentName::Rag => Some(Arc::new(
+            jobs::rag_agent(&args.collection, args.kb.as_deref()).await?,
+        )),
         _ => None,
     };
     let ppt = match args.agent {

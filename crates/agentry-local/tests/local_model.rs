@@ -403,6 +403,23 @@ async fn openai_compatible_endpoint_serves_chat_tools_streaming_and_embeddings()
         .unwrap();
     assert_eq!(v.len(), 384);
     assert!(dot(&v, &local[0]) > 0.9999);
+    // agentry-core's OpenAI-compatible embedder (what RAG uses with AGENTRY_EMBED_URL) agrees.
+    let remote = agentry_core::llm::OpenAiEmbedder::connect(OpenAiConfig {
+        base_url: base.clone(),
+        model: "all-minilm-l6-v2".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(Embedder::dimensions(&remote), 384);
+    let r = remote
+        .embed(vec![
+            "the prince of Denmark".into(),
+            "Who is Hamlet?".into(),
+        ])
+        .await
+        .unwrap();
+    assert!(dot(&r[1], &local[0]) > 0.9999);
 
     // Bad input: a clear OpenAI-style error, 400.
     let r = http

@@ -18,7 +18,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiProvider};
 pub use scripted::{RecordingProvider, ScriptedProvider, Transcript, TranscriptEntry};
 
 /// A boxed future, for the object-safe twins.

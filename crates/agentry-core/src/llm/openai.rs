@@ -427,3 +427,95 @@ fn async_stream(
         }
     })
 }
+
+/// Embeddings from any OpenAI-compatible `/v1/embeddings` endpoint (the [`OpenAiConfig`]'s
+/// `base_url`, `model`, key and timeouts), L2-normalized so a dot product is the cosine.
+pub struct OpenAiEmbedder {
+    cfg: OpenAiConfig,
+    http: reqwest::Client,
+    key: Option<String>,
+    dims: usize,
+}
+
+impl OpenAiEmbedder {
+    /// Connects and learns the vector length from one probe request.
+    pub async fn connect(cfg: OpenAiConfig) -> Result<Self, crate::embed::EmbedError> {
+        let p =
+            OpenAiProvider::new(cfg).map_err(|e| crate::embed::EmbedError::Model(e.to_string()))?;
+        let mut e = OpenAiEmbedder {
+            cfg: p.cfg,
+            http: p.http,
+            key: p.key,
+            dims: 0,
+        };
+        e.dims = e.request(vec!["dimension probe".into()]).await?[0].len();
+        Ok(e)
+    }
+
+    async fn request(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+        use crate::embed::EmbedError;
+        let url = format!("{}/embeddings", self.cfg.base_url.trim_end_matches('/'));
+        let mut req = self
+            .http
+            .post(&url)
+            .timeout(Duration::from_millis(self.cfg.request_timeout_ms))
+            .json(&json!({"model": self.cfg.model, "input": texts}));
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| EmbedError::Model(format!("{url}: {e}")))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| EmbedError::Model(format!("{url}: not JSON: {e}")))?;
+        if !status.is_success() {
+            return Err(EmbedError::Model(format!("{url}: HTTP {status}: {body}")));
+        }
+        let mut rows: Vec<(usize, Vec<f32>)> = body["data"]
+            .as_array()
+            .ok_or_else(|| EmbedError::Model(format!("{url}: no `data` array")))?
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let v: Vec<f32> = serde_json::from_value(d["embedding"].clone())
+                    .map_err(|e| EmbedError::Model(format!("{url}: embedding {i}: {e}")))?;
+                Ok((d["index"].as_u64().map_or(i, |x| x as usize), v))
+            })
+            .collect::<Result<_, EmbedError>>()?;
+        if rows.len() != texts.len() {
+            return Err(EmbedError::Model(format!(
+                "{url}: {} embeddings for {} inputs",
+                rows.len(),
+                texts.len()
+            )));
+        }
+        rows.sort_by_key(|r| r.0);
+        Ok(rows
+            .into_iter()
+            .map(|(_, mut v)| {
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if n > 0.0 {
+                    v.iter_mut().for_each(|x| *x /= n);
+                }
+                v
+            })
+            .collect())
+    }
+}
+
+impl crate::embed::Embedder for OpenAiEmbedder {
+    fn dimensions(&self) -> usize {
+        self.dims
+    }
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(64) {
+            out.extend(self.request(batch.to_vec()).await?);
+        }
+        Ok(out)
+    }
+}

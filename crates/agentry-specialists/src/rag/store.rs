@@ -395,6 +395,81 @@ impl KnowledgeBase {
         Ok(report)
     }
 
+    /// Adds (or replaces) a document whose chunks are already embedded: for vectors computed
+    /// elsewhere, and for benchmarks at scale. `key` identifies the document in the collection.
+    pub fn add_embedded(
+        &self,
+        collection: &str,
+        key: &str,
+        title: &str,
+        chunks: &[super::chunk::Chunk],
+        vectors: &[Vec<f32>],
+    ) -> Result<(), RagError> {
+        if chunks.len() != vectors.len()
+            || vectors
+                .iter()
+                .any(|v| v.len() != self.embedder.dimensions())
+        {
+            return Err(RagError::Input(format!(
+                "{} chunks need {} vectors of {} dimensions",
+                chunks.len(),
+                chunks.len(),
+                self.embedder.dimensions()
+            )));
+        }
+        let cid = self
+            .collection_id(collection, true)?
+            .expect("created on demand");
+        let name = Path::new(key)
+            .file_name()
+            .map_or(key.to_owned(), |n| n.to_string_lossy().into_owned());
+        let bytes = chunks.iter().map(|c| c.end).max().unwrap_or(0);
+        self.replace_document(cid, key, &name, title, "", bytes, chunks, vectors)
+    }
+
+    /// Every chunk of a collection with its vector, in id order (export, re-indexing).
+    pub fn export(&self, collection: &str) -> Result<Vec<(Hit, Vec<f32>)>, RagError> {
+        let Some(cid) = self.collection_id(collection, false)? else {
+            return Ok(Vec::new());
+        };
+        let conn = self.lock();
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT c.id, c.section, c.page, c.start, c.end, c.text, d.name, d.title, d.path, \
+                 v.embedding FROM chunks c JOIN documents d ON d.id = c.document_id \
+                 JOIN {} v ON v.rowid = c.id WHERE d.collection_id = ?1 ORDER BY c.id",
+                vec_table(self.embedder.dimensions())
+            ))
+            .map_err(db)?;
+        st.query_map([cid], |r| {
+            let blob: Vec<u8> = r.get(9)?;
+            let v = blob
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            Ok((
+                Hit {
+                    chunk_id: r.get(0)?,
+                    section: r.get(1)?,
+                    page: r.get(2)?,
+                    start: r.get(3)?,
+                    end: r.get(4)?,
+                    text: r.get(5)?,
+                    document: r.get(6)?,
+                    title: r.get(7)?,
+                    path: r.get(8)?,
+                    score: 0.0,
+                    vector_rank: None,
+                    keyword_rank: None,
+                },
+                v,
+            ))
+        })
+        .map_err(db)?
+        .collect::<Result<_, _>>()
+        .map_err(db)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn replace_document(
         &self,
@@ -484,6 +559,25 @@ impl KnowledgeBase {
         query: &str,
         k: usize,
     ) -> Result<Vec<Hit>, RagError> {
+        let qv = self
+            .embedder
+            .embed_dyn(vec![query.to_owned()])
+            .await
+            .map_err(|e| RagError::Embedder(e.to_string()))?
+            .pop()
+            .ok_or_else(|| RagError::Embedder("no vector for the query".into()))?;
+        self.search_embedded(collection, query, &qv, k)
+    }
+
+    /// Hybrid search with the query's vector already computed (`qv`, from this knowledge
+    /// base's embedder).
+    pub fn search_embedded(
+        &self,
+        collection: &str,
+        query: &str,
+        qv: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>, RagError> {
         let Some(cid) = self.collection_id(collection, false)? else {
             return Err(RagError::UnknownCollection {
                 name: collection.to_owned(),
@@ -495,15 +589,15 @@ impl KnowledgeBase {
                     .join(", "),
             });
         };
+        if qv.len() != self.embedder.dimensions() {
+            return Err(RagError::Input(format!(
+                "query vector has {} dimensions, the collection {}",
+                qv.len(),
+                self.embedder.dimensions()
+            )));
+        }
         let k = k.clamp(1, 200);
         let depth = (k * 4).max(20);
-        let qv = self
-            .embedder
-            .embed_dyn(vec![query.to_owned()])
-            .await
-            .map_err(|e| RagError::Embedder(e.to_string()))?
-            .pop()
-            .ok_or_else(|| RagError::Embedder("no vector for the query".into()))?;
         let conn = self.lock();
         let vector: Vec<i64> = {
             let mut st = conn
@@ -513,7 +607,7 @@ impl KnowledgeBase {
                     vec_table(qv.len())
                 ))
                 .map_err(db)?;
-            st.query_map(params![as_blob(&qv), depth, cid], |r| r.get(0))
+            st.query_map(params![as_blob(qv), depth, cid], |r| r.get(0))
                 .map_err(db)?
                 .collect::<Result<_, _>>()
                 .map_err(db)?
