@@ -113,8 +113,9 @@ enum Command {
 enum McpCommand {
     /// Serve a toolset over MCP: stdio by default, Streamable HTTP at ADDR/mcp with --http.
     Serve {
-        /// `builtin` (calculate, current_time) or `ppt` (the PowerPoint tools; decks saved in
-        /// $AGENTRY_PPT_OUTPUT, default the current folder).
+        /// `builtin` (calculate, current_time), `ppt` (the PowerPoint tools; decks saved in
+        /// $AGENTRY_PPT_OUTPUT, default the current folder) or `data` (query_db, analyze,
+        /// visualize; charts in $AGENTRY_DATA_OUTPUT).
         toolset: String,
         /// Listen for Streamable HTTP on this address (e.g. 127.0.0.1:8090).
         #[arg(long)]
@@ -159,6 +160,8 @@ enum AgentName {
     Ppt,
     /// The researcher: a question fanned out to MCP servers (--researcher FILE).
     Researcher,
+    /// The data analyst: SQL over files and databases, statistics, charts (in --output).
+    Data,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -203,7 +206,7 @@ struct ServeArgs {
     /// rag: knowledge base file (default $AGENTRY_HOME/knowledge.db).
     #[arg(long)]
     kb: Option<PathBuf>,
-    /// ppt: where decks are saved.
+    /// ppt, data: where decks and charts are saved.
     #[arg(long, default_value = ".")]
     output: PathBuf,
     /// researcher: its configuration (TOML or YAML: mode, a2a_url, [[sources]]).
@@ -448,6 +451,13 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         AgentName::Conformance => ("conformance", Conformance::card(&url)),
         AgentName::Rag => ("rag", rag.as_ref().expect("built above").card(&url)),
         AgentName::Ppt => ("ppt", ppt.as_ref().expect("built above").card(&url)),
+        AgentName::Data => (
+            "data",
+            agentry_specialists::data::DataSpecialist {
+                out_dir: args.output.clone(),
+            }
+            .card(&url),
+        ),
     };
     let store: Arc<dyn TaskStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::default()),
@@ -475,6 +485,15 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         AgentName::Researcher => AgentService::new(
             card,
             agentry_specialists::research::ServedResearcher(researcher.expect("built above")),
+            store,
+        ),
+        AgentName::Data => AgentService::new(
+            card,
+            agentry_specialists::agents::Served(Arc::new(
+                agentry_specialists::data::DataSpecialist {
+                    out_dir: args.output.clone(),
+                },
+            )),
             store,
         ),
         AgentName::Rag | AgentName::Ppt => {
@@ -549,9 +568,14 @@ fn toolset(name: &str) -> Result<agentry_core::tools::ToolRegistry, A2aError> {
             let out = std::env::var_os("AGENTRY_PPT_OUTPUT").unwrap_or_else(|| ".".into());
             r = agentry_specialists::pptx::ppt_tools(&agentry_specialists::pptx::Decks::new(out));
         }
+        // Charts are saved in $AGENTRY_DATA_OUTPUT, else the current folder.
+        "data" => {
+            let out = std::env::var_os("AGENTRY_DATA_OUTPUT").unwrap_or_else(|| ".".into());
+            r = agentry_specialists::data::data_tools(out);
+        }
         other => {
             return Err(A2aError::Other(format!(
-                "unknown toolset `{other}`; toolsets: builtin, ppt"
+                "unknown toolset `{other}`; toolsets: builtin, ppt, data"
             )));
         }
     }

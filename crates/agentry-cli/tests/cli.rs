@@ -550,3 +550,61 @@ fn an_agent_on_the_embedded_model_and_the_openai_compatible_endpoint() {
         "{models}"
     );
 }
+
+/// The data agent served over A2A: a JSON request in; rows, statistics and a chart (PNG and SVG
+/// file parts, also saved in --output) out.
+#[test]
+fn the_data_agent_over_a2a() {
+    let penguins = std::env::var_os("AGENTRY_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/agentry/data")
+        })
+        .join("penguins/penguins.csv");
+    if !penguins.exists() {
+        assert!(
+            std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() != Ok("1"),
+            "penguins.csv missing: run scripts/fetch-data.sh"
+        );
+        eprintln!("SKIPPED: penguins.csv missing");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("agentry-cli-data-{}", std::process::id()));
+    let (_server, url) = serve(
+        "data",
+        &["--store", "memory", "--output", out.to_str().unwrap()],
+    );
+    let card = stdout(&run(&["a2a", "card", &url]));
+    assert!(
+        card.contains("Data Analyst") && card.contains("analyze_data"),
+        "{card}"
+    );
+    let request = serde_json::json!({
+        "source": penguins,
+        "sql": "SELECT island, avg(flipper_length_mm) AS flipper FROM penguins GROUP BY island ORDER BY island",
+        "analyze": true,
+        "chart": {"kind": "bar", "x": "island", "y": "flipper", "title": "Flipper by island"}
+    });
+    let o = run(&["a2a", "send", &url, &request.to_string(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let task: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let parts = task["artifacts"][0]["parts"].as_array().unwrap();
+    let text = parts[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("| Biscoe |") && text.contains("Statistics:"),
+        "{text}"
+    );
+    assert_eq!(parts[1]["data"]["rows"].as_array().unwrap().len(), 3);
+    let files: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p["file"]["mimeType"].as_str())
+        .collect();
+    assert_eq!(files, ["image/png", "image/svg+xml"]);
+    assert!(out.join("flipper-by-island.png").exists());
+    // A request that is not one gets a failed task with the reason, not a crash.
+    let o = run(&["a2a", "send", &url, "what about penguins?", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let all = format!("{task}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(all.contains("send a data request as JSON"), "{all}");
+}

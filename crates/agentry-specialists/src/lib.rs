@@ -1,12 +1,15 @@
 //! Agentry's specialist agents.
 //!
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
+//! - [`data`]: read-only SQL over files and databases, statistics, charts (feature `data`).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
 //! - [`research`]: one question asked of several MCP servers at once, or of a remote researcher.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`agents`]: the specialists as agents, in-process or served over A2A.
 
 pub mod agents;
+#[cfg(feature = "data")]
+pub mod data;
 pub mod job;
 pub mod pptx;
 pub mod rag;
