@@ -9,7 +9,10 @@ use std::time::Instant;
 use agentry_specialists::data::Source;
 
 pub const QUERIES: [(&str, &str); 3] = [
-    ("count delayed > 60 min", "SELECT count(*) AS n FROM flights WHERE delay > 60"),
+    (
+        "count delayed > 60 min",
+        "SELECT count(*) AS n FROM flights WHERE delay > 60",
+    ),
     (
         "top 10 origins by flights, mean delay",
         "SELECT origin, count(*) AS n, avg(delay) AS mean_delay FROM flights GROUP BY origin ORDER BY n DESC LIMIT 10",
@@ -22,7 +25,9 @@ pub const QUERIES: [(&str, &str); 3] = [
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).ok_or("usage: data_bench FLIGHTS.parquet")?;
+    let path = std::env::args()
+        .nth(1)
+        .ok_or("usage: data_bench FLIGHTS.parquet")?;
     // The file as table `flights`, like the Python side.
     let dir = std::env::temp_dir().join(format!("agentry-data-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
