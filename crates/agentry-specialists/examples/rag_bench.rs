@@ -140,7 +140,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = Instant::now();
             let hits = kb.search_embedded("bench", q, v, 10)?;
             ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            found += usize::from(hits.iter().any(|h| h.text.contains(q.as_str())));
+            if std::env::var_os("RAG_BENCH_DEBUG").is_some() {
+                eprintln!("query {q:?}");
+                for h in hits.iter().take(3) {
+                    eprintln!(
+                        "  {:?} v{:?} k{:?} {:?}",
+                        h.chunk_id,
+                        h.vector_rank,
+                        h.keyword_rank,
+                        &h.text.chars().take(100).collect::<String>()
+                    );
+                }
+            }
+            found += usize::from(hits.iter().any(|h| {
+                h.text
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .contains(q.as_str())
+            }));
         }
         ms.sort_by(f64::total_cmp);
         println!(

@@ -784,3 +784,55 @@ mod tests {
         assert_eq!(keyword_query("who is it?"), None);
     }
 }
+
+#[cfg(test)]
+mod vector_tests {
+    use super::*;
+    use crate::rag::chunk::Chunk;
+    use agentry_core::embed::{EmbedError, Embedder};
+
+    /// Unit vectors along axis `i` for texts `"axis i"`: the nearest neighbour is known exactly.
+    struct Axes;
+    impl Embedder for Axes {
+        fn dimensions(&self) -> usize {
+            8
+        }
+        async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let i: usize = t
+                        .rsplit(' ')
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    (0..8).map(|d| if d == i % 8 { 1.0 } else { 0.0 }).collect()
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn vector_search_ranks_the_nearest_chunk_first() {
+        let kb = KnowledgeBase::in_memory(Arc::new(Axes), "axes").unwrap();
+        let chunks: Vec<Chunk> = (0..8)
+            .map(|i| Chunk {
+                section: String::new(),
+                page: None,
+                start: i * 10,
+                end: i * 10 + 5,
+                text: format!("words{i}"),
+            })
+            .collect();
+        let vectors: Vec<Vec<f32>> = (0..8)
+            .map(|i| (0..8).map(|d| if d == i { 1.0 } else { 0.0 }).collect())
+            .collect();
+        kb.add_embedded("c", "doc", "Doc", &chunks, &vectors)
+            .unwrap();
+        for i in 0..8 {
+            let hits = kb.search("c", &format!("axis {i}"), 3).await.unwrap();
+            assert_eq!(hits[0].text, format!("words{i}"), "{hits:?}");
+            assert_eq!(hits[0].vector_rank, Some(1));
+        }
+    }
+}
