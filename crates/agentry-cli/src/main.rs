@@ -93,7 +93,7 @@ enum Command {
         #[arg(long)]
         in_process: bool,
     },
-    /// Add files or folders (text, Markdown, HTML, DOCX) to a document collection of the
+    /// Add files or folders (text, Markdown, HTML, DOCX, PDF) to a document collection of the
     /// knowledge base; changed files are re-ingested, unchanged ones skipped.
     Ingest {
         #[arg(required = true)]
