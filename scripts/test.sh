@@ -12,6 +12,17 @@ if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm; from importlib.
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27' 'mockllm==0.0.8'
 fi
+# The A2A 1.0 generation of the official SDKs: PyPI a2a-sdk 1.3.0 (its own virtualenv: it
+# cannot share one with 0.3.26) and npm @a2a-js/sdk 1.3.0, for the interop matrix.
+if ! .venv-a2a1/bin/python -c 'from importlib.metadata import version; assert version("a2a-sdk") == "1.3.0"; import uvicorn, httpx' 2>/dev/null; then
+  echo "==> installing a2a-sdk 1.3.0 into .venv-a2a1"
+  python3 -m venv .venv-a2a1
+  .venv-a2a1/bin/pip install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==1.3.0' 'uvicorn>=0.30' 'httpx>=0.27'
+fi
+if [ ! -f tests/a2a-peers/node_modules/@a2a-js/sdk/package.json ]; then
+  echo "==> installing @a2a-js/sdk 1.3.0 (npm)"
+  (cd tests/a2a-peers && npm ci --silent --no-audit --no-fund)
+fi
 # MCP peers: the reference servers from npm, and PyPI mcp 2.x (its own virtualenv: its
 # dependencies differ from a2a-sdk 0.3's).
 if [ ! -f tests/mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
@@ -42,7 +53,12 @@ fi
 bash scripts/fetch-models.sh
 bash scripts/fetch-data.sh
 export AGENTRY_INTEROP_PYTHON="$PWD/$VENV/bin/python"
+export AGENTRY_INTEROP1_PYTHON="$PWD/.venv-a2a1/bin/python"
 export AGENTRY_PPTX_PYTHON="$PWD/.venv-pptx/bin/python"
+# Each interop test writes its cell of the matrix here; it is printed after the tests.
+mkdir -p .agentry
+export AGENTRY_INTEROP_MATRIX="$PWD/.agentry/interop-matrix.tsv"
+rm -f "$AGENTRY_INTEROP_MATRIX"
 # Interop tests fail, instead of skipping, when a peer is missing.
 export AGENTRY_REQUIRE_INTEROP=1
 # Model tests fail, instead of skipping, when the model files are missing.
@@ -52,4 +68,7 @@ export AGENTRY_REQUIRE_MODELS=1
 export CANDLE_NUM_THREADS=${CANDLE_NUM_THREADS:-1}
 
 echo "==> cargo test"
-cargo test --workspace --locked "$@"
+status=0
+cargo test --workspace --locked "$@" || status=$?
+bash scripts/interop-matrix.sh "$AGENTRY_INTEROP_MATRIX"
+exit $status

@@ -1,4 +1,10 @@
-//! A client for any A2A v0.3 agent: discovery, every method, streaming with resubscribe.
+//! A client for any A2A agent, v1.0 or v0.3: discovery, every method, streaming with
+//! resubscribe.
+//!
+//! [`A2aClient::discover`] reads the card and picks the newest protocol version both sides
+//! speak (v1.0 where the card declares a v1.0 JSON-RPC interface, v0.3 otherwise); when a
+//! v1.0 endpoint turns out not to speak it (-32009 or an unknown method) and the card also
+//! declares a v0.3 interface, the client switches to that one for good and repeats the call.
 //!
 //! ```no_run
 //! use agentry_a2a::client::{A2aClient, ClientConfig};
@@ -16,6 +22,8 @@
 //! `message/stream`, whose repeat could run an agent twice). A stream that closes cleanly while
 //! its task still runs is resubscribed automatically.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::stream::{self, Stream, StreamExt};
@@ -27,6 +35,8 @@ use crate::error::{A2aError, RpcError};
 use crate::jsonrpc::{self, Request, Response};
 use crate::model::*;
 use crate::sse::SseParser;
+use crate::v1;
+use crate::version::{self, ProtocolVersion};
 
 /// How a client authenticates.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +61,26 @@ pub struct ClientConfig {
     pub auth: Auth,
     /// Resubscribe when a stream closes cleanly before its final event.
     pub auto_resubscribe: bool,
+    /// The binding to prefer when a card offers several for v1.0.
+    pub binding: Binding,
+}
+
+/// How requests travel: JSON-RPC 2.0 envelopes, or the v1.0 HTTP+JSON (REST) resources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Binding {
+    #[default]
+    JsonRpc,
+    HttpJson,
+}
+
+impl Binding {
+    /// The name cards use (`protocolBinding`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Binding::JsonRpc => "JSONRPC",
+            Binding::HttpJson => "HTTP+JSON",
+        }
+    }
 }
 
 impl Default for ClientConfig {
@@ -63,6 +93,7 @@ impl Default for ClientConfig {
             backoff: Duration::from_millis(100),
             auth: Auth::None,
             auto_resubscribe: true,
+            binding: Binding::JsonRpc,
         }
     }
 }
@@ -72,8 +103,71 @@ impl Default for ClientConfig {
 pub struct A2aClient {
     http: reqwest::Client,
     endpoint: String,
+    version: ProtocolVersion,
+    binding: Binding,
+    /// The card's v0.3 endpoint, for when its v1.0 one does not answer in v1.0.
+    fallback: Option<Arc<Fallback>>,
     card: Option<AgentCard>,
     cfg: ClientConfig,
+}
+
+struct Fallback {
+    endpoint: String,
+    taken: AtomicBool,
+}
+
+/// The interface a client uses, chosen from a card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub url: String,
+    pub version: ProtocolVersion,
+    pub binding: Binding,
+    /// A v0.3 JSON-RPC URL to fall back to when the chosen v1.0 one refuses v1.0.
+    pub fallback: Option<String>,
+}
+
+/// Picks the newest version both sides speak, in the `prefer`red binding where the card offers
+/// it for that version (v0.3 is spoken over JSON-RPC only).
+pub fn choose_interface(card: &AgentCard, prefer: Binding) -> Interface {
+    let find = |v: ProtocolVersion, b: Binding| {
+        card.supported_interfaces
+            .iter()
+            .filter(|i| !i.url.is_empty())
+            .find(|i| {
+                i.protocol_binding.eq_ignore_ascii_case(b.as_str())
+                    && ProtocolVersion::parse(&i.protocol_version) == Some(v)
+            })
+            .map(|i| i.url.clone())
+    };
+    let card_version =
+        ProtocolVersion::parse(&card.protocol_version).unwrap_or(ProtocolVersion::V0_3);
+    let legacy = find(ProtocolVersion::V0_3, Binding::JsonRpc).or_else(|| {
+        (card_version == ProtocolVersion::V0_3 && !card.url.is_empty()).then(|| card.url.clone())
+    });
+    let other = match prefer {
+        Binding::JsonRpc => Binding::HttpJson,
+        Binding::HttpJson => Binding::JsonRpc,
+    };
+    for binding in [prefer, other] {
+        if let Some(url) = find(ProtocolVersion::V1_0, binding) {
+            return Interface {
+                url,
+                version: ProtocolVersion::V1_0,
+                binding,
+                fallback: legacy,
+            };
+        }
+    }
+    let (url, version) = match legacy {
+        Some(url) => (url, ProtocolVersion::V0_3),
+        None => (card.url.clone(), card_version),
+    };
+    Interface {
+        url,
+        version,
+        binding: Binding::JsonRpc,
+        fallback: None,
+    }
 }
 
 fn build_http(cfg: &ClientConfig) -> Result<reqwest::Client, A2aError> {
@@ -133,10 +227,17 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
                     .bytes()
                     .await
                     .map_err(|e| map_send_error(e, &url, cfg.request_timeout))?;
-                let de = &mut serde_json::Deserializer::from_slice(&body);
-                return serde_path_to_error::deserialize(de).map_err(|e| A2aError::InvalidCard {
-                    url: url.clone(),
-                    reason: format!("at {}: {}", e.path(), e.inner()),
+                let raw: Value =
+                    serde_json::from_slice(&body).map_err(|e| A2aError::InvalidCard {
+                        url: url.clone(),
+                        reason: format!("not JSON: {e}"),
+                    })?;
+                // Cards of either generation read into the model.
+                return serde_path_to_error::deserialize(v1::card_up(raw)).map_err(|e| {
+                    A2aError::InvalidCard {
+                        url: url.clone(),
+                        reason: format!("at {}: {}", e.path(), e.inner()),
+                    }
                 });
             }
             401 | 403 => return Err(A2aError::Unauthorized { url }),
@@ -181,28 +282,92 @@ fn safe_to_retry(req: &Request) -> bool {
 }
 
 impl A2aClient {
-    /// A client for a known JSON-RPC endpoint (no card fetched).
+    /// A client for a known JSON-RPC endpoint (no card fetched), speaking v0.3, which every
+    /// server of both generations answers; see [`with_version`](Self::with_version).
     pub fn new(endpoint: &str, cfg: ClientConfig) -> Result<Self, A2aError> {
         Ok(A2aClient {
             http: build_http(&cfg)?,
             endpoint: endpoint.to_owned(),
+            version: ProtocolVersion::V0_3,
+            binding: Binding::JsonRpc,
+            fallback: None,
             card: None,
             cfg,
         })
     }
 
-    /// Fetches the card at `base` and talks to the endpoint it names.
+    /// Speaks `version` (no fallback).
+    pub fn with_version(mut self, version: ProtocolVersion) -> Self {
+        self.version = version;
+        self.fallback = None;
+        self
+    }
+
+    /// Uses `binding` at the endpoint (HTTP+JSON implies v1.0: v0.3's REST is not spoken).
+    pub fn with_binding(mut self, binding: Binding) -> Self {
+        self.binding = binding;
+        if binding == Binding::HttpJson {
+            self.version = ProtocolVersion::V1_0;
+        }
+        self
+    }
+
+    /// Fetches the card at `base` and talks to the interface it names, in the newest version
+    /// both sides speak.
     pub async fn discover(base: &str, cfg: ClientConfig) -> Result<Self, A2aError> {
         let card = fetch_card(base, &cfg).await?;
-        if card.url.is_empty() {
+        let chosen = choose_interface(&card, cfg.binding);
+        if chosen.url.is_empty() {
             return Err(A2aError::InvalidCard {
                 url: base.to_owned(),
-                reason: "`url` is empty".into(),
+                reason: "neither `url` nor a usable `supportedInterfaces` entry".into(),
             });
         }
-        let mut c = Self::new(&card.url, cfg)?;
+        let mut c = Self::new(&chosen.url, cfg)?
+            .with_version(chosen.version)
+            .with_binding(chosen.binding);
+        c.fallback = chosen.fallback.map(|endpoint| {
+            Arc::new(Fallback {
+                endpoint,
+                taken: AtomicBool::new(false),
+            })
+        });
         c.card = Some(card);
         Ok(c)
+    }
+
+    /// The protocol version the next call uses.
+    pub fn version(&self) -> ProtocolVersion {
+        self.route().1
+    }
+
+    /// The binding the next call uses.
+    pub fn binding(&self) -> Binding {
+        self.route().2
+    }
+
+    fn route(&self) -> (&str, ProtocolVersion, Binding) {
+        match &self.fallback {
+            Some(f) if f.taken.load(Ordering::Relaxed) => {
+                (&f.endpoint, ProtocolVersion::V0_3, Binding::JsonRpc)
+            }
+            _ => (&self.endpoint, self.version, self.binding),
+        }
+    }
+
+    /// Takes the v0.3 fallback after `e`, if `e` says the v1.0 endpoint does not speak v1.0.
+    fn fall_back(&self, e: &A2aError) -> bool {
+        let refused = matches!(e, A2aError::Rpc(r)
+            if r.code == crate::error::code::VERSION_NOT_SUPPORTED
+                || r.code == crate::error::code::METHOD_NOT_FOUND);
+        match &self.fallback {
+            Some(f) if refused && self.route().1 == ProtocolVersion::V1_0 => {
+                tracing::info!(endpoint = %f.endpoint, "agent refused A2A 1.0; using 0.3");
+                f.taken.store(true, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
     }
 
     pub fn card(&self) -> Option<&AgentCard> {
@@ -210,17 +375,39 @@ impl A2aClient {
     }
 
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        self.route().0
     }
 
     async fn post(&self, req: &Request, streaming: bool) -> Result<reqwest::Response, A2aError> {
-        let body = jsonrpc::encode_request(&Value::String(crate::new_id()), req);
+        let (endpoint, version, binding) = self.route();
+        let (method, url, body) = match binding {
+            Binding::JsonRpc => {
+                let id = Value::String(crate::new_id());
+                let body = match version {
+                    ProtocolVersion::V0_3 => jsonrpc::encode_request(&id, req),
+                    ProtocolVersion::V1_0 => v1::encode_request(&id, req),
+                };
+                (http::Method::POST, endpoint.to_owned(), Some(body))
+            }
+            Binding::HttpJson => {
+                let call = crate::rest::request(req);
+                let url = format!("{}{}", endpoint.trim_end_matches('/'), call.path);
+                let body = call
+                    .body
+                    .map(|b| serde_json::to_vec(&b).unwrap_or_default());
+                (call.method, url, body)
+            }
+        };
         let mut attempt = 0;
         let mut delay = self.cfg.backoff;
         loop {
-            let mut rb = with_auth(self.http.post(&self.endpoint), &self.cfg.auth)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(body.clone());
+            let mut rb = with_auth(self.http.request(method.clone(), &url), &self.cfg.auth)
+                .header(version::HEADER, version.as_str());
+            if let Some(b) = &body {
+                rb = rb
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(b.clone());
+            }
             if streaming {
                 rb = rb.header(http::header::ACCEPT, "text/event-stream");
             } else {
@@ -233,12 +420,12 @@ impl A2aClient {
                         true
                     } else if s == 401 || s == 403 {
                         return Err(A2aError::Unauthorized {
-                            url: self.endpoint.clone(),
+                            url: endpoint.to_owned(),
                         });
                     } else if !(200..300).contains(&s) && !is_json(&resp) {
                         return Err(A2aError::Http {
                             status: s,
-                            url: self.endpoint.clone(),
+                            url: endpoint.to_owned(),
                             body: resp.text().await.unwrap_or_default(),
                         });
                     } else {
@@ -249,7 +436,7 @@ impl A2aClient {
                 Err(e) if e.is_timeout() && safe_to_retry(req) && attempt < self.cfg.retries => {
                     true
                 }
-                Err(e) => return Err(map_send_error(e, &self.endpoint, self.cfg.request_timeout)),
+                Err(e) => return Err(map_send_error(e, endpoint, self.cfg.request_timeout)),
             };
             debug_assert!(retryable);
             tokio::time::sleep(jitter(delay)).await;
@@ -258,29 +445,61 @@ impl A2aClient {
         }
     }
 
-    async fn call<T: DeserializeOwned>(&self, req: Request) -> Result<Option<T>, A2aError> {
-        let resp = self.post(&req, false).await?;
+    /// Sends `req` and returns its raw result, in the version that answered it.
+    async fn call(&self, req: &Request) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
+        match self.call_once(req).await {
+            Err(e) if self.fall_back(&e) => self.call_once(req).await,
+            r => r,
+        }
+    }
+
+    async fn call_once(&self, req: &Request) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
+        let (_, version, binding) = self.route();
+        let resp = self.post(req, false).await?;
+        let status = resp.status().as_u16();
         let body = resp
             .bytes()
             .await
-            .map_err(|e| map_send_error(e, &self.endpoint, self.cfg.request_timeout))?;
-        let de = &mut serde_json::Deserializer::from_slice(&body);
-        let r: Response<T> = serde_path_to_error::deserialize(de).map_err(|e| {
-            A2aError::InvalidResponse(format!(
-                "{} answer at {}: {}",
-                req.method(),
-                e.path(),
-                e.inner()
-            ))
-        })?;
-        Ok(r.into_result()?)
+            .map_err(|e| map_send_error(e, self.endpoint(), self.cfg.request_timeout))?;
+        if binding == Binding::HttpJson {
+            if !(200..300).contains(&status) {
+                return Err(crate::rest::error_from(status, &body).into());
+            }
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Ok((None, version));
+            }
+            let v = serde_json::from_slice(&body).map_err(|e| {
+                A2aError::InvalidResponse(format!("{} answer: {e}", v1::method_of(req)))
+            })?;
+            return Ok((Some(v), version));
+        }
+        let r: Response<Value> = serde_json::from_slice(&body)
+            .map_err(|e| A2aError::InvalidResponse(format!("{} answer: {e}", req.method())))?;
+        Ok((r.into_result()?, version))
     }
 
-    async fn call_required<T: DeserializeOwned>(&self, req: Request) -> Result<T, A2aError> {
-        let m = req.method();
-        self.call(req)
-            .await?
-            .ok_or_else(|| A2aError::InvalidResponse(format!("{m} answered without a result")))
+    /// Calls `req` and reads its result: as the model's serde form from v0.3, through `up`
+    /// from v1.0.
+    async fn call_typed<T: DeserializeOwned>(
+        &self,
+        req: Request,
+        up: fn(Value) -> Result<T, String>,
+    ) -> Result<T, A2aError> {
+        let (raw, version) = self.call(&req).await?;
+        let m = match version {
+            ProtocolVersion::V0_3 => req.method(),
+            ProtocolVersion::V1_0 => v1::method_of(&req),
+        };
+        let raw =
+            raw.ok_or_else(|| A2aError::InvalidResponse(format!("{m} answered without a result")))?;
+        match version {
+            ProtocolVersion::V0_3 => serde_path_to_error::deserialize(raw).map_err(|e| {
+                A2aError::InvalidResponse(format!("{m} answer at {}: {}", e.path(), e.inner()))
+            }),
+            ProtocolVersion::V1_0 => {
+                up(raw).map_err(|e| A2aError::InvalidResponse(format!("{m} answer: {e}")))
+            }
+        }
     }
 
     /// `message/send`.
@@ -288,25 +507,32 @@ impl A2aClient {
         &self,
         params: MessageSendParams,
     ) -> Result<SendMessageResult, A2aError> {
-        self.call_required(Request::SendMessage(params)).await
+        self.call_typed(Request::SendMessage(params), v1::send_result_from)
+            .await
     }
 
     /// `tasks/get`.
     pub async fn get_task(&self, id: &str, history_length: Option<i64>) -> Result<Task, A2aError> {
-        self.call_required(Request::GetTask(TaskQueryParams {
-            id: id.to_owned(),
-            history_length,
-            metadata: None,
-        }))
+        self.call_typed(
+            Request::GetTask(TaskQueryParams {
+                id: id.to_owned(),
+                history_length,
+                metadata: None,
+            }),
+            v1::task_from,
+        )
         .await
     }
 
     /// `tasks/cancel`.
     pub async fn cancel_task(&self, id: &str) -> Result<Task, A2aError> {
-        self.call_required(Request::CancelTask(TaskIdParams {
-            id: id.to_owned(),
-            metadata: None,
-        }))
+        self.call_typed(
+            Request::CancelTask(TaskIdParams {
+                id: id.to_owned(),
+                metadata: None,
+            }),
+            v1::task_from,
+        )
         .await
     }
 
@@ -316,10 +542,13 @@ impl A2aClient {
         task_id: &str,
         config: PushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
-        self.call_required(Request::SetPushConfig(TaskPushNotificationConfig {
-            task_id: task_id.to_owned(),
-            push_notification_config: config,
-        }))
+        self.call_typed(
+            Request::SetPushConfig(TaskPushNotificationConfig {
+                task_id: task_id.to_owned(),
+                push_notification_config: config,
+            }),
+            v1::push_config_from,
+        )
         .await
     }
 
@@ -329,13 +558,14 @@ impl A2aClient {
         task_id: &str,
         config_id: Option<&str>,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
-        self.call_required(Request::GetPushConfig(
-            GetTaskPushNotificationConfigParams {
+        self.call_typed(
+            Request::GetPushConfig(GetTaskPushNotificationConfigParams {
                 id: task_id.to_owned(),
                 push_notification_config_id: config_id.map(str::to_owned),
                 metadata: None,
-            },
-        ))
+            }),
+            v1::push_config_from,
+        )
         .await
     }
 
@@ -344,19 +574,34 @@ impl A2aClient {
         &self,
         task_id: &str,
     ) -> Result<Vec<TaskPushNotificationConfig>, A2aError> {
-        Ok(self
-            .call(Request::ListPushConfigs(TaskIdParams {
-                id: task_id.to_owned(),
-                metadata: None,
-            }))
-            .await?
-            .unwrap_or_default())
+        let req = Request::ListPushConfigs(TaskIdParams {
+            id: task_id.to_owned(),
+            metadata: None,
+        });
+        match self.call(&req).await? {
+            (None, _) => Ok(Vec::new()),
+            (Some(raw), ProtocolVersion::V0_3) => serde_json::from_value(raw)
+                .map_err(|e| A2aError::InvalidResponse(format!("{}: {e}", req.method()))),
+            (Some(raw), ProtocolVersion::V1_0) => v1::push_configs_from(raw)
+                .map_err(|e| A2aError::InvalidResponse(format!("{}: {e}", v1::method_of(&req)))),
+        }
+    }
+
+    /// `ListTasks` (v1.0 only: v0.3 has no JSON-RPC method for it).
+    pub async fn list_tasks(&self, params: ListTasksParams) -> Result<ListTasksResult, A2aError> {
+        if self.version() == ProtocolVersion::V0_3 {
+            return Err(A2aError::Rpc(RpcError::unsupported(
+                "listing tasks needs A2A 1.0; this agent is spoken to in 0.3",
+            )));
+        }
+        self.call_typed(Request::ListTasks(params), v1::list_tasks_from)
+            .await
     }
 
     /// `tasks/pushNotificationConfig/delete` (a missing `result` member is accepted: the
     /// Python SDK 0.3 omits it).
     pub async fn delete_push_config(&self, task_id: &str, config_id: &str) -> Result<(), A2aError> {
-        self.call::<Value>(Request::DeletePushConfig(
+        self.call(&Request::DeletePushConfig(
             DeleteTaskPushNotificationConfigParams {
                 id: task_id.to_owned(),
                 push_notification_config_id: config_id.to_owned(),
@@ -369,7 +614,10 @@ impl A2aClient {
 
     /// `agent/getAuthenticatedExtendedCard`.
     pub async fn extended_card(&self) -> Result<AgentCard, A2aError> {
-        self.call_required(Request::GetExtendedCard).await
+        self.call_typed(Request::GetExtendedCard, |v| {
+            serde_json::from_value(v1::card_up(v)).map_err(|e| e.to_string())
+        })
+        .await
     }
 
     /// `message/stream`: the task's events until the final one.
@@ -413,24 +661,39 @@ impl A2aClient {
     ) -> Result<(), A2aError> {
         let mut resubscribes = 0;
         loop {
+            let (_, version, binding) = self.route();
             let resp = self.post(&req, true).await?;
+            if binding == Binding::HttpJson && !is_event_stream(&resp) {
+                let status = resp.status().as_u16();
+                let body = resp.bytes().await.unwrap_or_default();
+                return Err(crate::rest::error_from(status, &body).into());
+            }
             if !is_event_stream(&resp) {
                 // An error (or a non-streaming peer) answered with one JSON body.
                 let body = resp
                     .bytes()
                     .await
-                    .map_err(|e| map_send_error(e, &self.endpoint, self.cfg.request_timeout))?;
-                let r: Response<StreamEvent> = serde_json::from_slice(&body)
+                    .map_err(|e| map_send_error(e, self.endpoint(), self.cfg.request_timeout))?;
+                let r: Response<Value> = serde_json::from_slice(&body)
                     .map_err(|e| A2aError::InvalidResponse(format!("stream answer: {e}")))?;
-                if let Some(ev) = r.into_result()? {
-                    let _ = tx.send(Ok(ev)).await;
+                match r.into_result() {
+                    Err(e) if self.fall_back(&A2aError::Rpc(e.clone())) => continue,
+                    Err(e) => return Err(e.into()),
+                    Ok(Some(raw)) => {
+                        let _ = tx.send(Ok(stream_event(raw, version)?)).await;
+                    }
+                    Ok(None) => {}
                 }
                 return Ok(());
             }
             let mut body = resp.bytes_stream();
             let mut parser = SseParser::new();
             let mut task_id: Option<String> = None;
+            let mut fell_back = false;
             loop {
+                if fell_back {
+                    break;
+                }
                 let chunk = tokio::time::timeout(self.cfg.stream_idle_timeout, body.next()).await;
                 let chunk = match chunk {
                     Err(_) => {
@@ -447,10 +710,23 @@ impl A2aClient {
                     Ok(Some(Ok(c))) => c,
                 };
                 for data in parser.push(&chunk) {
-                    let r: Response<StreamEvent> = serde_json::from_str(&data).map_err(|e| {
-                        A2aError::InvalidResponse(format!("stream event: {e}: {data}"))
-                    })?;
-                    let Some(ev) = r.into_result()? else { continue };
+                    let r: Response<Value> = match binding {
+                        Binding::JsonRpc => serde_json::from_str(&data),
+                        Binding::HttpJson => serde_json::from_str(&data).map(rest_stream_item),
+                    }
+                    .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}: {data}")))?;
+                    let raw = match r.into_result() {
+                        // Refused before the first event: try v0.3 if the card offers it.
+                        Err(e)
+                            if task_id.is_none() && self.fall_back(&A2aError::Rpc(e.clone())) =>
+                        {
+                            fell_back = true;
+                            break;
+                        }
+                        r => r?,
+                    };
+                    let Some(raw) = raw else { continue };
+                    let ev = stream_event(raw, version)?;
                     task_id = task_id.or_else(|| event_task_id(&ev));
                     let is_final = ev.is_final();
                     if tx.send(Ok(ev)).await.is_err() {
@@ -461,6 +737,9 @@ impl A2aClient {
                     }
                     resubscribes = 0;
                 }
+            }
+            if fell_back {
+                continue;
             }
             // The stream closed before its final event.
             let Some(id) = task_id else {
@@ -492,6 +771,37 @@ impl A2aClient {
             req = Request::Resubscribe(TaskIdParams { id, metadata: None });
         }
     }
+}
+
+/// A bare HTTP+JSON stream item (a `StreamResponse`, or a `google.rpc.Status` error) as the
+/// JSON-RPC response it stands for.
+fn rest_stream_item(v: Value) -> Response<Value> {
+    if v.get("error").is_some() {
+        let status = v["error"]["code"].as_u64().unwrap_or(500) as u16;
+        let body = serde_json::to_vec(&v).unwrap_or_default();
+        return Response {
+            id: Value::Null,
+            result: None,
+            error: Some(crate::rest::error_from(status, &body)),
+        };
+    }
+    Response {
+        id: Value::Null,
+        result: Some(v),
+        error: None,
+    }
+}
+
+/// One stream item in the model, from either version's form.
+fn stream_event(raw: Value, version: ProtocolVersion) -> Result<StreamEvent, A2aError> {
+    match version {
+        ProtocolVersion::V0_3 => serde_json::from_value(raw),
+        ProtocolVersion::V1_0 => {
+            return v1::stream_event_from(raw)
+                .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}")));
+        }
+    }
+    .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}")))
 }
 
 fn event_task_id(ev: &StreamEvent) -> Option<String> {
@@ -534,6 +844,8 @@ pub fn error_name(code: i64) -> &'static str {
         CONTENT_TYPE_NOT_SUPPORTED => "content type not supported",
         INVALID_AGENT_RESPONSE => "invalid agent response",
         AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED => "extended card not configured",
+        EXTENSION_SUPPORT_REQUIRED => "extension support required",
+        VERSION_NOT_SUPPORTED => "version not supported",
         _ => "error",
     }
 }

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The standard JSON-RPC codes and the A2A-specific ones (-32001 to -32007).
+/// The standard JSON-RPC codes and the A2A-specific ones (-32001 to -32007; v1.0 adds -32008
+/// and -32009).
 pub mod code {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;
@@ -17,6 +18,8 @@ pub mod code {
     pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
     pub const INVALID_AGENT_RESPONSE: i64 = -32006;
     pub const AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
+    pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
+    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
 }
 
 /// A JSON-RPC error object as it travels on the wire.
@@ -78,6 +81,21 @@ impl RpcError {
         Self::new(
             code::CONTENT_TYPE_NOT_SUPPORTED,
             format!("content type not supported: {ct:?}; send application/json"),
+        )
+    }
+    pub fn extension_required(uris: &[String]) -> Self {
+        Self::new(
+            code::EXTENSION_SUPPORT_REQUIRED,
+            format!(
+                "this agent requires the extension(s) {}: list them in the A2A-Extensions header",
+                uris.join(", ")
+            ),
+        )
+    }
+    pub fn version_not_supported(v: &str) -> Self {
+        Self::new(
+            code::VERSION_NOT_SUPPORTED,
+            format!("A2A version {v:?} is not supported; this agent speaks 1.0 and 0.3"),
         )
     }
     pub fn extended_card_not_configured() -> Self {

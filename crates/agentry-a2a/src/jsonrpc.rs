@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 
 use crate::error::RpcError;
 use crate::model::*;
+use crate::version::ProtocolVersion;
 
 /// v0.3 method names.
 pub mod method {
@@ -46,6 +47,8 @@ pub enum Request {
     ListPushConfigs(TaskIdParams),
     DeletePushConfig(DeleteTaskPushNotificationConfigParams),
     GetExtendedCard,
+    /// v1.0 only (`ListTasks`).
+    ListTasks(ListTasksParams),
 }
 
 impl Request {
@@ -62,6 +65,8 @@ impl Request {
             Request::ListPushConfigs(_) => method::PUSH_LIST,
             Request::DeletePushConfig(_) => method::PUSH_DELETE,
             Request::GetExtendedCard => method::EXTENDED_CARD,
+            // v0.3 has no JSON-RPC method for it; the name a v0.3 server would refuse.
+            Request::ListTasks(_) => "tasks/list",
         }
     }
 
@@ -76,6 +81,7 @@ impl Request {
             Request::SetPushConfig(p) => serde_json::to_value(p),
             Request::GetPushConfig(p) => serde_json::to_value(p),
             Request::DeletePushConfig(p) => serde_json::to_value(p),
+            Request::ListTasks(p) => serde_json::to_value(p),
             Request::GetExtendedCard => return Value::Object(Default::default()),
         };
         v.unwrap_or(Value::Null)
@@ -99,9 +105,50 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
-/// Decodes a JSON-RPC request body. On failure the error comes with the request id when one
-/// could be read (`Value::Null` otherwise), so the caller can always answer.
+/// Decodes a v0.3 JSON-RPC request body. On failure the error comes with the request id when
+/// one could be read (`Value::Null` otherwise), so the caller can always answer.
 pub fn decode_request(body: &[u8]) -> Result<(Value, Request), (Value, RpcError)> {
+    let (id, method, params) = decode_envelope(body)?;
+    match decode_params(method, params) {
+        Ok(req) => Ok((id, req)),
+        Err(e) => Err((id, e)),
+    }
+}
+
+/// Decodes a request body with the codec of `version` (the `A2A-Version` header's; `None`
+/// when the request named none), and says which codec that was, so the answer uses it too.
+pub fn decode_request_as(
+    body: &[u8],
+    version: Option<ProtocolVersion>,
+) -> Result<(Value, Request, ProtocolVersion), (Value, RpcError, ProtocolVersion)> {
+    let fallback = version.unwrap_or(ProtocolVersion::V0_3);
+    let (id, method, params) = decode_envelope(body).map_err(|(id, e)| (id, e, fallback))?;
+    // No header: the method name tells (the two sets of names do not overlap).
+    let v = version.unwrap_or(if crate::v1::is_method(method) {
+        ProtocolVersion::V1_0
+    } else {
+        ProtocolVersion::V0_3
+    });
+    let decoded = match v {
+        ProtocolVersion::V1_0 => crate::v1::decode_params(method, params).map_err(|e| {
+            if e.code == crate::error::code::METHOD_NOT_FOUND && !crate::v1::is_method(method) {
+                RpcError::method_not_found(&format!(
+                    "{method} (A2A-Version 1.0 requests use the v1.0 names, e.g. SendMessage)"
+                ))
+            } else {
+                e
+            }
+        }),
+        ProtocolVersion::V0_3 => decode_params(method, params),
+    };
+    match decoded {
+        Ok(req) => Ok((id, req, v)),
+        Err(e) => Err((id, e, v)),
+    }
+}
+
+/// The envelope's id, method and raw params.
+fn decode_envelope(body: &[u8]) -> Result<(Value, &str, Option<&str>), (Value, RpcError)> {
     let env: Envelope = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(e) if e.is_data() => {
@@ -137,11 +184,7 @@ pub fn decode_request(body: &[u8]) -> Result<(Value, Request), (Value, RpcError)
             return Err((id, RpcError::invalid_request("`method` must be a string")));
         }
     };
-    let params = env.params.map(RawValue::get);
-    match decode_params(method, params) {
-        Ok(req) => Ok((id, req)),
-        Err(e) => Err((id, e)),
-    }
+    Ok((id, method, env.params.map(RawValue::get)))
 }
 
 /// Maps a v0.3 method name and its params to a [`Request`].
@@ -172,26 +215,38 @@ fn parse<T: DeserializeOwned>(params: Option<&str>) -> Result<T, RpcError> {
     let de = &mut serde_json::Deserializer::from_str(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner();
-        let msg = strip_position(&inner.to_string());
-        let prefix = if path == "." || path.is_empty() {
-            "params".to_owned()
-        } else {
-            format!("params.{path}")
-        };
-        // Name the missing field itself: "params.message.parts is required".
-        if let Some(field) = msg
-            .strip_prefix("missing field `")
-            .and_then(|r| r.strip_suffix('`'))
-        {
-            return RpcError::invalid_params(format!("{prefix}.{field} is required"));
-        }
-        if path == "." || path.is_empty() {
-            RpcError::invalid_params(format!("invalid params: {msg}"))
-        } else {
-            RpcError::invalid_params(format!("invalid params.{path}: {msg}"))
-        }
+        params_error(path, e.into_inner().to_string())
     })
+}
+
+/// [`parse`] for params another codec has already rewritten into the model's form.
+pub(crate) fn parse_value<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        params_error(path, e.into_inner().to_string())
+    })
+}
+
+/// A -32602 naming the failing field's path.
+fn params_error(path: String, msg: String) -> RpcError {
+    let msg = strip_position(&msg);
+    let prefix = if path == "." || path.is_empty() {
+        "params".to_owned()
+    } else {
+        format!("params.{path}")
+    };
+    // Name the missing field itself: "params.message.parts is required".
+    if let Some(field) = msg
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        return RpcError::invalid_params(format!("{prefix}.{field} is required"));
+    }
+    if path == "." || path.is_empty() {
+        RpcError::invalid_params(format!("invalid params: {msg}"))
+    } else {
+        RpcError::invalid_params(format!("invalid params.{path}: {msg}"))
+    }
 }
 
 /// serde_json appends " at line 1 column 42", which means little to a caller.
@@ -202,7 +257,7 @@ fn strip_position(msg: &str) -> String {
     }
 }
 
-fn check_history_length(h: Option<i64>, field: &str) -> Result<(), RpcError> {
+pub(crate) fn check_history_length(h: Option<i64>, field: &str) -> Result<(), RpcError> {
     match h {
         Some(n) if n < 0 => Err(RpcError::invalid_params(format!(
             "{field} must not be negative (got {n})"
@@ -211,7 +266,7 @@ fn check_history_length(h: Option<i64>, field: &str) -> Result<(), RpcError> {
     }
 }
 
-fn validate_send(p: MessageSendParams) -> Result<MessageSendParams, RpcError> {
+pub(crate) fn validate_send(p: MessageSendParams) -> Result<MessageSendParams, RpcError> {
     if p.message.parts.is_empty() {
         return Err(RpcError::invalid_params(
             "params.message.parts must not be empty",

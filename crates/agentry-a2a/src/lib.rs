@@ -3,7 +3,10 @@
 //! The A2A protocol (Agent-to-Agent, JSON-RPC 2.0 over HTTP with SSE) for agentry.
 //!
 //! - [`model`]: the protocol's data model, shaped after v0.3.0; no I/O.
-//! - [`jsonrpc`]: the JSON-RPC binding: envelopes, method names, decoding with precise errors.
+//! - [`jsonrpc`]: the JSON-RPC binding: envelopes, the v0.3 codec, decoding with precise errors.
+//! - [`v1`]: the v1.0 codec (PascalCase methods, ProtoJSON shapes) onto the same model.
+//! - [`version`]: the `A2A-Version` negotiation between the two.
+//! - [`rest`]: the v1.0 HTTP+JSON binding's wire rules (resources, `google.rpc.Status` errors).
 //! - [`store`]: task stores (in-memory, SQLite).
 //! - [`server`] (feature `server`): serve agents; agents implement
 //!   [`server::AgentExecutor`].
@@ -15,8 +18,11 @@
 pub mod error;
 pub mod jsonrpc;
 pub mod model;
+pub mod rest;
 pub mod store;
 pub mod time;
+pub mod v1;
+pub mod version;
 
 #[cfg(feature = "server")]
 pub mod agents;

@@ -25,6 +25,74 @@ pub fn format_unix_millis(ms: i64) -> String {
     )
 }
 
+/// Parses an RFC 3339 timestamp (`Z` or a numeric offset, any fraction) into milliseconds
+/// since the Unix epoch.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut millis = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = &s[start..i];
+        if frac.is_empty() {
+            return None;
+        }
+        millis = format!("{frac:0<3}")[..3].parse().ok()?;
+    }
+    let offset_min = match &s[i..] {
+        "Z" | "z" => 0,
+        o if o.len() == 6
+            && (o.starts_with('+') || o.starts_with('-'))
+            && o.as_bytes()[3] == b':' =>
+        {
+            let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if o.starts_with('-') { -m } else { m }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo as u32, d as u32);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
+    Some(secs * 1000 + millis)
+}
+
+/// `ts` in this module's format (UTC, milliseconds), so timestamps compare as strings;
+/// unparseable input is returned as is.
+pub fn normalize(ts: &str) -> String {
+    parse_rfc3339(ts).map_or_else(|| ts.to_owned(), format_unix_millis)
+}
+
+/// Howard Hinnant's civil-to-days algorithm.
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's days-to-civil algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -54,5 +122,33 @@ mod tests {
             format_unix_millis(1_795_307_696_789),
             "2026-11-22T00:34:56.789Z"
         );
+    }
+
+    #[test]
+    fn parses_what_it_formats_and_other_offsets() {
+        for ms in [0, 951_782_400_123, 1_795_307_696_789, -86_400_001] {
+            assert_eq!(parse_rfc3339(&format_unix_millis(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339("2026-11-22T01:34:56.789123+01:00"),
+            Some(1_795_307_696_789)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-22T00:34:56Z"),
+            Some(1_795_307_696_000)
+        );
+        assert_eq!(
+            normalize("2026-11-22T00:34:56.7Z"),
+            "2026-11-22T00:34:56.700Z"
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-11-22T00:34:56",
+            "2026-11-22T00:34:56.Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
     }
 }

@@ -13,11 +13,14 @@ use agentry_a2a::model::*;
 use agentry_a2a::store::SqliteStore;
 use futures_util::StreamExt;
 
+const PEER: &str = "a2a-sdk 0.3.26 (PyPI)";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_client_drives_our_server() {
     let Some(python) = common::interop_python() else {
         return;
     };
+    let cell = common::MatrixCell::new(PEER, "their client -> agentry server", "JSON-RPC 0.3");
     let db = std::env::temp_dir().join(format!("agentry-interop-{}.db", agentry_a2a::new_id()));
     let server = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
     let script = common::repo_root().join("tests/interop/sdk03_client_checks.py");
@@ -37,6 +40,7 @@ async fn python_sdk_client_drives_our_server() {
     );
     assert!(stdout.contains(" 0 failed"), "{stdout}");
     let _ = std::fs::remove_file(&db);
+    cell.pass();
 }
 
 /// Starts the reference server built on the Python SDK; killed on drop.
@@ -95,6 +99,7 @@ async fn our_client_drives_python_sdk_server() {
     let Some(py) = python_server().await else {
         return;
     };
+    let cell = common::MatrixCell::new(PEER, "agentry client -> their server", "JSON-RPC 0.3");
     let client = A2aClient::discover(&py.base, ClientConfig::default())
         .await
         .unwrap();
@@ -200,4 +205,5 @@ async fn our_client_drives_python_sdk_server() {
         StreamEvent::StatusUpdate(s) => assert_eq!(s.status.state, TaskState::Canceled),
         other => panic!("last event {other:?}"),
     }
+    cell.pass();
 }

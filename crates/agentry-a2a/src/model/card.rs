@@ -41,6 +41,11 @@ pub struct AgentCard {
     pub supports_authenticated_extended_card: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures: Vec<AgentCardSignature>,
+    /// v1.0: every (URL, binding, version) the agent answers at, in order of preference. A
+    /// server fills it in for the cards it serves, so clients of both generations find their
+    /// interface in one card.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supported_interfaces: Vec<SupportedInterface>,
 }
 
 fn default_protocol_version() -> String {
@@ -73,8 +78,22 @@ impl AgentCard {
             skills: Vec::new(),
             supports_authenticated_extended_card: None,
             signatures: Vec::new(),
+            supported_interfaces: Vec::new(),
         }
     }
+}
+
+/// A v1.0 interface declaration: where, over which binding, in which protocol version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SupportedInterface {
+    pub url: String,
+    /// `JSONRPC`, `HTTP+JSON` or `GRPC`.
+    pub protocol_binding: String,
+    #[serde(default)]
+    pub protocol_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant: String,
 }
 
 /// Another URL and transport the agent is reachable at.
@@ -102,6 +121,9 @@ pub struct AgentCapabilities {
     pub state_transition_history: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<AgentExtension>,
+    /// v1.0 name of the card's `supportsAuthenticatedExtendedCard`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_agent_card: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

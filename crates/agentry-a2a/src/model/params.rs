@@ -188,3 +188,45 @@ impl<'de> Deserialize<'de> for StreamEvent {
         }
     }
 }
+
+/// Parameters of `ListTasks` (v1.0; v0.3 has no JSON-RPC listing). Tasks come newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<super::task::TaskState>,
+    /// 1 to 100; absent or 0 means 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<i64>,
+    /// The `nextPageToken` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i64>,
+    /// Only tasks whose status changed after this RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_timestamp_after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_artifacts: Option<bool>,
+}
+
+impl ListTasksParams {
+    pub const DEFAULT_PAGE_SIZE: usize = 50;
+    pub const MAX_PAGE_SIZE: usize = 100;
+}
+
+/// One page of `ListTasks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListTasksResult {
+    pub tasks: Vec<Task>,
+    /// Empty on the last page.
+    #[serde(default)]
+    pub next_page_token: String,
+    #[serde(default)]
+    pub page_size: i64,
+    #[serde(default)]
+    pub total_size: i64,
+}

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -17,13 +17,19 @@ use super::{AgentService, Credentials, ServerConfig, stream};
 use crate::error::RpcError;
 use crate::jsonrpc::{self, Request};
 use crate::model::*;
+use crate::store::TaskQuery;
+use crate::v1;
+use crate::version::{self, ProtocolVersion};
 
 /// Everything a request to one agent needs.
 pub(super) struct AgentState {
     card_json: Bytes,
     card_etag: HeaderValue,
-    extended_card: Option<AgentCard>,
-    credentials: Option<Credentials>,
+    pub(super) extended_card: Option<AgentCard>,
+    /// Extensions the card declares, and those it marks required.
+    extensions: Vec<String>,
+    required_extensions: Vec<String>,
+    pub(super) credentials: Option<Credentials>,
     push_supported: bool,
     push: PushSender,
     pub tasks: Arc<AgentTasks>,
@@ -35,13 +41,24 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
     let mut app = Router::new();
     for (path, svc) in agents {
         let push_supported = svc.card.capabilities.push_notifications == Some(true);
-        let card_json = Bytes::from(serde_json::to_vec(&svc.card).unwrap_or_default());
+        // One card for both generations (see `v1::merged_card`).
+        let card_json =
+            Bytes::from(serde_json::to_vec(&v1::merged_card(&svc.card)).unwrap_or_default());
+        let exts = &svc.card.capabilities.extensions;
+        let extensions = exts.iter().map(|e| e.uri.clone()).collect();
+        let required_extensions = exts
+            .iter()
+            .filter(|e| e.required == Some(true))
+            .map(|e| e.uri.clone())
+            .collect();
         let card_etag = HeaderValue::from_str(&format!("\"{:016x}\"", fnv1a(&card_json)))
             .unwrap_or(HeaderValue::from_static("\"0\""));
         let state = Arc::new(AgentState {
             card_json,
             card_etag,
             extended_card: svc.extended_card,
+            extensions,
+            required_extensions,
             credentials: svc.credentials,
             push_supported,
             push: push.clone(),
@@ -60,6 +77,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         if !path.is_empty() {
             r = r.route(&path, post(rpc));
         }
+        let r = r.merge(super::rest::routes(&path));
         app = app.merge(r.with_state(state));
     }
     app.layer(DefaultBodyLimit::max(config.body_limit))
@@ -104,16 +122,26 @@ pub(super) fn json_body(body: Vec<u8>) -> Response {
         .into_response()
 }
 
-fn rpc_error(id: &Value, e: &RpcError) -> Response {
-    json_body(jsonrpc::encode_error(id, e))
+fn rpc_error(id: &Value, e: &RpcError, v: ProtocolVersion) -> Response {
+    let body = match v {
+        ProtocolVersion::V0_3 => jsonrpc::encode_error(id, e),
+        ProtocolVersion::V1_0 => jsonrpc::encode_error(id, &v1::error(e)),
+    };
+    let mut r = json_body(body);
+    // Refused before dispatch: v1.0 maps the version error to HTTP 400.
+    if e.code == crate::error::code::VERSION_NOT_SUPPORTED {
+        *r.status_mut() = StatusCode::BAD_REQUEST;
+    }
+    r
 }
 
-fn unauthorized(id: &Value) -> Response {
+fn unauthorized(id: &Value, v: ProtocolVersion) -> Response {
     let mut r = rpc_error(
         id,
         &RpcError::invalid_request(
             "authentication required: send `Authorization: Bearer <token>` or the API key header",
         ),
+        v,
     );
     *r.status_mut() = StatusCode::UNAUTHORIZED;
     r.headers_mut()
@@ -122,7 +150,7 @@ fn unauthorized(id: &Value) -> Response {
 }
 
 /// JSON, or a JSON structured suffix; charset parameters are fine.
-fn is_json(ct: &HeaderValue) -> bool {
+pub(super) fn is_json(ct: &HeaderValue) -> bool {
     let Ok(ct) = ct.to_str() else { return false };
     let mime = ct
         .split(';')
@@ -133,52 +161,131 @@ fn is_json(ct: &HeaderValue) -> bool {
     mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
-async fn rpc(State(s): State<Arc<AgentState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The version a request asked for, from the header or else the query parameter.
+pub(super) fn requested_version(
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Option<ProtocolVersion>, RpcError> {
+    if let Some(h) = headers.get(version::HEADER) {
+        return ProtocolVersion::from_header(Some(h.to_str().unwrap_or("?")));
+    }
+    let q = query.unwrap_or("").split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        k.eq_ignore_ascii_case(version::HEADER).then_some(v)
+    });
+    ProtocolVersion::from_header(q)
+}
+
+/// The extensions a request asks for (`A2A-Extensions`, or v0.3's `X-A2A-Extensions`).
+fn requested_extensions(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(version::EXTENSIONS_HEADER)
+        .iter()
+        .chain(headers.get_all("X-A2A-Extensions").iter())
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|u| u.trim().to_owned())
+        .filter(|u| !u.is_empty())
+        .collect()
+}
+
+/// Refuses a request that leaves out an extension the agent requires (-32008); otherwise the
+/// requested extensions this agent supports, to echo in `A2A-Extensions`.
+pub(super) fn negotiate_extensions(
+    s: &AgentState,
+    headers: &HeaderMap,
+) -> Result<Option<HeaderValue>, RpcError> {
+    let asked = requested_extensions(headers);
+    let missing: Vec<String> = s
+        .required_extensions
+        .iter()
+        .filter(|r| !asked.contains(r))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Err(RpcError::extension_required(&missing));
+    }
+    let active: Vec<&str> = asked
+        .iter()
+        .filter(|u| s.extensions.contains(u))
+        .map(String::as_str)
+        .collect();
+    Ok((!active.is_empty())
+        .then(|| HeaderValue::from_str(&active.join(", ")).ok())
+        .flatten())
+}
+
+async fn rpc(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let asked = match requested_version(&headers, query.as_deref()) {
+        Ok(v) => v,
+        Err(e) => return rpc_error(&Value::Null, &e, ProtocolVersion::V1_0),
+    };
+    let fallback = asked.unwrap_or(ProtocolVersion::V0_3);
     if let Some(ct) = headers.get(header::CONTENT_TYPE)
         && !is_json(ct)
     {
         return rpc_error(
             &Value::Null,
             &RpcError::content_type(ct.to_str().unwrap_or("?")),
+            fallback,
         );
     }
-    let (id, req) = match jsonrpc::decode_request(&body) {
+    let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
         Ok(x) => x,
-        Err((id, e)) => return rpc_error(&id, &e),
+        Err((id, e, v)) => return rpc_error(&id, &e, v),
     };
     if let Some(c) = &s.credentials
         && c.required_for_all
         && !c.accepts(&headers)
     {
-        return unauthorized(&id);
+        return unauthorized(&id, v);
     }
+    let active = match negotiate_extensions(&s, &headers) {
+        Ok(a) => a,
+        Err(e) => return rpc_error(&id, &e, v),
+    };
+    let mut r = dispatch(&s, &headers, id, req, v).await;
+    if let Some(a) = active {
+        r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
+    }
+    r
+}
+
+async fn dispatch(
+    s: &AgentState,
+    headers: &HeaderMap,
+    id: Value,
+    req: Request,
+    v: ProtocolVersion,
+) -> Response {
     match req {
-        Request::StreamMessage(p) => {
-            if let Err(e) = check_push(&s, &p) {
-                return stream::error(id, e, s.keep_alive);
-            }
-            match s.tasks.start(p).await {
-                Ok(turn) => stream::turn(id, turn, s.keep_alive),
-                Err(e) => stream::error(id, e, s.keep_alive),
-            }
+        Request::StreamMessage(_) | Request::Resubscribe(_) => {
+            let frame = stream::Frame::JsonRpc { id, version: v };
+            streaming(s, frame, req).await
         }
-        Request::Resubscribe(p) => match s.tasks.subscribe(&p.id).await {
-            Ok((lease, task, rx)) => stream::resubscribe(id, lease, task, rx, s.keep_alive),
-            Err(e) => stream::error(id, e, s.keep_alive),
-        },
         Request::GetExtendedCard => match &s.extended_card {
-            None => rpc_error(&id, &RpcError::extended_card_not_configured()),
+            None => rpc_error(&id, &RpcError::extended_card_not_configured(), v),
             Some(card) => {
-                if s.credentials.as_ref().is_some_and(|c| c.accepts(&headers)) {
-                    json_body(jsonrpc::encode_result(&id, card))
+                if s.credentials.as_ref().is_some_and(|c| c.accepts(headers)) {
+                    json_body(match v {
+                        ProtocolVersion::V0_3 => {
+                            jsonrpc::encode_result(&id, &v1::merged_card(card))
+                        }
+                        ProtocolVersion::V1_0 => jsonrpc::encode_result(&id, &v1::card(card)),
+                    })
                 } else {
-                    unauthorized(&id)
+                    unauthorized(&id, v)
                 }
             }
         },
-        other => match unary(&s, other).await {
-            Ok(body) => json_body(jsonrpc::encode_result(&id, &body)),
-            Err(e) => rpc_error(&id, &e),
+        other => match unary(s, other).await {
+            Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.encode(v))),
+            Err(e) => rpc_error(&id, &e, v),
         },
     }
 }
@@ -201,11 +308,62 @@ fn history_limit(h: Option<i64>) -> Option<usize> {
     h.map(|n| n.max(0) as usize)
 }
 
+/// Starts the SSE answer of `message/stream` or a resubscription.
+pub(super) async fn streaming(s: &AgentState, frame: stream::Frame, req: Request) -> Response {
+    match req {
+        Request::StreamMessage(p) => {
+            if let Err(e) = check_push(s, &p) {
+                return stream::error(frame, e, s.keep_alive);
+            }
+            match s.tasks.start(p).await {
+                Ok(turn) => stream::turn(frame, turn, s.keep_alive),
+                Err(e) => stream::error(frame, e, s.keep_alive),
+            }
+        }
+        Request::Resubscribe(p) => match s.tasks.subscribe(&p.id).await {
+            Ok((lease, task, rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
+            Err(e) => stream::error(frame, e, s.keep_alive),
+        },
+        _ => stream::error(
+            frame,
+            RpcError::internal("unary method routed as a stream"),
+            s.keep_alive,
+        ),
+    }
+}
+
+/// The answer of a method answered with one JSON body, before a codec writes it.
+pub(super) enum Answer {
+    Send(SendMessageResult),
+    Task(Task),
+    Tasks(ListTasksResult),
+    PushConfig(TaskPushNotificationConfig),
+    PushConfigs(Vec<TaskPushNotificationConfig>),
+    Deleted,
+}
+
+impl Answer {
+    pub(super) fn encode(&self, v: ProtocolVersion) -> Value {
+        let json = |r: Result<Value, serde_json::Error>| r.unwrap_or(Value::Null);
+        match (v, self) {
+            (ProtocolVersion::V0_3, Answer::Send(r)) => json(serde_json::to_value(r)),
+            (ProtocolVersion::V0_3, Answer::Task(t)) => json(serde_json::to_value(t)),
+            (ProtocolVersion::V0_3, Answer::Tasks(l)) => json(serde_json::to_value(l)),
+            (ProtocolVersion::V0_3, Answer::PushConfig(c)) => json(serde_json::to_value(c)),
+            (ProtocolVersion::V0_3, Answer::PushConfigs(l)) => json(serde_json::to_value(l)),
+            (ProtocolVersion::V0_3, Answer::Deleted) => Value::Null,
+            (ProtocolVersion::V1_0, Answer::Send(r)) => v1::send_result(r),
+            (ProtocolVersion::V1_0, Answer::Task(t)) => v1::task(t),
+            (ProtocolVersion::V1_0, Answer::Tasks(l)) => v1::list_tasks(l),
+            (ProtocolVersion::V1_0, Answer::PushConfig(c)) => v1::push_config(c),
+            (ProtocolVersion::V1_0, Answer::PushConfigs(l)) => v1::push_config_list(l),
+            (ProtocolVersion::V1_0, Answer::Deleted) => Value::Object(Default::default()),
+        }
+    }
+}
+
 /// Methods answered with one JSON body.
-async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
-    let to_value = |v: Result<Value, serde_json::Error>| {
-        v.map_err(|e| RpcError::internal(format!("encoding failed: {e}")))
-    };
+pub(super) async fn unary(s: &AgentState, req: Request) -> Result<Answer, RpcError> {
     match req {
         Request::SendMessage(p) => {
             check_push(s, &p)?;
@@ -216,21 +374,22 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
             let result = stream::await_result(s.tasks.start(p).await?, blocking).await;
-            to_value(match result {
+            Ok(Answer::Send(match result {
                 SendMessageResult::Task(mut t) => {
                     t.limit_history(limit);
-                    serde_json::to_value(t)
+                    SendMessageResult::Task(t)
                 }
-                m => serde_json::to_value(m),
-            })
+                m => m,
+            }))
         }
         Request::GetTask(q) => {
             let task = s.tasks.snapshot(&q.id).await?;
-            to_value(serde_json::to_value(
+            Ok(Answer::Task(
                 task.with_history_limit(history_limit(q.history_length)),
             ))
         }
-        Request::CancelTask(p) => to_value(serde_json::to_value(s.tasks.cancel(&p.id).await?)),
+        Request::ListTasks(l) => list_tasks(s, l).await.map(Answer::Tasks),
+        Request::CancelTask(p) => Ok(Answer::Task(s.tasks.cancel(&p.id).await?)),
         Request::SetPushConfig(p) => {
             if !s.push_supported {
                 return Err(RpcError::push_not_supported());
@@ -240,7 +399,7 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
                 .tasks
                 .set_push(&p.task_id, p.push_notification_config)
                 .await?;
-            to_value(serde_json::to_value(TaskPushNotificationConfig {
+            Ok(Answer::PushConfig(TaskPushNotificationConfig {
                 task_id: p.task_id,
                 push_notification_config: cfg,
             }))
@@ -257,21 +416,22 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
                         p.id
                     ))
                 })?;
-            to_value(serde_json::to_value(TaskPushNotificationConfig {
+            Ok(Answer::PushConfig(TaskPushNotificationConfig {
                 task_id: p.id,
                 push_notification_config: cfg,
             }))
         }
         Request::ListPushConfigs(p) => {
             let configs = push_configs(s, &p.id).await?;
-            let list: Vec<_> = configs
-                .into_iter()
-                .map(|c| TaskPushNotificationConfig {
-                    task_id: p.id.clone(),
-                    push_notification_config: c,
-                })
-                .collect();
-            to_value(serde_json::to_value(list))
+            Ok(Answer::PushConfigs(
+                configs
+                    .into_iter()
+                    .map(|c| TaskPushNotificationConfig {
+                        task_id: p.id.clone(),
+                        push_notification_config: c,
+                    })
+                    .collect(),
+            ))
         }
         Request::DeletePushConfig(p) => {
             if !s.push_supported {
@@ -280,12 +440,64 @@ async fn unary(s: &AgentState, req: Request) -> Result<Value, RpcError> {
             s.tasks
                 .delete_push(&p.id, &p.push_notification_config_id)
                 .await?;
-            Ok(Value::Null)
+            Ok(Answer::Deleted)
         }
         Request::StreamMessage(_) | Request::Resubscribe(_) | Request::GetExtendedCard => {
             Err(RpcError::internal("streaming method routed as unary"))
         }
     }
+}
+
+/// One page of tasks; the page token is the offset of the page's first task.
+async fn list_tasks(s: &AgentState, l: ListTasksParams) -> Result<ListTasksResult, RpcError> {
+    let offset = match l.page_token.as_deref().filter(|t| !t.is_empty()) {
+        None => 0,
+        Some(t) => t.parse::<usize>().map_err(|_| {
+            RpcError::invalid_params(format!(
+                "params.pageToken {t:?} is not a token this server issued"
+            ))
+        })?,
+    };
+    let limit = match l.page_size {
+        Some(n) if n > 0 => n as usize,
+        _ => ListTasksParams::DEFAULT_PAGE_SIZE,
+    }
+    .min(ListTasksParams::MAX_PAGE_SIZE);
+    let page = s
+        .tasks
+        .store
+        .list(&TaskQuery {
+            context_id: l.context_id.filter(|c| !c.is_empty()),
+            state: l.status.filter(|st| *st != TaskState::Unknown),
+            status_after: l.status_timestamp_after,
+            offset,
+            limit,
+        })
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))?;
+    let next = offset + page.tasks.len();
+    let keep_artifacts = l.include_artifacts == Some(true);
+    let tasks = page
+        .tasks
+        .into_iter()
+        .map(|mut t| {
+            t.limit_history(history_limit(l.history_length));
+            if !keep_artifacts {
+                t.artifacts.clear();
+            }
+            t
+        })
+        .collect();
+    Ok(ListTasksResult {
+        tasks,
+        next_page_token: if next < page.total {
+            next.to_string()
+        } else {
+            String::new()
+        },
+        page_size: limit as i64,
+        total_size: page.total as i64,
+    })
 }
 
 async fn push_configs(

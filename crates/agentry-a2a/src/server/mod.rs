@@ -21,6 +21,7 @@ mod executor;
 mod handlers;
 mod hub;
 mod push;
+mod rest;
 mod stream;
 
 use std::future::Future;

@@ -14,6 +14,8 @@ use super::hub::{HubLease, Turn};
 use crate::error::RpcError;
 use crate::jsonrpc;
 use crate::model::*;
+use crate::v1;
+use crate::version::ProtocolVersion;
 
 /// Waits for the answer to `message/send`: the first event when not blocking, otherwise the
 /// end of the turn. A direct message is returned as is; otherwise the task's snapshot.
@@ -42,9 +44,29 @@ pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageR
     SendMessageResult::Task(st.task.clone())
 }
 
-fn encode(id: &Value, ev: &StreamEvent) -> Event {
-    let body = jsonrpc::encode_result(id, ev);
-    Event::default().data(String::from_utf8(body).unwrap_or_default())
+/// How a stream's items are written: JSON-RPC responses carrying the request's id, or bare
+/// `StreamResponse` objects (the HTTP+JSON binding), in one protocol version's form.
+#[derive(Debug, Clone)]
+pub(crate) enum Frame {
+    JsonRpc { id: Value, version: ProtocolVersion },
+    Rest,
+}
+
+impl Frame {
+    fn event(&self, ev: &StreamEvent) -> Event {
+        let body = match self {
+            Frame::JsonRpc {
+                id,
+                version: ProtocolVersion::V0_3,
+            } => jsonrpc::encode_result(id, ev),
+            Frame::JsonRpc {
+                id,
+                version: ProtocolVersion::V1_0,
+            } => jsonrpc::encode_result(id, &v1::stream_event(ev)),
+            Frame::Rest => serde_json::to_vec(&v1::stream_event(ev)).unwrap_or_default(),
+        };
+        Event::default().data(String::from_utf8(body).unwrap_or_default())
+    }
 }
 
 fn sse<S>(events: S, keep_alive: Duration) -> Response
@@ -57,8 +79,19 @@ where
 }
 
 /// A stream that carries one JSON-RPC error (stream clients expect an event stream).
-pub(super) fn error(id: Value, e: RpcError, keep_alive: Duration) -> Response {
-    let body = jsonrpc::encode_error(&id, &e);
+pub(super) fn error(frame: Frame, e: RpcError, keep_alive: Duration) -> Response {
+    let body = match frame {
+        Frame::JsonRpc {
+            id,
+            version: ProtocolVersion::V0_3,
+        } => jsonrpc::encode_error(&id, &e),
+        Frame::JsonRpc {
+            id,
+            version: ProtocolVersion::V1_0,
+        } => jsonrpc::encode_error(&id, &v1::error(&e)),
+        // Nothing was streamed yet: a plain HTTP error says it best.
+        Frame::Rest => return super::rest::error(&e),
+    };
     let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
     sse(stream::iter([ev]), keep_alive)
 }
@@ -75,7 +108,7 @@ fn closing_event(task: &Task) -> StreamEvent {
 }
 
 struct Forward {
-    id: Value,
+    frame: Frame,
     lease: HubLease,
     rx: broadcast::Receiver<Arc<StreamEvent>>,
     pending: Vec<StreamEvent>,
@@ -88,7 +121,7 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
     stream::unfold(f, |mut f| async move {
         if let Some(ev) = f.pending.pop() {
             f.done |= ev.is_final();
-            let out = encode(&f.id, &ev);
+            let out = f.frame.event(&ev);
             return Some((out, f));
         }
         if f.done {
@@ -97,7 +130,7 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
         match f.rx.recv().await {
             Ok(ev) => {
                 f.done = ev.is_final();
-                let out = encode(&f.id, &ev);
+                let out = f.frame.event(&ev);
                 Some((out, f))
             }
             Err(RecvError::Lagged(n)) => {
@@ -106,7 +139,7 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
                 if task.state().ends_turn() {
                     f.pending.push(closing_event(&task));
                 }
-                let out = encode(&f.id, &StreamEvent::Task(task));
+                let out = f.frame.event(&StreamEvent::Task(task));
                 Some((out, f))
             }
             Err(RecvError::Closed) => None,
@@ -115,10 +148,10 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
 }
 
 /// The stream of a `message/stream` turn.
-pub(super) fn turn(id: Value, turn: Turn, keep_alive: Duration) -> Response {
+pub(super) fn turn(frame: Frame, turn: Turn, keep_alive: Duration) -> Response {
     sse(
         forward(Forward {
-            id,
+            frame,
             lease: turn.lease,
             rx: turn.events,
             pending: Vec::new(),
@@ -131,7 +164,7 @@ pub(super) fn turn(id: Value, turn: Turn, keep_alive: Duration) -> Response {
 /// The stream of `tasks/resubscribe`: the snapshot first, then every change after it. A task
 /// already final gets its snapshot and the closing status event.
 pub(super) fn resubscribe(
-    id: Value,
+    frame: Frame,
     lease: HubLease,
     task: Task,
     rx: broadcast::Receiver<Arc<StreamEvent>>,
@@ -144,7 +177,7 @@ pub(super) fn resubscribe(
     pending.push(StreamEvent::Task(task));
     sse(
         forward(Forward {
-            id,
+            frame,
             lease,
             rx,
             pending,

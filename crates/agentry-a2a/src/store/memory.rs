@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{BoxFuture, StoreError, TaskStore};
+use super::{BoxFuture, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
 
 /// Tasks in a map; finished tasks beyond `max_finished` are evicted oldest first, so a
@@ -78,6 +78,29 @@ impl TaskStore for MemoryStore {
         }
         drop(g);
         Box::pin(async { Ok(()) })
+    }
+
+    fn list<'a>(&'a self, query: &'a TaskQuery) -> BoxFuture<'a, Result<TaskPage, StoreError>> {
+        let g = self.lock();
+        let mut hits: Vec<&Task> = g
+            .tasks
+            .values()
+            .filter(|t| super::matches(query, t))
+            .collect();
+        hits.sort_by(|a, b| {
+            (b.status.timestamp.as_deref(), &b.id).cmp(&(a.status.timestamp.as_deref(), &a.id))
+        });
+        let page = TaskPage {
+            total: hits.len(),
+            tasks: hits
+                .into_iter()
+                .skip(query.offset)
+                .take(query.limit)
+                .cloned()
+                .collect(),
+        };
+        drop(g);
+        Box::pin(async move { Ok(page) })
     }
 
     fn set_push<'a>(

@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::model::{PushNotificationConfig, Task};
+use crate::model::{PushNotificationConfig, Task, TaskState};
 
 mod memory;
 #[cfg(feature = "sqlite")]
@@ -37,6 +37,36 @@ impl From<StoreError> for crate::error::A2aError {
     }
 }
 
+/// A filter over stored tasks, newest status first (ties: newest id first).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskQuery {
+    pub context_id: Option<String>,
+    pub state: Option<TaskState>,
+    /// Only tasks whose status timestamp is later than this RFC 3339 UTC instant.
+    pub status_after: Option<String>,
+    pub offset: usize,
+    pub limit: usize,
+}
+
+/// One page of a [`TaskQuery`], with the number of tasks the filter matches in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    pub total: usize,
+}
+
+/// Whether `t` passes the query's filters (not its paging).
+pub(crate) fn matches(q: &TaskQuery, t: &Task) -> bool {
+    q.context_id.as_ref().is_none_or(|c| *c == t.context_id)
+        && q.state.is_none_or(|s| s == t.state())
+        && q.status_after.as_deref().is_none_or(|after| {
+            t.status
+                .timestamp
+                .as_deref()
+                .is_some_and(|ts| crate::time::normalize(ts).as_str() > after)
+        })
+}
+
 /// Persistence for tasks and push configs.
 ///
 /// Writes take effect in the order of the calls, at call time: a store queues or applies the
@@ -47,6 +77,8 @@ impl From<StoreError> for crate::error::A2aError {
 pub trait TaskStore: Send + Sync + 'static {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// The tasks matching `query`, newest status first.
+    fn list<'a>(&'a self, query: &'a TaskQuery) -> BoxFuture<'a, Result<TaskPage, StoreError>>;
     /// Adds or replaces (same id) a push config of a task.
     fn set_push<'a>(
         &'a self,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{BoxFuture, StoreError, TaskStore};
+use super::{BoxFuture, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
 
 const MAX_GROUP: usize = 512;
@@ -275,6 +275,52 @@ impl TaskStore for SqliteStore {
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>> {
         let done = self.write(Op::Save(Box::new(task.clone())));
         Box::pin(async move { done.await.map(|_| ()) })
+    }
+
+    fn list<'a>(&'a self, query: &'a TaskQuery) -> BoxFuture<'a, Result<TaskPage, StoreError>> {
+        let q = query.clone();
+        Box::pin(self.read(move |c| {
+            // The filters are optional: a NULL parameter turns its condition off.
+            const WHERE: &str =
+                "WHERE (?1 IS NULL OR context_id = ?1) AND (?2 IS NULL OR state = ?2)
+                 AND (?3 IS NULL OR json_extract(body, '$.status.timestamp') > ?3)";
+            let args = params![q.context_id, q.state.map(|s| s.as_str()), q.status_after];
+            let total: i64 = c
+                .prepare_cached(&format!("SELECT count(*) FROM tasks {WHERE}"))
+                .and_then(|mut s| s.query_row(args, |r| r.get(0)))
+                .map_err(backend)?;
+            let mut stmt = c
+                .prepare_cached(&format!(
+                    "SELECT id, body FROM tasks {WHERE}
+                     ORDER BY json_extract(body, '$.status.timestamp') DESC, id DESC
+                     LIMIT ?4 OFFSET ?5"
+                ))
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        q.context_id,
+                        q.state.map(|s| s.as_str()),
+                        q.status_after,
+                        q.limit as i64,
+                        q.offset as i64
+                    ],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                )
+                .map_err(backend)?;
+            let mut tasks = Vec::new();
+            for row in rows {
+                let (id, body) = row.map_err(backend)?;
+                tasks.push(
+                    serde_json::from_str(&body)
+                        .map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))?,
+                );
+            }
+            Ok(TaskPage {
+                tasks,
+                total: total.max(0) as usize,
+            })
+        }))
     }
 
     fn set_push<'a>(

@@ -53,6 +53,51 @@ async fn contract(store: &dyn TaskStore) {
     store.delete_checkpoint("t1").await.unwrap();
     assert_eq!(store.get_checkpoint("t1").await.unwrap(), None);
     store.put_checkpoint("t1", "{\"step\":3}").await.unwrap();
+
+    listing(store).await;
+}
+
+/// Filters, newest-first order and paging of `list`.
+async fn listing(store: &dyn TaskStore) {
+    let at = |id: &str, ctx: &str, state: TaskState, ms: i64| {
+        let mut t = task(id, state);
+        t.context_id = ctx.into();
+        t.status.timestamp = Some(crate::time::format_unix_millis(ms));
+        t
+    };
+    for t in [
+        at("l1", "c1", TaskState::Completed, 1_000),
+        at("l2", "c1", TaskState::Working, 3_000),
+        at("l3", "c2", TaskState::Completed, 2_000),
+        at("l4", "c1", TaskState::Completed, 4_000),
+    ] {
+        store.save(&t).await.unwrap();
+    }
+    let ids = |p: &TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+    let q = |ctx: Option<&str>, state, after: Option<i64>, offset, limit| TaskQuery {
+        context_id: ctx.map(str::to_owned),
+        state,
+        status_after: after.map(crate::time::format_unix_millis),
+        offset,
+        limit,
+    };
+    let p = store.list(&q(Some("c1"), None, None, 0, 10)).await.unwrap();
+    assert_eq!(
+        (ids(&p), p.total),
+        (vec!["l4".into(), "l2".into(), "l1".into()], 3)
+    );
+    let p = store.list(&q(Some("c1"), None, None, 1, 1)).await.unwrap();
+    assert_eq!((ids(&p), p.total), (vec!["l2".into()], 3));
+    let p = store
+        .list(&q(None, Some(TaskState::Completed), Some(1_500), 0, 10))
+        .await
+        .unwrap();
+    assert_eq!((ids(&p), p.total), (vec!["l4".into(), "l3".into()], 2));
+    let p = store
+        .list(&q(Some("none"), None, None, 0, 10))
+        .await
+        .unwrap();
+    assert_eq!((ids(&p), p.total), (vec![], 0));
 }
 
 #[tokio::test]

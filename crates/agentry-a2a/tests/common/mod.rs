@@ -118,3 +118,74 @@ pub fn interop_python() -> Option<PathBuf> {
     );
     None
 }
+
+/// The Python of the a2a-sdk 1.x virtualenv (`.venv-a2a1`), like [`interop_python`].
+pub fn interop1_python() -> Option<PathBuf> {
+    let p = std::env::var_os("AGENTRY_INTEROP1_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".venv-a2a1/bin/python"));
+    require_peer(p, "a2a-sdk 1.x")
+}
+
+/// The folder holding the npm A2A peers (`@a2a-js/sdk` installed), like [`interop_python`].
+pub fn js_peers() -> Option<PathBuf> {
+    let dir = repo_root().join("tests/a2a-peers");
+    let sdk = dir.join("node_modules/@a2a-js/sdk/package.json");
+    require_peer(sdk, "@a2a-js/sdk").map(|_| dir)
+}
+
+fn require_peer(p: PathBuf, what: &str) -> Option<PathBuf> {
+    if p.exists() {
+        return Some(p);
+    }
+    if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+        panic!(
+            "{what} peer missing at {}: run scripts/test.sh, which installs it",
+            p.display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: {what} peer not installed ({}); run scripts/test.sh to install it",
+        p.display()
+    );
+    None
+}
+
+/// One cell of the interop matrix (peer x direction x transport). It is written to the file
+/// named by `AGENTRY_INTEROP_MATRIX` when dropped: PASS if [`MatrixCell::pass`] was called,
+/// FAIL otherwise (a failed assertion unwinds through the drop). The test script prints the
+/// file as a table at the end of the run.
+pub struct MatrixCell {
+    line: String,
+    passed: bool,
+}
+
+impl MatrixCell {
+    pub fn new(peer: &str, direction: &str, transport: &str) -> Self {
+        MatrixCell {
+            line: format!("{peer}\t{direction}\t{transport}"),
+            passed: false,
+        }
+    }
+
+    pub fn pass(mut self) {
+        self.passed = true;
+    }
+}
+
+impl Drop for MatrixCell {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("AGENTRY_INTEROP_MATRIX") else {
+            return;
+        };
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let verdict = if self.passed { "PASS" } else { "FAIL" };
+            let _ = writeln!(f, "{}\t{verdict}", self.line);
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The HTTP+JSON (REST) binding of A2A 1.0: resources instead of JSON-RPC methods, the same
+//! v1.0 JSON bodies, `google.rpc.Status` error bodies with the HTTP status the specification
+//! maps each error to, and SSE streams of bare `StreamResponse` objects.
+//!
+//! | method and path                                   | operation                   |
+//! |---------------------------------------------------|-----------------------------|
+//! | `POST /message:send`, `POST /message:stream`      | send, send streaming        |
+//! | `GET /tasks`, `GET /tasks/{id}`                   | list, get (`?historyLength`)|
+//! | `POST /tasks/{id}:cancel`, `GET /tasks/{id}:subscribe` | cancel, subscribe      |
+//! | `POST`/`GET /tasks/{id}/pushNotificationConfigs[/{configId}]`, `DELETE …/{configId}` | push configs |
+//! | `GET /extendedAgentCard`                          | authenticated extended card |
+//!
+//! Each route builds the operation's v1.0 params from the path, the query and the body and
+//! hands them to the same decoder and dispatcher as JSON-RPC, so both bindings answer alike.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use axum::routing::{get, post};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::{Map, Value, json};
+
+use super::handlers::{self, AgentState};
+use super::stream::Frame;
+use crate::error::RpcError;
+use crate::jsonrpc::Request;
+use crate::v1::{self, method};
+use crate::version::{self, ProtocolVersion};
+
+/// The binding's routes under an agent's path (`""` for the root).
+pub(super) fn routes(path: &str) -> Router<Arc<AgentState>> {
+    Router::new()
+        .route(&format!("{path}/message:send"), post(send))
+        .route(&format!("{path}/message:stream"), post(send_streaming))
+        .route(&format!("{path}/tasks"), get(list))
+        .route(
+            &format!("{path}/tasks/{{id}}"),
+            get(task_get).post(task_post),
+        )
+        .route(
+            &format!("{path}/tasks/{{id}}/pushNotificationConfigs"),
+            get(push_list).post(push_create),
+        )
+        .route(
+            &format!("{path}/tasks/{{id}}/pushNotificationConfigs/{{config}}"),
+            get(push_get).delete(push_delete),
+        )
+        .route(&format!("{path}/extendedAgentCard"), get(extended_card))
+}
+
+/// An error as a `google.rpc.Status` body with its HTTP status.
+pub(super) fn error(e: &RpcError) -> Response {
+    let (status, body) = crate::rest::error_body(e);
+    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    r
+}
+
+fn unauthorized() -> Response {
+    let body = json!({"error": {
+        "code": 401,
+        "status": "UNAUTHENTICATED",
+        "message": "authentication required: send `Authorization: Bearer <token>` or the API key header",
+        "details": [],
+    }});
+    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+/// Query parameters as v1.0 params: numbers and booleans where the operation has them.
+fn query_params(query: Option<&str>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (k, v) in url_pairs(query.unwrap_or("")) {
+        let value = match k.as_str() {
+            "historyLength" | "pageSize" => v
+                .parse::<i64>()
+                .map(Value::from)
+                .unwrap_or(Value::String(v)),
+            "includeArtifacts" => match v.as_str() {
+                "true" | "1" => Value::Bool(true),
+                "false" | "0" => Value::Bool(false),
+                _ => Value::String(v),
+            },
+            _ => Value::String(v),
+        };
+        if !k.eq_ignore_ascii_case(version::HEADER) {
+            out.insert(k, value);
+        }
+    }
+    out
+}
+
+/// `application/x-www-form-urlencoded` pairs, percent-decoded.
+fn url_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(x) => {
+                        out.push(x);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A JSON body as params; an empty body is `{}`.
+fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, RpcError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    if let Some(ct) = headers.get(header::CONTENT_TYPE)
+        && !handlers::is_json(ct)
+    {
+        return Err(RpcError::content_type(ct.to_str().unwrap_or("?")));
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(RpcError::invalid_request("the body must be a JSON object")),
+        Err(e) => Err(RpcError::parse(e)),
+    }
+}
+
+/// Checks version, credentials and extensions, decodes `params` as the v1.0 operation
+/// `op`, and answers.
+async fn call(
+    s: &AgentState,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    op: &str,
+    params: Result<Map<String, Value>, RpcError>,
+    created: bool,
+) -> Response {
+    if let Err(e) = handlers::requested_version(headers, query) {
+        return error(&e);
+    }
+    if let Some(c) = &s.credentials
+        && c.required_for_all
+        && !c.accepts(headers)
+    {
+        return unauthorized();
+    }
+    let active = match handlers::negotiate_extensions(s, headers) {
+        Ok(a) => a,
+        Err(e) => return error(&e),
+    };
+    let req = match params.and_then(|p| v1::decode_value(op, Value::Object(p))) {
+        Ok(r) => r,
+        Err(e) => return error(&e),
+    };
+    let mut r = match req {
+        Request::StreamMessage(_) | Request::Resubscribe(_) => {
+            handlers::streaming(s, Frame::Rest, req).await
+        }
+        Request::GetExtendedCard => match &s.extended_card {
+            None => error(&RpcError::extended_card_not_configured()),
+            Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(headers)) => {
+                handlers::json_body(serde_json::to_vec(&v1::card(card)).unwrap_or_default())
+            }
+            Some(_) => unauthorized(),
+        },
+        other => match handlers::unary(s, other).await {
+            Ok(answer) => {
+                let body = answer.encode(ProtocolVersion::V1_0);
+                let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+                if created {
+                    *r.status_mut() = StatusCode::CREATED;
+                }
+                r
+            }
+            Err(e) => error(&e),
+        },
+    };
+    if let Some(a) = active {
+        r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
+    }
+    r
+}
+
+async fn send(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let p = body_params(&headers, &body);
+    call(&s, &headers, q.as_deref(), method::SEND, p, false).await
+}
+
+async fn send_streaming(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let p = body_params(&headers, &body);
+    call(&s, &headers, q.as_deref(), method::STREAM, p, false).await
+}
+
+async fn list(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let p = Ok(query_params(q.as_deref()));
+    call(&s, &headers, q.as_deref(), method::LIST, p, false).await
+}
+
+fn with_id(mut p: Map<String, Value>, key: &str, id: &str) -> Map<String, Value> {
+    p.insert(key.into(), Value::String(id.to_owned()));
+    p
+}
+
+/// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.
+async fn task_get(
+    State(s): State<Arc<AgentState>>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let (id, op) = match id.strip_suffix(":subscribe") {
+        Some(id) => (id, method::SUBSCRIBE),
+        None => (id.as_str(), method::GET),
+    };
+    let p = Ok(with_id(query_params(q.as_deref()), "id", id));
+    call(&s, &headers, q.as_deref(), op, p, false).await
+}
+
+/// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
+async fn task_post(
+    State(s): State<Arc<AgentState>>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (id, op) = if let Some(id) = id.strip_suffix(":cancel") {
+        (id, method::CANCEL)
+    } else if let Some(id) = id.strip_suffix(":subscribe") {
+        (id, method::SUBSCRIBE)
+    } else {
+        return error(&RpcError::method_not_found(&format!(
+            "POST /tasks/{id} (use /tasks/{{id}}:cancel or :subscribe)"
+        )));
+    };
+    let p = body_params(&headers, &body).map(|b| with_id(b, "id", id));
+    call(&s, &headers, q.as_deref(), op, p, false).await
+}
+
+async fn push_list(
+    State(s): State<Arc<AgentState>>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let p = Ok(with_id(query_params(q.as_deref()), "taskId", &id));
+    call(&s, &headers, q.as_deref(), method::PUSH_LIST, p, false).await
+}
+
+async fn push_create(
+    State(s): State<Arc<AgentState>>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let p = body_params(&headers, &body).map(|b| with_id(b, "taskId", &id));
+    call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, true).await
+}
+
+async fn push_get(
+    State(s): State<Arc<AgentState>>,
+    Path((id, config)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
+    call(&s, &headers, q.as_deref(), method::PUSH_GET, p, false).await
+}
+
+async fn push_delete(
+    State(s): State<Arc<AgentState>>,
+    Path((id, config)): Path<(String, String)>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
+    call(&s, &headers, q.as_deref(), method::PUSH_DELETE, p, false).await
+}
+
+async fn extended_card(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    call(
+        &s,
+        &headers,
+        q.as_deref(),
+        method::EXTENDED_CARD,
+        Ok(Map::new()),
+        false,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_decode_and_type() {
+        let p = query_params(Some(
+            "contextId=a%20b+c&pageSize=2&includeArtifacts=true&historyLength=x&A2A-Version=1.0&bad=%zz%4",
+        ));
+        assert_eq!(p["contextId"], "a b c");
+        assert_eq!(p["pageSize"], 2);
+        assert_eq!(p["includeArtifacts"], true);
+        // Left as a string, so the decoder names the field in its -32602.
+        assert_eq!(p["historyLength"], "x");
+        assert!(!p.contains_key("A2A-Version"));
+        assert_eq!(p["bad"], "%zz%4");
+    }
+
+    #[test]
+    fn errors_map_to_http_and_grpc_status() {
+        use crate::rest::status_name;
+        for (e, http, status) in [
+            (RpcError::task_not_found("t"), 404, "NOT_FOUND"),
+            (
+                RpcError::task_not_cancelable("t", crate::model::TaskState::Completed),
+                409,
+                "FAILED_PRECONDITION",
+            ),
+            (
+                RpcError::content_type("text/plain"),
+                415,
+                "INVALID_ARGUMENT",
+            ),
+            (RpcError::invalid_params("x"), 400, "INVALID_ARGUMENT"),
+        ] {
+            let r = error(&e);
+            assert_eq!(r.status().as_u16(), http);
+            assert_eq!(status_name(e.code), status);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Interop with the A2A 1.0 generation of the official SDKs, both directions: PyPI `a2a-sdk`
+//! 1.3.0 and npm `@a2a-js/sdk` 1.3.0, each as a client of our server and as a server for our
+//! client (in v1.0, and in v0.3 through their compatibility layers).
+//!
+//! The peers come from `scripts/test.sh` (`.venv-a2a1`, `tests/a2a-peers/node_modules`); every
+//! test records its cell of the interop matrix (see `common::MatrixCell`).
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+use agentry_a2a::store::MemoryStore;
+use agentry_a2a::version::ProtocolVersion;
+use common::MatrixCell;
+use futures_util::StreamExt;
+
+const PY: &str = "a2a-sdk 1.3.0 (PyPI)";
+const JS: &str = "@a2a-js/sdk 1.3.0 (npm)";
+
+/// Runs a client-checks script against our conformance server and asserts it passed all.
+async fn run_checks(program: &Path, script: &Path, cwd: &Path, extra: &[&str]) {
+    let server = common::conformance_server(Arc::new(MemoryStore::default())).await;
+    let out = tokio::process::Command::new(program)
+        .arg(script)
+        .arg(&server.base)
+        .args(extra)
+        .current_dir(cwd)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "client checks failed:\n{stdout}");
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk1_client_drives_our_server() {
+    let Some(python) = common::interop1_python() else {
+        return;
+    };
+    let cell = MatrixCell::new(PY, "their client -> agentry server", "JSON-RPC 1.0");
+    let root = common::repo_root();
+    let script = root.join("tests/interop/sdk1_client_checks.py");
+    run_checks(&python, &script, &root, &["--token", common::TOKEN]).await;
+    cell.pass();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_sdk1_client_drives_our_server() {
+    let Some(dir) = common::js_peers() else {
+        return;
+    };
+    let cell = MatrixCell::new(JS, "their client -> agentry server", "JSON-RPC 1.0");
+    let script = dir.join("js1_client_checks.mjs");
+    run_checks(Path::new("node"), &script, &dir, &[common::TOKEN]).await;
+    cell.pass();
+}
+
+/// A peer server on a free port; killed on drop.
+struct Peer {
+    child: tokio::process::Child,
+    base: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+async fn start_peer(mut cmd: tokio::process::Command, mode: &str) -> Peer {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let child = cmd
+        .env("A2A_PORT", port.to_string())
+        .env("A2A_MODE", mode)
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the peer server");
+    let peer = Peer {
+        child,
+        base: format!("http://127.0.0.1:{port}/"),
+    };
+    for _ in 0..300 {
+        if agentry_a2a::client::fetch_card(&peer.base, &ClientConfig::default())
+            .await
+            .is_ok()
+        {
+            return peer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the peer server did not come up at {}", peer.base);
+}
+
+fn python_peer(python: &Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(python);
+    c.arg(common::repo_root().join("tests/interop/a2a_sdk1_echo_server.py"));
+    c
+}
+
+fn js_peer(dir: &Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new("node");
+    c.arg(dir.join("a2a_js1_echo_server.mjs")).current_dir(dir);
+    c
+}
+
+fn user(text: &str) -> Message {
+    Message::text(Role::User, text)
+}
+
+fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
+    match e {
+        agentry_a2a::A2aError::Rpc(r) => r.code,
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
+
+/// The task-mode echo agent of either SDK, driven by our client in `version`.
+async fn drive_task_echo(client: &A2aClient, version: ProtocolVersion) {
+    assert_eq!(client.version(), version);
+    let SendMessageResult::Task(task) = client
+        .send_message(MessageSendParams::new(user("hi there")))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(task.state(), TaskState::Completed);
+    assert_eq!(join_text(&task.artifacts[0].parts), "hi there");
+    assert_eq!(task.history[0].text_content(), "hi there");
+
+    let got = client.get_task(&task.id, None).await.unwrap();
+    assert_eq!(
+        (got.id.as_str(), got.state()),
+        (task.id.as_str(), TaskState::Completed)
+    );
+    assert_eq!(
+        rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
+        -32002
+    );
+    assert_eq!(
+        rpc_code(client.get_task("no-such-task", None).await.unwrap_err()),
+        -32001
+    );
+
+    let events: Vec<StreamEvent> = client
+        .stream_message(MessageSendParams::new(user("stream me")))
+        .map(Result::unwrap)
+        .collect()
+        .await;
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Task(_) => "task",
+            StreamEvent::Message(_) => "message",
+            StreamEvent::StatusUpdate(s) => s.status.state.as_str(),
+            StreamEvent::ArtifactUpdate(_) => "artifact",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["task", "working", "artifact", "completed"],
+        "{events:?}"
+    );
+    assert!(events.last().unwrap().is_final());
+
+    if version == ProtocolVersion::V1_0 {
+        let page = client
+            .list_tasks(ListTasksParams {
+                context_id: Some(task.context_id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.tasks.len(), 1, "{page:?}");
+        assert_eq!(page.tasks[0].id, task.id);
+    }
+}
+
+async fn drive_message_echo(client: &A2aClient) {
+    let SendMessageResult::Message(m) = client
+        .send_message(MessageSendParams::new(user("echo this")))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a direct message")
+    };
+    assert_eq!(
+        (m.role, m.text_content().as_str()),
+        (Role::Agent, "echo this")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_drives_python_sdk1_server() {
+    let Some(python) = common::interop1_python() else {
+        return;
+    };
+    for version in [ProtocolVersion::V1_0, ProtocolVersion::V0_3] {
+        let cell = MatrixCell::new(
+            PY,
+            "agentry client -> their server",
+            &format!("JSON-RPC {version}"),
+        );
+        let peer = start_peer(python_peer(&python), "task").await;
+        let found = A2aClient::discover(&peer.base, ClientConfig::default())
+            .await
+            .unwrap();
+        // Its card declares only 1.0: discovery picks it; 0.3 goes through its compat layer.
+        assert_eq!(found.version(), ProtocolVersion::V1_0);
+        assert_eq!(found.card().unwrap().name, "Echo Agent");
+        let client = if version == ProtocolVersion::V1_0 {
+            found
+        } else {
+            A2aClient::new(found.endpoint(), ClientConfig::default())
+                .unwrap()
+                .with_version(version)
+        };
+        drive_task_echo(&client, version).await;
+        drop(peer);
+        let peer = start_peer(python_peer(&python), "message").await;
+        let client = A2aClient::new(&peer.base, ClientConfig::default())
+            .unwrap()
+            .with_version(version);
+        drive_message_echo(&client).await;
+        cell.pass();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_drives_js_sdk1_server() {
+    let Some(dir) = common::js_peers() else {
+        return;
+    };
+    for version in [ProtocolVersion::V1_0, ProtocolVersion::V0_3] {
+        let cell = MatrixCell::new(
+            JS,
+            "agentry client -> their server",
+            &format!("JSON-RPC {version}"),
+        );
+        let peer = start_peer(js_peer(&dir), "task").await;
+        let found = A2aClient::discover(&peer.base, ClientConfig::default())
+            .await
+            .unwrap();
+        // Its card declares 1.0 and 0.3 at one URL: discovery picks 1.0.
+        assert_eq!(found.version(), ProtocolVersion::V1_0);
+        let client = if version == ProtocolVersion::V1_0 {
+            found
+        } else {
+            A2aClient::new(found.endpoint(), ClientConfig::default())
+                .unwrap()
+                .with_version(version)
+        };
+        drive_task_echo(&client, version).await;
+        drop(peer);
+        let peer = start_peer(js_peer(&dir), "message").await;
+        let client = A2aClient::new(&peer.base, ClientConfig::default())
+            .unwrap()
+            .with_version(version);
+        drive_message_echo(&client).await;
+        cell.pass();
+    }
+}
