@@ -1,16 +1,16 @@
 // Drives an agentry A2A server with the official JS SDK client, @a2a-js/sdk 1.x (protocol 1.0).
 //
-//   node js1_client_checks.mjs BASE_URL [TOKEN]
+//   node js1_client_checks.mjs BASE_URL [TOKEN] [JSONRPC|HTTP+JSON]
 //
 // The server must run the `conformance` agent (see sdk1_client_checks.py). The SDK's own
 // ClientFactory reads the card and picks the transport; its own decoders read every answer.
 // Prints one line per check and "N passed, M failed"; exits non-zero on any failure.
 import { randomUUID } from 'node:crypto';
 import { Role, TaskState } from '@a2a-js/sdk';
-import { ClientFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { TaskNotFoundError, TaskNotCancelableError, UnsupportedOperationError } from '@a2a-js/sdk/errors';
 
-const [base, token] = process.argv.slice(2);
+const [base, token, binding = 'JSONRPC'] = process.argv.slice(2);
 const results = [];
 
 const expect = (cond, what) => {
@@ -42,14 +42,16 @@ const msg = (text, { mid, taskId = '', contextId = '' } = {}) => ({
 const send = (message, configuration) => ({ tenant: '', message, configuration, metadata: undefined });
 const isTask = (r) => r && 'status' in r;
 
-const client = await new ClientFactory().createFromUrl(base);
+const factory = () =>
+  new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { preferredTransports: [binding] }));
+const client = await factory().createFromUrl(base);
 
-await check('card read by the JS resolver; factory picks JSON-RPC 1.0', async () => {
+await check(`card read by the JS resolver; factory picks ${binding} 1.0`, async () => {
   const card = await new DefaultAgentCardResolver().resolve(base);
   expect(card.name === 'conformance', `card name ${card.name}`);
   expect(card.capabilities.extendedAgentCard === true, 'extendedAgentCard capability');
   expect(client.protocolVersion.startsWith('1.'), `protocol ${client.protocolVersion}`);
-  expect(client.transport.protocolName === 'JSONRPC', `transport ${client.transport.protocolName}`);
+  expect(client.transport.protocolName === binding, `transport ${client.transport.protocolName}`);
 });
 
 const state = {};
@@ -152,7 +154,7 @@ await check('push configs create/get/list/delete', async () => {
 
 if (token) {
   await check('extended card with credentials', async () => {
-    const authed = await new ClientFactory().createFromUrl(base);
+    const authed = await factory().createFromUrl(base);
     const card = await authed.getAgentCard({ serviceParameters: { Authorization: `Bearer ${token}` } });
     expect(card.name, JSON.stringify(card));
   });
@@ -163,5 +165,5 @@ for (const [name, ok, why] of results) {
   console.log(`${ok ? 'PASS' : 'FAIL'} ${name}${ok ? '' : `: ${why}`}`);
   if (!ok) failed++;
 }
-console.log(`js1 client checks: ${results.length - failed} passed, ${failed} failed`);
+console.log(`js1 client checks (${binding}): ${results.length - failed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drives an agentry A2A server with the official Python SDK client, a2a-sdk 1.x (protocol 1.0).
 
-    python sdk1_client_checks.py BASE_URL [--token TOKEN]
+    python sdk1_client_checks.py BASE_URL [--token TOKEN] [--binding jsonrpc|rest]
 
 The server must run the `conformance` agent with push notifications to loopback allowed and an
 extended card behind TOKEN. The card is read by the SDK's own resolver and the transport chosen
@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.transports.jsonrpc import JsonRpcTransport
+from a2a.client.transports.rest import RestTransport
 from a2a.types import (
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
@@ -108,23 +109,33 @@ async def rpc(http, url, method, params, headers=None):
     return r
 
 
-async def main(base: str, token: str | None) -> int:
+async def main(base: str, token: str | None, binding: str) -> int:
     hook = start_webhook()
+    wanted = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON"}[binding]
+    transport = {"jsonrpc": JsonRpcTransport, "rest": RestTransport}[binding]
     async with httpx.AsyncClient(timeout=30) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
-        iface = next(i for i in card.supported_interfaces if i.protocol_version.startswith("1."))
-        t = JsonRpcTransport(http, card, iface.url)
+        iface = next(
+            i
+            for i in card.supported_interfaces
+            if i.protocol_version.startswith("1.") and i.protocol_binding == wanted
+        )
+        rpc_url = next(i.url for i in card.supported_interfaces if i.protocol_binding == "JSONRPC")
+        t = transport(http, card, iface.url)
 
         async def card_check():
             expect(card.name == "conformance", f"card name {card.name}")
             expect(card.capabilities.streaming, "streaming capability")
             expect(card.capabilities.extended_agent_card, "extendedAgentCard capability")
-            factory = ClientFactory(ClientConfig(httpx_client=http, streaming=True))
+            factory = ClientFactory(
+                ClientConfig(httpx_client=http, streaming=True, supported_protocol_bindings=[wanted])
+            )
             client = factory.create(card)
             kind = type(client._transport).__module__ + "." + type(client._transport).__name__
-            expect(kind == "a2a.client.transports.jsonrpc.JsonRpcTransport", f"factory picked {kind}")
+            want = f"{transport.__module__}.{transport.__name__}"
+            expect(kind == want, f"factory picked {kind}, not {want}")
 
-        await check("card read by the 1.x resolver; factory picks JSON-RPC 1.0", card_check())
+        await check(f"card read by the 1.x resolver; factory picks {wanted} 1.0", card_check())
 
         state = {}
 
@@ -280,9 +291,9 @@ async def main(base: str, token: str | None) -> int:
         await check("push configs create/get/list/delete and delivery", push())
 
         async def extended():
-            r = (await rpc(http, iface.url, "GetExtendedAgentCard", {})).json()
+            r = (await rpc(http, rpc_url, "GetExtendedAgentCard", {})).json()
             expect("error" in r, f"no credentials must fail: {r}")
-            authed = JsonRpcTransport(
+            authed = transport(
                 httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {token}"}), card, iface.url
             )
             ext = await authed.get_extended_agent_card(GetExtendedAgentCardRequest())
@@ -291,15 +302,20 @@ async def main(base: str, token: str | None) -> int:
         await check("GetExtendedAgentCard needs credentials", extended())
 
         async def version_errors():
-            r = await rpc(http, iface.url, "GetTask", {"id": "x"}, headers={"A2A-Version": "99.0"})
+            r = await rpc(http, rpc_url, "GetTask", {"id": "x"}, headers={"A2A-Version": "99.0"})
             body = r.json()
             expect(body["error"]["code"] == -32009 and r.status_code == 400, f"{r.status_code} {body}")
             expect(body["error"]["data"][0]["reason"] == "VERSION_NOT_SUPPORTED", f"{body}")
-            r = await rpc(http, iface.url, "message/send", {}, headers={"A2A-Version": "1.0"})
+            r = await rpc(http, rpc_url, "message/send", {}, headers={"A2A-Version": "1.0"})
             expect(r.json()["error"]["code"] == -32601, f"{r.text}")
-            bad = await rpc(http, iface.url, "SendMessage",
+            bad = await rpc(http, rpc_url, "SendMessage",
                             {"message": {"role": "ROLE_USER", "messageId": "x", "parts": []}})
             expect(bad.json()["error"]["code"] == -32602, f"{bad.text}")
+            if binding == "rest":
+                r = await http.get(iface.url.rstrip("/") + "/tasks/no-such-task")
+                err = r.json()["error"]
+                expect(r.status_code == 404 and err["status"] == "NOT_FOUND", f"{r.status_code} {r.text}")
+                expect(err["details"][0]["reason"] == "TASK_NOT_FOUND", f"{r.text}")
 
         await check("A2A-Version 99.0 -> -32009 (HTTP 400); bad params -> -32602", version_errors())
 
@@ -307,7 +323,7 @@ async def main(base: str, token: str | None) -> int:
     for name, ok, why in RESULTS:
         print(("PASS " if ok else "FAIL ") + name + ("" if ok else f": {why}"))
         failed += 0 if ok else 1
-    print(f"sdk1 client checks: {len(RESULTS) - failed} passed, {failed} failed")
+    print(f"sdk1 client checks ({wanted}): {len(RESULTS) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
@@ -315,5 +331,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("base")
     ap.add_argument("--token")
+    ap.add_argument("--binding", choices=["jsonrpc", "rest"], default="jsonrpc")
     a = ap.parse_args()
-    sys.exit(asyncio.run(main(a.base, a.token)))
+    sys.exit(asyncio.run(main(a.base, a.token, a.binding)))

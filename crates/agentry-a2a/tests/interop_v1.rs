@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::client::{A2aClient, Binding, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::store::MemoryStore;
 use agentry_a2a::version::ProtocolVersion;
@@ -45,11 +45,14 @@ async fn python_sdk1_client_drives_our_server() {
     let Some(python) = common::interop1_python() else {
         return;
     };
-    let cell = MatrixCell::new(PY, "their client -> agentry server", "JSON-RPC 1.0");
     let root = common::repo_root();
     let script = root.join("tests/interop/sdk1_client_checks.py");
-    run_checks(&python, &script, &root, &["--token", common::TOKEN]).await;
-    cell.pass();
+    for (binding, name) in [("jsonrpc", "JSON-RPC 1.0"), ("rest", "HTTP+JSON 1.0")] {
+        let cell = MatrixCell::new(PY, "their client -> agentry server", name);
+        let args = ["--token", common::TOKEN, "--binding", binding];
+        run_checks(&python, &script, &root, &args).await;
+        cell.pass();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,10 +60,12 @@ async fn js_sdk1_client_drives_our_server() {
     let Some(dir) = common::js_peers() else {
         return;
     };
-    let cell = MatrixCell::new(JS, "their client -> agentry server", "JSON-RPC 1.0");
     let script = dir.join("js1_client_checks.mjs");
-    run_checks(Path::new("node"), &script, &dir, &[common::TOKEN]).await;
-    cell.pass();
+    for (binding, name) in [("JSONRPC", "JSON-RPC 1.0"), ("HTTP+JSON", "HTTP+JSON 1.0")] {
+        let cell = MatrixCell::new(JS, "their client -> agentry server", name);
+        run_checks(Path::new("node"), &script, &dir, &[common::TOKEN, binding]).await;
+        cell.pass();
+    }
 }
 
 /// A peer server on a free port; killed on drop.
@@ -113,6 +118,38 @@ fn js_peer(dir: &Path) -> tokio::process::Command {
     let mut c = tokio::process::Command::new("node");
     c.arg(dir.join("a2a_js1_echo_server.mjs")).current_dir(dir);
     c
+}
+
+/// What our client speaks to each peer server: 1.0 over both bindings, 0.3 through the
+/// peers' compatibility layers.
+const CASES: [(ProtocolVersion, Binding); 3] = [
+    (ProtocolVersion::V1_0, Binding::JsonRpc),
+    (ProtocolVersion::V1_0, Binding::HttpJson),
+    (ProtocolVersion::V0_3, Binding::JsonRpc),
+];
+
+fn cell_name(version: ProtocolVersion, binding: Binding) -> String {
+    let b = match binding {
+        Binding::JsonRpc => "JSON-RPC",
+        Binding::HttpJson => "HTTP+JSON",
+    };
+    format!("{b} {version}")
+}
+
+/// Discovers the peer preferring `binding`; discovery must pick v1.0 in that binding (both
+/// peers' cards declare it). v0.3 is then forced on the card's JSON-RPC URL.
+async fn client_for(peer: &Peer, version: ProtocolVersion, binding: Binding) -> A2aClient {
+    let cfg = ClientConfig {
+        binding,
+        ..ClientConfig::default()
+    };
+    let found = A2aClient::discover(&peer.base, cfg).await.unwrap();
+    if version == ProtocolVersion::V0_3 {
+        assert_eq!(found.binding(), Binding::JsonRpc);
+        return found.with_version(version);
+    }
+    assert_eq!((found.version(), found.binding()), (version, binding));
+    found
 }
 
 fn user(text: &str) -> Message {
@@ -207,33 +244,19 @@ async fn our_client_drives_python_sdk1_server() {
     let Some(python) = common::interop1_python() else {
         return;
     };
-    for version in [ProtocolVersion::V1_0, ProtocolVersion::V0_3] {
+    for (version, binding) in CASES {
         let cell = MatrixCell::new(
             PY,
             "agentry client -> their server",
-            &format!("JSON-RPC {version}"),
+            &cell_name(version, binding),
         );
         let peer = start_peer(python_peer(&python), "task").await;
-        let found = A2aClient::discover(&peer.base, ClientConfig::default())
-            .await
-            .unwrap();
-        // Its card declares only 1.0: discovery picks it; 0.3 goes through its compat layer.
-        assert_eq!(found.version(), ProtocolVersion::V1_0);
-        assert_eq!(found.card().unwrap().name, "Echo Agent");
-        let client = if version == ProtocolVersion::V1_0 {
-            found
-        } else {
-            A2aClient::new(found.endpoint(), ClientConfig::default())
-                .unwrap()
-                .with_version(version)
-        };
+        let client = client_for(&peer, version, binding).await;
+        assert_eq!(client.card().unwrap().name, "Echo Agent");
         drive_task_echo(&client, version).await;
         drop(peer);
         let peer = start_peer(python_peer(&python), "message").await;
-        let client = A2aClient::new(&peer.base, ClientConfig::default())
-            .unwrap()
-            .with_version(version);
-        drive_message_echo(&client).await;
+        drive_message_echo(&client_for(&peer, version, binding).await).await;
         cell.pass();
     }
 }
@@ -243,32 +266,18 @@ async fn our_client_drives_js_sdk1_server() {
     let Some(dir) = common::js_peers() else {
         return;
     };
-    for version in [ProtocolVersion::V1_0, ProtocolVersion::V0_3] {
+    for (version, binding) in CASES {
         let cell = MatrixCell::new(
             JS,
             "agentry client -> their server",
-            &format!("JSON-RPC {version}"),
+            &cell_name(version, binding),
         );
         let peer = start_peer(js_peer(&dir), "task").await;
-        let found = A2aClient::discover(&peer.base, ClientConfig::default())
-            .await
-            .unwrap();
-        // Its card declares 1.0 and 0.3 at one URL: discovery picks 1.0.
-        assert_eq!(found.version(), ProtocolVersion::V1_0);
-        let client = if version == ProtocolVersion::V1_0 {
-            found
-        } else {
-            A2aClient::new(found.endpoint(), ClientConfig::default())
-                .unwrap()
-                .with_version(version)
-        };
+        let client = client_for(&peer, version, binding).await;
         drive_task_echo(&client, version).await;
         drop(peer);
         let peer = start_peer(js_peer(&dir), "message").await;
-        let client = A2aClient::new(&peer.base, ClientConfig::default())
-            .unwrap()
-            .with_version(version);
-        drive_message_echo(&client).await;
+        drive_message_echo(&client_for(&peer, version, binding).await).await;
         cell.pass();
     }
 }
