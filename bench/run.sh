@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A2A server benchmark: agentry against the official JS SDK (@a2a-js/sdk 1.3.0 + express) and
-# Python SDK (a2a-sdk 1.3.0 + uvicorn), measured in the same run with wrk, v0.3 message/send.
+# Python SDK (a2a-sdk 1.3.0 + uvicorn), measured in the same run with wrk, in both protocol
+# versions: v0.3 message/send and v1.0 SendMessage (A2A-Version: 1.0).
 #
 #   bash bench/run.sh [DURATION_S] [CONNECTIONS]
+#   BENCH_PROTOS="1.0" bash bench/run.sh     (one version only)
 #
 # Workloads: "message" (the agent answers with a direct message) and "task" (submitted ->
 # working -> artifact -> completed; agentry with its SQLite store). For each server: requests/s,
@@ -14,6 +16,7 @@ cd "$(dirname "$0")"
 DUR=${1:-10}
 CONN=${2:-64}
 SOAK=${BENCH_SOAK_TASKS:-500000}
+PROTOS=${BENCH_PROTOS:-0.3 1.0}
 ROOT=$(cd .. && pwd)
 BIN=$ROOT/target/release/agentry
 OUT=${BENCH_OUT:-$PWD/results}
@@ -69,43 +72,49 @@ hwm_kb() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 
 declare -A RPS P50 P99 CPU MEM ERR
-measure() { # name mode
-  local name=$1 mode=$2 key="$1/$2"
+measure() { # name mode proto
+  local name=$1 mode=$2 proto=$3 key="$1/$2/$3"
+  local out="$OUT/wrk-$name-$mode-$proto.txt"
   start "$name" "$mode"
   # Warm-up, then the measured run.
-  A2A_PROTO=0.3 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" >/dev/null
+  A2A_PROTO=$proto wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" >/dev/null
   local t0; t0=$(cpu_ticks "$PID")
-  A2A_PROTO=0.3 wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" > "$OUT/wrk-$name-$mode.txt"
+  A2A_PROTO=$proto wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" > "$out"
   local t1; t1=$(cpu_ticks "$PID")
   local hz; hz=$(getconf CLK_TCK)
-  local rps; rps=$(awk '/Requests\/sec/ {print $2}' "$OUT/wrk-$name-$mode.txt")
-  local total; total=$(awk '/requests in/ {print $1}' "$OUT/wrk-$name-$mode.txt")
+  local rps; rps=$(awk '/Requests\/sec/ {print $2}' "$out")
+  local total; total=$(awk '/requests in/ {print $1}' "$out")
   RPS[$key]=$rps
-  P50[$key]=$(awk '/A2A_LAT/ {split($2,a,"="); printf "%.2f", a[2]/1000}' "$OUT/wrk-$name-$mode.txt")
-  P99[$key]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$OUT/wrk-$name-$mode.txt")
+  P50[$key]=$(awk '/A2A_LAT/ {split($2,a,"="); printf "%.2f", a[2]/1000}' "$out")
+  P99[$key]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$out")
   CPU[$key]=$(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v n="$total" 'BEGIN {printf "%.3f", (b-a)/hz/n*1000}')
   MEM[$key]=$(( $(hwm_kb "$PID") / 1024 ))
-  ERR[$key]=$(awk '/A2A_RESULT/ {print $3, $4}' "$OUT/wrk-$name-$mode.txt")
+  ERR[$key]=$(awk '/A2A_RESULT/ {print $3, $4}' "$out")
   stop
-  printf '  %-8s %-8s %10s req/s  p50 %6s ms  p99 %7s ms  cpu %6s s/1k req  peak %5s MB  %s\n' \
-    "$name" "$mode" "$rps" "${P50[$key]}" "${P99[$key]}" "${CPU[$key]}" "${MEM[$key]}" "${ERR[$key]}"
+  printf '  v%-4s %-8s %-8s %10s req/s  p50 %6s ms  p99 %7s ms  cpu %6s s/1k req  peak %5s MB  %s\n' \
+    "$proto" "$name" "$mode" "$rps" "${P50[$key]}" "${P99[$key]}" "${CPU[$key]}" "${MEM[$key]}" "${ERR[$key]}"
 }
 
-echo "==> wrk -t2 -c$CONN -d${DUR}s, v0.3 message/send, unique messageIds"
-for mode in message task; do
-  for name in agentry js python; do
-    measure "$name" "$mode"
+echo "==> wrk -t2 -c$CONN -d${DUR}s, send (v0.3 message/send, v1.0 SendMessage), unique messageIds"
+for proto in $PROTOS; do
+  for mode in message task; do
+    for name in agentry js python; do
+      measure "$name" "$mode" "$proto"
+    done
   done
 done
 
 echo
 echo "==> ratios (agentry / peer)"
-for mode in message task; do
-  for peer in js python; do
-    awk -v a="${RPS[agentry/$mode]}" -v b="${RPS[$peer/$mode]}" \
-        -v ca="${CPU[agentry/$mode]}" -v cb="${CPU[$peer/$mode]}" \
-        -v ma="${MEM[agentry/$mode]}" -v mb="${MEM[$peer/$mode]}" -v m="$mode" -v p="$peer" \
-      'BEGIN {printf "  %-8s vs %-7s throughput x%.1f   cpu per request x%.2f   peak memory x%.2f\n", m, p, a/b, ca/cb, ma/mb}'
+for proto in $PROTOS; do
+  for mode in message task; do
+    for peer in js python; do
+      k=$mode/$proto
+      awk -v a="${RPS[agentry/$k]}" -v b="${RPS[$peer/$k]}" \
+          -v ca="${CPU[agentry/$k]}" -v cb="${CPU[$peer/$k]}" \
+          -v ma="${MEM[agentry/$k]}" -v mb="${MEM[$peer/$k]}" -v m="$mode" -v p="$peer" -v v="$proto" \
+        'BEGIN {printf "  v%-4s %-8s vs %-7s throughput x%.1f   cpu per request x%.2f   peak memory x%.2f\n", v, m, p, a/b, ca/cb, ma/mb}'
+    done
   done
 done
 

@@ -158,6 +158,24 @@ pub fn choose_interface(card: &AgentCard, prefer: Binding) -> Interface {
             };
         }
     }
+    // v0.3 cards name their bindings in `preferredTransport` and `additionalInterfaces`.
+    if prefer == Binding::HttpJson && card_version == ProtocolVersion::V0_3 {
+        let rest = std::iter::once((&card.url, &card.preferred_transport))
+            .chain(
+                card.additional_interfaces
+                    .iter()
+                    .map(|i| (&i.url, &i.transport)),
+            )
+            .find(|(u, t)| t.eq_ignore_ascii_case("HTTP+JSON") && !u.is_empty());
+        if let Some((url, _)) = rest {
+            return Interface {
+                url: url.clone(),
+                version: ProtocolVersion::V0_3,
+                binding: Binding::HttpJson,
+                fallback: None,
+            };
+        }
+    }
     let (url, version) = match legacy {
         Some(url) => (url, ProtocolVersion::V0_3),
         None => (card.url.clone(), card_version),
@@ -303,12 +321,9 @@ impl A2aClient {
         self
     }
 
-    /// Uses `binding` at the endpoint (HTTP+JSON implies v1.0: v0.3's REST is not spoken).
+    /// Uses `binding` at the endpoint (in the version set by [`with_version`](Self::with_version)).
     pub fn with_binding(mut self, binding: Binding) -> Self {
         self.binding = binding;
-        if binding == Binding::HttpJson {
-            self.version = ProtocolVersion::V1_0;
-        }
         self
     }
 
@@ -390,7 +405,7 @@ impl A2aClient {
                 (http::Method::POST, endpoint.to_owned(), Some(body))
             }
             Binding::HttpJson => {
-                let call = crate::rest::request(req);
+                let call = crate::rest::request_as(req, version);
                 let url = format!("{}{}", endpoint.trim_end_matches('/'), call.path);
                 let body = call
                     .body
@@ -466,12 +481,17 @@ impl A2aClient {
                 return Err(crate::rest::error_from(status, &body).into());
             }
             if body.iter().all(u8::is_ascii_whitespace) {
-                return Ok((None, version));
+                return Ok((None, ProtocolVersion::V1_0));
             }
-            let v = serde_json::from_slice(&body).map_err(|e| {
+            let v: Value = serde_json::from_slice(&body).map_err(|e| {
                 A2aError::InvalidResponse(format!("{} answer: {e}", v1::method_of(req)))
             })?;
-            return Ok((Some(v), version));
+            // Answers are read in v1.0 form (v0.3's REST bodies are rewritten to it).
+            let v = match version {
+                ProtocolVersion::V1_0 => v,
+                ProtocolVersion::V0_3 => crate::rest::answer_to_v1(req, v),
+            };
+            return Ok((Some(v), ProtocolVersion::V1_0));
         }
         let r: Response<Value> = serde_json::from_slice(&body)
             .map_err(|e| A2aError::InvalidResponse(format!("{} answer: {e}", req.method())))?;
@@ -712,7 +732,8 @@ impl A2aClient {
                 for data in parser.push(&chunk) {
                     let r: Response<Value> = match binding {
                         Binding::JsonRpc => serde_json::from_str(&data),
-                        Binding::HttpJson => serde_json::from_str(&data).map(rest_stream_item),
+                        Binding::HttpJson => serde_json::from_str(&data)
+                            .map(|v| rest_stream_item(v, version == ProtocolVersion::V0_3)),
                     }
                     .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}: {data}")))?;
                     let raw = match r.into_result() {
@@ -726,7 +747,12 @@ impl A2aClient {
                         r => r?,
                     };
                     let Some(raw) = raw else { continue };
-                    let ev = stream_event(raw, version)?;
+                    // HTTP+JSON items are in v1.0 form by now (see `rest_stream_item`).
+                    let form = match binding {
+                        Binding::JsonRpc => version,
+                        Binding::HttpJson => ProtocolVersion::V1_0,
+                    };
+                    let ev = stream_event(raw, form)?;
                     task_id = task_id.or_else(|| event_task_id(&ev));
                     let is_final = ev.is_final();
                     if tx.send(Ok(ev)).await.is_err() {
@@ -775,7 +801,7 @@ impl A2aClient {
 
 /// A bare HTTP+JSON stream item (a `StreamResponse`, or a `google.rpc.Status` error) as the
 /// JSON-RPC response it stands for.
-fn rest_stream_item(v: Value) -> Response<Value> {
+fn rest_stream_item(v: Value, v03: bool) -> Response<Value> {
     if v.get("error").is_some() {
         let status = v["error"]["code"].as_u64().unwrap_or(500) as u16;
         let body = serde_json::to_vec(&v).unwrap_or_default();
@@ -787,7 +813,11 @@ fn rest_stream_item(v: Value) -> Response<Value> {
     }
     Response {
         id: Value::Null,
-        result: Some(v),
+        result: Some(if v03 {
+            crate::rest::v03::answer_to_v1(v)
+        } else {
+            v
+        }),
         error: None,
     }
 }

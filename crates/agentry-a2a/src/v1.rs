@@ -886,12 +886,11 @@ pub fn merged_card(c: &AgentCard) -> Value {
 }
 
 /// The interfaces a v0.3 card implies, v1.0 first: this crate's server answers both
-/// versions at every JSON-RPC URL it serves, and the v1.0 HTTP+JSON binding under the same
-/// base URL.
+/// versions at every interface it declares.
 fn interfaces_of(c: &AgentCard) -> Vec<SupportedInterface> {
     let mut out = Vec::new();
-    let mut add = |url: &str, binding: &str, versions: &[crate::version::ProtocolVersion]| {
-        for v in versions {
+    let mut add = |url: &str, binding: &str| {
+        for v in crate::version::ProtocolVersion::SUPPORTED {
             out.push(SupportedInterface {
                 url: url.to_owned(),
                 protocol_binding: binding.to_owned(),
@@ -900,19 +899,11 @@ fn interfaces_of(c: &AgentCard) -> Vec<SupportedInterface> {
             });
         }
     };
-    let all = crate::version::ProtocolVersion::SUPPORTED;
-    add(&c.url, &c.preferred_transport, &all);
+    add(&c.url, &c.preferred_transport);
     for i in &c.additional_interfaces {
         if i.url != c.url || i.transport != c.preferred_transport {
-            add(&i.url, &i.transport, &all);
+            add(&i.url, &i.transport);
         }
-    }
-    if c.preferred_transport == "JSONRPC" {
-        add(
-            &c.url,
-            "HTTP+JSON",
-            &[crate::version::ProtocolVersion::V1_0],
-        );
     }
     out
 }

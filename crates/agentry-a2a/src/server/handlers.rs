@@ -23,7 +23,7 @@ use crate::version::{self, ProtocolVersion};
 
 /// Everything a request to one agent needs.
 pub(super) struct AgentState {
-    card_json: Bytes,
+    pub(super) card_json: Bytes,
     card_etag: HeaderValue,
     pub(super) extended_card: Option<AgentCard>,
     /// Extensions the card declares, and those it marks required.
@@ -41,9 +41,11 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
     let mut app = Router::new();
     for (path, svc) in agents {
         let push_supported = svc.card.capabilities.push_notifications == Some(true);
-        // One card for both generations (see `v1::merged_card`).
+        // One card for both generations (see `v1::merged_card`), declaring the HTTP+JSON
+        // binding this server also answers at the same URL.
+        let public = with_rest_interface(svc.card.clone());
         let card_json =
-            Bytes::from(serde_json::to_vec(&v1::merged_card(&svc.card)).unwrap_or_default());
+            Bytes::from(serde_json::to_vec(&v1::merged_card(&public)).unwrap_or_default());
         let exts = &svc.card.capabilities.extensions;
         let extensions = exts.iter().map(|e| e.uri.clone()).collect();
         let required_extensions = exts
@@ -56,7 +58,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         let state = Arc::new(AgentState {
             card_json,
             card_etag,
-            extended_card: svc.extended_card,
+            extended_card: svc.extended_card.map(with_rest_interface),
             extensions,
             required_extensions,
             credentials: svc.credentials,
@@ -81,6 +83,28 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         app = app.merge(r.with_state(state));
     }
     app.layer(DefaultBodyLimit::max(config.body_limit))
+}
+
+/// Declares the HTTP+JSON binding at the card's URL (unless the card names one already).
+fn with_rest_interface(mut card: AgentCard) -> AgentCard {
+    let has_rest = card
+        .additional_interfaces
+        .iter()
+        .any(|i| i.transport.eq_ignore_ascii_case("HTTP+JSON"));
+    if !has_rest && card.preferred_transport.eq_ignore_ascii_case("JSONRPC") {
+        if card.additional_interfaces.is_empty() {
+            // v0.3 asks that the main interface be listed here too when there are others.
+            card.additional_interfaces.push(AgentInterface {
+                url: card.url.clone(),
+                transport: "JSONRPC".into(),
+            });
+        }
+        card.additional_interfaces.push(AgentInterface {
+            url: card.url.clone(),
+            transport: "HTTP+JSON".into(),
+        });
+    }
+    card
 }
 
 fn fnv1a(b: &[u8]) -> u64 {

@@ -10,6 +10,9 @@
 //! | `POST`/`GET /tasks/{id}/pushNotificationConfigs[/{configId}]`, `DELETE …/{configId}` | push configs |
 //! | `GET /extendedAgentCard`                          | authenticated extended card |
 //!
+//! The v0.3 form of the binding is served too, under `/v1/…` (and `GET /v1/card`), its bodies
+//! rewritten by [`crate::rest::v03`].
+//!
 //! Each route builds the operation's v1.0 params from the path, the query and the body and
 //! hands them to the same decoder and dispatcher as JSON-RPC, so both bindings answer alike.
 
@@ -27,28 +30,35 @@ use super::handlers::{self, AgentState};
 use super::stream::Frame;
 use crate::error::RpcError;
 use crate::jsonrpc::Request;
+use crate::rest::v03;
 use crate::v1::{self, method};
 use crate::version::{self, ProtocolVersion};
 
-/// The binding's routes under an agent's path (`""` for the root).
+/// The binding's routes under an agent's path (`""` for the root), v1.0 and v0.3 (`/v1/…`).
 pub(super) fn routes(path: &str) -> Router<Arc<AgentState>> {
-    Router::new()
-        .route(&format!("{path}/message:send"), post(send))
-        .route(&format!("{path}/message:stream"), post(send_streaming))
+    fn add<const V03: bool>(r: Router<Arc<AgentState>>, base: &str) -> Router<Arc<AgentState>> {
+        r.route(&format!("{base}/message:send"), post(send::<V03>))
+            .route(
+                &format!("{base}/message:stream"),
+                post(send_streaming::<V03>),
+            )
+            .route(
+                &format!("{base}/tasks/{{id}}"),
+                get(task_get::<V03>).post(task_post::<V03>),
+            )
+            .route(
+                &format!("{base}/tasks/{{id}}/pushNotificationConfigs"),
+                get(push_list::<V03>).post(push_create::<V03>),
+            )
+            .route(
+                &format!("{base}/tasks/{{id}}/pushNotificationConfigs/{{config}}"),
+                get(push_get::<V03>).delete(push_delete::<V03>),
+            )
+    }
+    let r = add::<false>(Router::new(), path)
         .route(&format!("{path}/tasks"), get(list))
-        .route(
-            &format!("{path}/tasks/{{id}}"),
-            get(task_get).post(task_post),
-        )
-        .route(
-            &format!("{path}/tasks/{{id}}/pushNotificationConfigs"),
-            get(push_list).post(push_create),
-        )
-        .route(
-            &format!("{path}/tasks/{{id}}/pushNotificationConfigs/{{config}}"),
-            get(push_get).delete(push_delete),
-        )
-        .route(&format!("{path}/extendedAgentCard"), get(extended_card))
+        .route(&format!("{path}/extendedAgentCard"), get(extended_card));
+    add::<true>(r, &format!("{path}/v1")).route(&format!("{path}/v1/card"), get(legacy_card))
 }
 
 /// An error as a `google.rpc.Status` body with its HTTP status.
@@ -156,7 +166,7 @@ async fn call(
     query: Option<&str>,
     op: &str,
     params: Result<Map<String, Value>, RpcError>,
-    created: bool,
+    legacy: bool,
 ) -> Response {
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
@@ -177,7 +187,12 @@ async fn call(
     };
     let mut r = match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
-            handlers::streaming(s, Frame::Rest, req).await
+            let version = if legacy {
+                ProtocolVersion::V0_3
+            } else {
+                ProtocolVersion::V1_0
+            };
+            handlers::streaming(s, Frame::Rest(version), req).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => error(&RpcError::extended_card_not_configured()),
@@ -188,9 +203,18 @@ async fn call(
         },
         other => match handlers::unary(s, other).await {
             Ok(answer) => {
-                let body = answer.encode(ProtocolVersion::V1_0);
+                let mut body = answer.encode(ProtocolVersion::V1_0);
+                if legacy {
+                    body = match op {
+                        method::SEND => v03::answer_from_v1(body, false),
+                        method::GET | method::CANCEL => v03::task_from_v1(body),
+                        method::PUSH_CREATE | method::PUSH_GET => v03::push_config_from_v1(body),
+                        method::PUSH_LIST => v03::push_list_from_v1(body),
+                        _ => body,
+                    };
+                }
                 let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
-                if created {
+                if op == method::PUSH_CREATE && !legacy {
                     *r.status_mut() = StatusCode::CREATED;
                 }
                 r
@@ -204,24 +228,38 @@ async fn call(
     r
 }
 
-async fn send(
-    State(s): State<Arc<AgentState>>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let p = body_params(&headers, &body);
-    call(&s, &headers, q.as_deref(), method::SEND, p, false).await
+/// A send body as v1.0 params (v0.3's is rewritten first).
+fn send_params(
+    headers: &HeaderMap,
+    body: &Bytes,
+    legacy: bool,
+) -> Result<Map<String, Value>, RpcError> {
+    let p = body_params(headers, body)?;
+    Ok(if legacy {
+        v03::send_request_to_v1(p)
+    } else {
+        p
+    })
 }
 
-async fn send_streaming(
+async fn send<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let p = body_params(&headers, &body);
-    call(&s, &headers, q.as_deref(), method::STREAM, p, false).await
+    let p = send_params(&headers, &body, V03);
+    call(&s, &headers, q.as_deref(), method::SEND, p, V03).await
+}
+
+async fn send_streaming<const V03: bool>(
+    State(s): State<Arc<AgentState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let p = send_params(&headers, &body, V03);
+    call(&s, &headers, q.as_deref(), method::STREAM, p, V03).await
 }
 
 async fn list(
@@ -239,7 +277,7 @@ fn with_id(mut p: Map<String, Value>, key: &str, id: &str) -> Map<String, Value>
 }
 
 /// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.
-async fn task_get(
+async fn task_get<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
@@ -250,11 +288,11 @@ async fn task_get(
         None => (id.as_str(), method::GET),
     };
     let p = Ok(with_id(query_params(q.as_deref()), "id", id));
-    call(&s, &headers, q.as_deref(), op, p, false).await
+    call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
-async fn task_post(
+async fn task_post<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
@@ -270,49 +308,59 @@ async fn task_post(
             "POST /tasks/{id} (use /tasks/{{id}}:cancel or :subscribe)"
         )));
     };
-    let p = body_params(&headers, &body).map(|b| with_id(b, "id", id));
-    call(&s, &headers, q.as_deref(), op, p, false).await
+    // v0.3 sends `{"name": "tasks/{id}"}`: the path says it already.
+    let p = body_params(&headers, &body).map(|mut b| {
+        b.remove("name");
+        with_id(b, "id", id)
+    });
+    call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
-async fn push_list(
+async fn push_list<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let p = Ok(with_id(query_params(q.as_deref()), "taskId", &id));
-    call(&s, &headers, q.as_deref(), method::PUSH_LIST, p, false).await
+    call(&s, &headers, q.as_deref(), method::PUSH_LIST, p, V03).await
 }
 
-async fn push_create(
+async fn push_create<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let p = body_params(&headers, &body).map(|b| with_id(b, "taskId", &id));
-    call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, true).await
+    let p = body_params(&headers, &body).map(|b| {
+        if V03 {
+            v03::create_push_to_v1(b, &id)
+        } else {
+            with_id(b, "taskId", &id)
+        }
+    });
+    call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, V03).await
 }
 
-async fn push_get(
+async fn push_get<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path((id, config)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
-    call(&s, &headers, q.as_deref(), method::PUSH_GET, p, false).await
+    call(&s, &headers, q.as_deref(), method::PUSH_GET, p, V03).await
 }
 
-async fn push_delete(
+async fn push_delete<const V03: bool>(
     State(s): State<Arc<AgentState>>,
     Path((id, config)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
-    call(&s, &headers, q.as_deref(), method::PUSH_DELETE, p, false).await
+    call(&s, &headers, q.as_deref(), method::PUSH_DELETE, p, V03).await
 }
 
 async fn extended_card(
@@ -329,6 +377,18 @@ async fn extended_card(
         false,
     )
     .await
+}
+
+/// `GET /v1/card` (v0.3): the authenticated extended card, or the public one when the agent
+/// has none; both in the v0.3 card form.
+async fn legacy_card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response {
+    match &s.extended_card {
+        Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(&headers)) => {
+            handlers::json_body(serde_json::to_vec(&v1::merged_card(card)).unwrap_or_default())
+        }
+        Some(_) => unauthorized(),
+        None => handlers::json_body(s.card_json.to_vec()),
+    }
 }
 
 #[cfg(test)]

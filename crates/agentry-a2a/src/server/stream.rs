@@ -49,7 +49,7 @@ pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageR
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
     JsonRpc { id: Value, version: ProtocolVersion },
-    Rest,
+    Rest(ProtocolVersion),
 }
 
 impl Frame {
@@ -63,7 +63,13 @@ impl Frame {
                 id,
                 version: ProtocolVersion::V1_0,
             } => jsonrpc::encode_result(id, &v1::stream_event(ev)),
-            Frame::Rest => serde_json::to_vec(&v1::stream_event(ev)).unwrap_or_default(),
+            Frame::Rest(ProtocolVersion::V1_0) => {
+                serde_json::to_vec(&v1::stream_event(ev)).unwrap_or_default()
+            }
+            Frame::Rest(ProtocolVersion::V0_3) => serde_json::to_vec(
+                &crate::rest::v03::answer_from_v1(v1::stream_event(ev), ev.is_final()),
+            )
+            .unwrap_or_default(),
         };
         Event::default().data(String::from_utf8(body).unwrap_or_default())
     }
@@ -90,7 +96,7 @@ pub(super) fn error(frame: Frame, e: RpcError, keep_alive: Duration) -> Response
             version: ProtocolVersion::V1_0,
         } => jsonrpc::encode_error(&id, &v1::error(&e)),
         // Nothing was streamed yet: a plain HTTP error says it best.
-        Frame::Rest => return super::rest::error(&e),
+        Frame::Rest(_) => return super::rest::error(&e),
     };
     let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
     sse(stream::iter([ev]), keep_alive)

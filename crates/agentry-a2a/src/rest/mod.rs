@@ -1,6 +1,7 @@
-//! The HTTP+JSON (REST) binding of A2A 1.0, as wire rules with no I/O: which HTTP method and
-//! path each operation uses, and how errors travel as `google.rpc.Status` bodies. The server
-//! (`server::rest`) and the client both follow these.
+//! The HTTP+JSON (REST) binding, as wire rules with no I/O: which HTTP method and path each
+//! operation uses, and how errors travel as `google.rpc.Status` bodies. v1.0 serves the
+//! resources at the interface's base URL; v0.3 served them under `/v1/` with bodies in the
+//! v0.3 proto's JSON ([`v03`]). The server (`server::rest`) and the client both follow these.
 //!
 //! ```
 //! use agentry_a2a::{jsonrpc::Request, model::TaskQueryParams, rest};
@@ -17,6 +18,9 @@ use serde_json::{Value, json};
 use crate::error::{RpcError, code};
 use crate::jsonrpc::Request;
 use crate::v1;
+use crate::version::ProtocolVersion;
+
+pub mod v03;
 
 /// One operation as an HTTP request: method, path (with its query) and JSON body.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,6 +128,54 @@ pub fn request(req: &Request) -> RestCall {
     }
 }
 
+/// The HTTP request of an operation in `version`'s form of the binding.
+pub fn request_as(req: &Request, version: ProtocolVersion) -> RestCall {
+    let mut call = request(req);
+    if version == ProtocolVersion::V1_0 {
+        return call;
+    }
+    call.path = match req {
+        Request::GetExtendedCard => "/v1/card".to_owned(),
+        _ => format!("/v1{}", call.path),
+    };
+    call.body = match req {
+        Request::SendMessage(_) | Request::StreamMessage(_) => {
+            call.body.map(v03::send_request_from_v1)
+        }
+        Request::CancelTask(p) => Some(json!({ "name": format!("tasks/{}", p.id) })),
+        Request::SetPushConfig(p) => {
+            let cfg = v03::push_config_from_v1(v1::encode_params(req));
+            Some(json!({
+                "parent": format!("tasks/{}", p.task_id),
+                "configId": p.push_notification_config.id.clone().unwrap_or_default(),
+                "config": cfg,
+            }))
+        }
+        _ => call.body,
+    };
+    call
+}
+
+/// Reads a v0.3 HTTP+JSON answer to `req` into the v1.0 form the v1.0 decoders read.
+pub fn answer_to_v1(req: &Request, v: Value) -> Value {
+    match req {
+        Request::GetTask(_) | Request::CancelTask(_) => v03::task_to_v1(v),
+        Request::SetPushConfig(_) | Request::GetPushConfig(_) => v03::push_config_to_v1_answer(v),
+        Request::ListPushConfigs(_) => {
+            let configs: Vec<Value> = v["configs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(v03::push_config_to_v1_answer)
+                .collect();
+            json!({ "configs": configs })
+        }
+        Request::GetExtendedCard => v,
+        _ => v03::answer_to_v1(v),
+    }
+}
+
 /// The gRPC status name an error maps to (the `status` of `google.rpc.Status`).
 pub fn status_name(code: i64) -> &'static str {
     use code::*;
@@ -156,10 +208,16 @@ pub fn error_body(e: &RpcError) -> (u16, Value) {
 }
 
 /// The error an HTTP error answer stands for: the A2A code of its `ErrorInfo` reason when it
-/// has one, else one that fits the HTTP status.
+/// has one, else one that fits the HTTP status (v0.3 servers answer `{"message"}` with a
+/// status per error: 404 task not found, 409 not cancelable, 422 invalid params, 501
+/// unsupported). A 404 that is not JSON is a route the server lacks: "method not found".
 pub fn error_from(status: u16, body: &[u8]) -> RpcError {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let err = &v["error"];
+    let err = if v["error"].is_object() {
+        &v["error"]
+    } else {
+        &v
+    };
     let message = err["message"]
         .as_str()
         .map(str::to_owned)
@@ -169,9 +227,15 @@ pub fn error_from(status: u16, body: &[u8]) -> RpcError {
         .into_iter()
         .flatten()
         .find_map(|d| d["reason"].as_str());
+    let is_json = v.is_object();
     let code = reason.and_then(code_of_reason).unwrap_or(match status {
+        404 if is_json => code::TASK_NOT_FOUND,
         404 => code::METHOD_NOT_FOUND,
+        409 => code::TASK_NOT_CANCELABLE,
         415 => code::CONTENT_TYPE_NOT_SUPPORTED,
+        422 => code::INVALID_PARAMS,
+        501 => code::UNSUPPORTED_OPERATION,
+        502 => code::INVALID_AGENT_RESPONSE,
         400..=499 => code::INVALID_REQUEST,
         _ => code::INTERNAL_ERROR,
     });
@@ -276,6 +340,17 @@ mod tests {
             );
         }
         assert_eq!(error_body(&RpcError::task_not_found("t")).0, 404);
-        assert_eq!(error_from(502, b"bad gateway").code, code::INTERNAL_ERROR);
+        assert_eq!(error_from(500, b"oops").code, code::INTERNAL_ERROR);
+        // v0.3 servers: `{"message"}` and a status per error.
+        let e = error_from(409, br#"{"message":"Task cannot be canceled"}"#);
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (code::TASK_NOT_CANCELABLE, "Task cannot be canceled")
+        );
+        assert_eq!(
+            error_from(404, br#"{"message":"Task not found"}"#).code,
+            code::TASK_NOT_FOUND
+        );
+        assert_eq!(error_from(404, b"Not Found").code, code::METHOD_NOT_FOUND);
     }
 }
