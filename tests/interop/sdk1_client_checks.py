@@ -19,6 +19,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
+from google.protobuf.json_format import ParseDict
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.client.transports.rest import RestTransport
@@ -35,6 +36,7 @@ from a2a.types import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    StreamResponse,
     SubscribeToTaskRequest,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -287,6 +289,12 @@ async def main(base: str, token: str | None, binding: str) -> int:
                     break
                 await asyncio.sleep(0.1)
             expect(Webhook.received, "webhook received nothing")
+            # A config made over 1.0 gets 1.0 bodies: a StreamResponse, read by the SDK's types.
+            headers, body = Webhook.received[-1]
+            event = ParseDict(body, StreamResponse())
+            expect(event.WhichOneof("payload") == "task" and event.task.id == task.id, f"body {body}")
+            tok = {k.lower(): v for k, v in headers.items()}.get("x-a2a-notification-token")
+            expect(tok == "tok-1", f"token header {tok}")
 
         await check("push configs create/get/list/delete and delivery", push())
 

@@ -472,7 +472,10 @@ pub fn task_from(v: Value) -> Result<Task, String> {
 }
 
 pub fn push_config_from(v: Value) -> Result<TaskPushNotificationConfig, String> {
-    from_up(push_config_up(into_object(v, "config")?)?)
+    let mut c: TaskPushNotificationConfig = from_up(push_config_up(into_object(v, "config")?)?)?;
+    // Bookkeeping of the side that stores configs, not something an answer carries.
+    c.push_notification_config.body_version = None;
+    Ok(c)
 }
 
 pub fn push_configs_from(v: Value) -> Result<Vec<TaskPushNotificationConfig>, String> {
@@ -818,6 +821,8 @@ fn push_config_up(mut o: Map<String, Value>) -> Result<Value, String> {
     if o.get("id").is_some_and(|i| i.as_str() == Some("")) {
         o.remove("id");
     }
+    // Made over v1.0: its webhook gets v1.0 bodies.
+    o.insert("x-agentry-protocol".into(), json!("1.0"));
     Ok(json!({ "taskId": task_id, "pushNotificationConfig": o }))
 }
 

@@ -178,6 +178,7 @@ async fn drive_python_sdk_server(client: &A2aClient) {
                     url: hook.into(),
                     token: Some("t".into()),
                     authentication: None,
+                    body_version: None,
                 },
             )
             .await

@@ -35,6 +35,7 @@ async fn tasks_survive_a_restart() {
             url: "http://127.0.0.1:9/h".into(),
             token: None,
             authentication: None,
+            body_version: None,
         };
         c.set_push_config(&t.id, cfg).await.unwrap();
         (t, "h")

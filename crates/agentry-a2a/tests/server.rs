@@ -12,6 +12,7 @@ use agentry_a2a::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};
+use agentry_a2a::version::ProtocolVersion;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -474,46 +475,59 @@ async fn push_notifications_carry_token_and_bearer_credentials() {
         },
     )
     .await;
-    let c = client(&s.base).await;
-    let mut p = MessageSendParams::new(user("notify me"));
-    p.configuration = Some(MessageSendConfiguration {
-        push_notification_config: Some(PushNotificationConfig {
-            id: None,
-            url: hook_url.clone(),
-            token: Some("tok".into()),
-            authentication: Some(PushNotificationAuthenticationInfo {
-                schemes: vec!["Bearer".into()],
-                credentials: Some("cred".into()),
+    // The body follows the version the config was made in: v0.3's Task, v1.0's StreamResponse.
+    for version in [ProtocolVersion::V0_3, ProtocolVersion::V1_0] {
+        seen.lock().await.clear();
+        let c = client(&s.base).await.with_version(version);
+        let mut p = MessageSendParams::new(user("notify me"));
+        p.configuration = Some(MessageSendConfiguration {
+            push_notification_config: Some(PushNotificationConfig {
+                id: None,
+                url: hook_url.clone(),
+                token: Some("tok".into()),
+                authentication: Some(PushNotificationAuthenticationInfo {
+                    schemes: vec!["Bearer".into()],
+                    credentials: Some("cred".into()),
+                }),
+                body_version: None,
             }),
-        }),
-        ..Default::default()
-    });
-    let t = task_of(&c, p).await;
-    let mut states = Vec::new();
-    for _ in 0..200 {
-        states = seen
-            .lock()
-            .await
-            .iter()
-            .map(|(_, b)| b["status"]["state"].as_str().unwrap_or("").to_owned())
-            .collect();
-        if states.iter().any(|s| s == "completed") {
-            break;
+            ..Default::default()
+        });
+        let t = task_of(&c, p).await;
+        let (task_of_body, done): (fn(&Value) -> &Value, &str) = match version {
+            ProtocolVersion::V0_3 => (|b| b, "completed"),
+            ProtocolVersion::V1_0 => (|b| &b["task"], "TASK_STATE_COMPLETED"),
+        };
+        let mut states = Vec::new();
+        for _ in 0..200 {
+            states = seen
+                .lock()
+                .await
+                .iter()
+                .map(|(_, b)| {
+                    task_of_body(b)["status"]["state"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned()
+                })
+                .collect();
+            if states.iter().any(|s| s == done) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(states.contains(&done.to_owned()), "{version}: {states:?}");
+        let seen = seen.lock().await;
+        let (headers, body) = &seen[0];
+        assert_eq!(headers["x-a2a-notification-token"], "tok");
+        assert_eq!(headers["authorization"], "Bearer cred");
+        assert_eq!(task_of_body(body)["id"], json!(t.id));
+        // The config given with the message is listed under the task's id, as sent.
+        let listed = c.list_push_configs(&t.id).await.unwrap();
+        let cfg = &listed[0].push_notification_config;
+        assert_eq!(cfg.id.as_deref(), Some(t.id.as_str()));
+        assert_eq!(cfg.body_version, None, "bookkeeping never goes out");
     }
-    assert!(states.contains(&"completed".to_owned()), "{states:?}");
-    let seen = seen.lock().await;
-    let (headers, body) = &seen[0];
-    assert_eq!(headers["x-a2a-notification-token"], "tok");
-    assert_eq!(headers["authorization"], "Bearer cred");
-    assert_eq!(body["id"], json!(t.id));
-    // The config given with the message is listed under the task's id.
-    let listed = c.list_push_configs(&t.id).await.unwrap();
-    assert_eq!(
-        listed[0].push_notification_config.id.as_deref(),
-        Some(t.id.as_str())
-    );
 }
 
 #[tokio::test]
@@ -537,6 +551,7 @@ async fn push_to_private_targets_is_refused_by_default() {
             url: url.into(),
             token: None,
             authentication: None,
+            body_version: None,
         };
         assert_eq!(
             code(c.set_push_config(&t.id, cfg).await.unwrap_err()),

@@ -195,6 +195,7 @@ async fn fire_and_forget_then_request_with_callback() {
             url: hook,
             token: Some("cb".into()),
             authentication: None,
+            body_version: None,
         }),
         ..Default::default()
     });

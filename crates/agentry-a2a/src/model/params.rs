@@ -52,6 +52,15 @@ pub struct PushNotificationConfig {
     pub token: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<PushNotificationAuthenticationInfo>,
+    /// The protocol version whose notification body the webhook gets: `Some("1.0")` (a
+    /// `StreamResponse`) for configs made over v1.0, v0.3's bare Task otherwise. Kept with the
+    /// config in the store; not part of either version's wire form.
+    #[serde(
+        default,
+        rename = "x-agentry-protocol",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub body_version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

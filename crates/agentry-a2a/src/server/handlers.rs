@@ -373,8 +373,12 @@ impl Answer {
             (ProtocolVersion::V0_3, Answer::Send(r)) => json(serde_json::to_value(r)),
             (ProtocolVersion::V0_3, Answer::Task(t)) => json(serde_json::to_value(t)),
             (ProtocolVersion::V0_3, Answer::Tasks(l)) => json(serde_json::to_value(l)),
-            (ProtocolVersion::V0_3, Answer::PushConfig(c)) => json(serde_json::to_value(c)),
-            (ProtocolVersion::V0_3, Answer::PushConfigs(l)) => json(serde_json::to_value(l)),
+            (ProtocolVersion::V0_3, Answer::PushConfig(c)) => {
+                json(serde_json::to_value(wire_config(c.clone())))
+            }
+            (ProtocolVersion::V0_3, Answer::PushConfigs(l)) => json(serde_json::to_value(
+                l.iter().cloned().map(wire_config).collect::<Vec<_>>(),
+            )),
             (ProtocolVersion::V0_3, Answer::Deleted) => Value::Null,
             (ProtocolVersion::V1_0, Answer::Send(r)) => v1::send_result(r),
             (ProtocolVersion::V1_0, Answer::Task(t)) => v1::task(t),
@@ -384,6 +388,12 @@ impl Answer {
             (ProtocolVersion::V1_0, Answer::Deleted) => Value::Object(Default::default()),
         }
     }
+}
+
+/// A stored config as v0.3 sends it (without agentry's own bookkeeping).
+fn wire_config(mut c: TaskPushNotificationConfig) -> TaskPushNotificationConfig {
+    c.push_notification_config.body_version = None;
+    c
 }
 
 /// Methods answered with one JSON body.

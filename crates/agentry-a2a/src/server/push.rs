@@ -84,12 +84,22 @@ impl PushSender {
     }
 
     /// Queues the task for every config; never waits.
+    /// Queues the task's notification to each config's webhook: v0.3's bare Task, or for
+    /// configs made over v1.0 a `StreamResponse` (`{"task": …}`) in v1.0 form.
     pub(crate) fn notify(&self, configs: &[PushNotificationConfig], task: &Task) {
-        let Ok(body) = serde_json::to_vec(task) else {
-            return;
-        };
-        let body = Arc::new(body);
+        let mut v03 = None;
+        let mut v10 = None;
         for config in configs {
+            let body = if config.body_version.as_deref() == Some("1.0") {
+                v10.get_or_insert_with(|| {
+                    Arc::new(
+                        serde_json::to_vec(&serde_json::json!({ "task": crate::v1::task(task) }))
+                            .unwrap_or_default(),
+                    )
+                })
+            } else {
+                v03.get_or_insert_with(|| Arc::new(serde_json::to_vec(task).unwrap_or_default()))
+            };
             let job = Job {
                 config: config.clone(),
                 body: body.clone(),

@@ -181,10 +181,26 @@ async fn call(
         Ok(a) => a,
         Err(e) => return error(&e),
     };
-    let req = match params.and_then(|p| v1::decode_value(op, Value::Object(p))) {
+    let mut req = match params.and_then(|p| v1::decode_value(op, Value::Object(p))) {
         Ok(r) => r,
         Err(e) => return error(&e),
     };
+    if legacy {
+        // Configs made over v0.3 get v0.3 notification bodies.
+        match &mut req {
+            Request::SetPushConfig(p) => p.push_notification_config.body_version = None,
+            Request::SendMessage(p) | Request::StreamMessage(p) => {
+                if let Some(c) = p
+                    .configuration
+                    .as_mut()
+                    .and_then(|c| c.push_notification_config.as_mut())
+                {
+                    c.body_version = None;
+                }
+            }
+            _ => {}
+        }
+    }
     let mut r = match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
             let version = if legacy {

@@ -19,6 +19,7 @@ fn push(id: &str) -> PushNotificationConfig {
         url: format!("https://example.com/{id}"),
         token: None,
         authentication: None,
+        body_version: None,
     }
 }
 
