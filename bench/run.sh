@@ -18,13 +18,15 @@ CONN=${2:-64}
 SOAK=${BENCH_SOAK_TASKS:-500000}
 PROTOS=${BENCH_PROTOS:-0.3 1.0}
 ROOT=$(cd .. && pwd)
-BIN=$ROOT/target/release/agentry
+# The A2A server with the built-in echo agent, without the rest of agentry (same server code
+# as `agentry serve --agent echo`, a much shorter release build).
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/serve_echo
 OUT=${BENCH_OUT:-$PWD/results}
 mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
-echo "==> building agentry (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry-cli)
+echo "==> building agentry's A2A echo server (release)"
+(cd "$ROOT" && cargo build --release --locked -p agentry-a2a --example serve_echo)
 if [ ! -d peers/node_modules/@a2a-js/sdk ]; then
   echo "==> installing @a2a-js/sdk 1.3.0 + express"
   (cd peers && npm install --silent --no-audit --no-fund)
@@ -58,7 +60,7 @@ start() { # name mode
     agentry)
       local db="$OUT/bench-$mode.db"; rm -f "$db"*
       local em=task; [ "$mode" = message ] && em=message
-      AGENTRY_LOG=warn "$BIN" serve --agent echo --echo-mode "$em" --port "$PORT" --store sqlite --db "$db" 2>/dev/null &
+      "$BIN" "$PORT" "$em" "$db" 2>/dev/null &
       ;;
     js) A2A_MODE=$mode A2A_PORT=$PORT node peers/js_echo_server.mjs >/dev/null 2>&1 & ;;
     python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python peers/py_echo_server.py >/dev/null 2>&1 & ;;

@@ -305,3 +305,129 @@ async fn card_has_cache_headers_and_legacy_path() {
         .unwrap();
     assert_eq!(legacy.name, "echo");
 }
+
+/// `A2A-Version`: absent or empty means 0.3, the query parameter works too, an unknown version
+/// is -32009 with HTTP 400 and an `ErrorInfo`, and the answer follows the version asked.
+#[tokio::test]
+async fn version_negotiation() {
+    let s = common::echo_server().await;
+    let http = reqwest::Client::new();
+    let send = |version: Option<&str>, url: &str, method: &str, params: Value| {
+        let mut req = http.post(url).json(&json!({
+            "jsonrpc": "2.0", "id": 7, "method": method, "params": params,
+        }));
+        if let Some(v) = version {
+            req = req.header("A2A-Version", v);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let v03 = json!({"message": {"kind": "message", "role": "user", "messageId": "m1",
+                                 "parts": [{"kind": "text", "text": "hi"}]}});
+    let v10 =
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "parts": [{"text": "hi"}]}});
+
+    for header in [None, Some(""), Some("0.3"), Some("0.3.0")] {
+        let (status, body) = send(header, &s.base, "message/send", v03.clone()).await;
+        assert_eq!(status, 200, "{header:?}: {body}");
+        assert_eq!(
+            body["result"]["status"]["state"], "completed",
+            "{header:?}: {body}"
+        );
+    }
+    for (header, url) in [
+        (Some("1.0"), s.base.clone()),
+        (Some("1.0.1"), s.base.clone()),
+        (None, format!("{}?A2A-Version=1.0", s.base)),
+        // No header and a v1.0 method name: the names say which codec.
+        (None, s.base.clone()),
+    ] {
+        let (status, body) = send(header, &url, "SendMessage", v10.clone()).await;
+        assert_eq!(status, 200, "{header:?} {url}: {body}");
+        assert_eq!(
+            body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{body}"
+        );
+        assert!(body["result"]["task"].get("kind").is_none(), "{body}");
+    }
+    let (status, body) = send(Some("99.0"), &s.base, "SendMessage", v10.clone()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (400, Some(-32009)),
+        "{body}"
+    );
+    assert_eq!(body["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    assert_eq!(body["id"], Value::Null);
+    // A version header that names the other generation's method: method not found.
+    let (_, body) = send(Some("1.0"), &s.base, "message/send", v03).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    assert_eq!(body["id"], 7);
+    let (_, body) = send(Some("0.3"), &s.base, "SendMessage", v10).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    // The REST binding answers the version error as a google.rpc.Status.
+    let r = http
+        .get(format!("{}tasks/x", s.base))
+        .header("A2A-Version", "7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "FAILED_PRECONDITION", "{body}");
+}
+
+/// `A2A-Extensions`: a required extension missing from the request is -32008; requested
+/// extensions the agent supports are echoed; unknown ones are ignored.
+#[tokio::test]
+async fn extensions_are_required_and_echoed() {
+    const REQUIRED: &str = "https://example.com/ext/required/v1";
+    const OPTIONAL: &str = "https://example.com/ext/optional/v1";
+    let s = common::agent_server(
+        |url| {
+            let mut card = agentry_a2a::agents::Echo::card(url);
+            for (uri, required) in [(REQUIRED, true), (OPTIONAL, false)] {
+                card.capabilities.extensions.push(AgentExtension {
+                    uri: uri.into(),
+                    description: None,
+                    required: Some(required),
+                    params: None,
+                });
+            }
+            card
+        },
+        agentry_a2a::agents::Echo::default(),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}});
+    let r = http
+        .post(&s.base)
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32008, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains(REQUIRED),
+        "{v}"
+    );
+    let r = http
+        .post(&s.base)
+        .header("A2A-Version", "1.0")
+        .header(
+            "A2A-Extensions",
+            format!("{REQUIRED}, {OPTIONAL}, https://unknown.example/x"),
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let echoed = r.headers()["a2a-extensions"].to_str().unwrap().to_owned();
+    assert_eq!(echoed, format!("{REQUIRED}, {OPTIONAL}"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32001, "past the extension check: {v}");
+}

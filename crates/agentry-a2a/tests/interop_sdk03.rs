@@ -231,3 +231,62 @@ async fn drive_python_sdk_server(client: &A2aClient) {
         other => panic!("last event {other:?}"),
     }
 }
+
+/// A card that claims 1.0 for an endpoint that speaks only 0.3 (the 0.3.26 SDK's server): the
+/// client's first 1.0 call is refused (-32601), it switches to the card's 0.3 interface for
+/// good, and the caller sees only the answers — for a plain call and for a stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_falls_back_to_0_3_when_a_card_overclaims_1_0() {
+    let Some(py) = python_server().await else {
+        return;
+    };
+    let mut card = agentry_a2a::client::fetch_card(&py.base, &ClientConfig::default())
+        .await
+        .unwrap();
+    card.supported_interfaces = ["1.0", "0.3"]
+        .into_iter()
+        .map(|v| SupportedInterface {
+            url: py.base.clone(),
+            protocol_binding: "JSONRPC".into(),
+            protocol_version: v.into(),
+            tenant: String::new(),
+        })
+        .collect();
+    let (listener, base) = common::bind().await;
+    let app = axum::Router::new().route(
+        "/.well-known/agent-card.json",
+        axum::routing::get(move || {
+            let card = card.clone();
+            async move { axum::Json(card) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    for streaming in [false, true] {
+        let client = A2aClient::discover(&base, ClientConfig::default())
+            .await
+            .unwrap();
+        assert_eq!(client.version(), ProtocolVersion::V1_0);
+        let params = MessageSendParams::new(user("fall back"));
+        let task_id = if streaming {
+            let events: Vec<StreamEvent> = client
+                .stream_message(params)
+                .map(Result::unwrap)
+                .collect()
+                .await;
+            assert!(events.last().unwrap().is_final(), "{events:?}");
+            match &events[0] {
+                StreamEvent::Task(t) => t.id.clone(),
+                other => panic!("first event {other:?}"),
+            }
+        } else {
+            let SendMessageResult::Task(t) = client.send_message(params).await.unwrap() else {
+                panic!("expected a task")
+            };
+            assert_eq!(join_text(&t.artifacts[0].parts), "echo: fall back");
+            t.id
+        };
+        assert_eq!(client.version(), ProtocolVersion::V0_3, "switched for good");
+        assert_eq!(client.get_task(&task_id, None).await.unwrap().id, task_id);
+    }
+}

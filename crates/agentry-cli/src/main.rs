@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use agentry_a2a::A2aError;
 use agentry_a2a::agents::{Conformance, Echo, EchoMode};
-use agentry_a2a::client::{A2aClient, Auth, ClientConfig, fetch_card};
+use agentry_a2a::client::{A2aClient, Auth, Binding, ClientConfig, fetch_card};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{A2aServer, AgentService, ServerConfig};
 use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
+use agentry_a2a::version::ProtocolVersion;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use futures_util::StreamExt;
 
@@ -234,6 +235,18 @@ struct CallOpts {
     /// Request timeout in seconds.
     #[arg(long, global = true, default_value_t = 60)]
     timeout: u64,
+    /// Preferred binding when the card offers several: jsonrpc or rest (HTTP+JSON).
+    #[arg(long, global = true, value_enum, default_value_t = BindingArg::Jsonrpc)]
+    binding: BindingArg,
+    /// Speak this A2A version instead of the newest both sides support: 1.0 or 0.3.
+    #[arg(long = "a2a-version", global = true)]
+    a2a_version: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BindingArg {
+    Jsonrpc,
+    Rest,
 }
 
 #[derive(Subcommand)]
@@ -616,12 +629,24 @@ fn client_config(opts: &CallOpts) -> Result<ClientConfig, A2aError> {
     Ok(ClientConfig {
         request_timeout: std::time::Duration::from_secs(opts.timeout),
         auth,
+        binding: match opts.binding {
+            BindingArg::Jsonrpc => Binding::JsonRpc,
+            BindingArg::Rest => Binding::HttpJson,
+        },
         ..ClientConfig::default()
     })
 }
 
 async fn connect(url: &str, opts: &CallOpts) -> Result<A2aClient, A2aError> {
-    A2aClient::discover(url, client_config(opts)?).await
+    let client = A2aClient::discover(url, client_config(opts)?).await?;
+    match opts.a2a_version.as_deref() {
+        None => Ok(client),
+        Some(v) => {
+            let version = ProtocolVersion::parse(v)
+                .ok_or_else(|| A2aError::Other(format!("--a2a-version {v:?}: use 1.0 or 0.3")))?;
+            Ok(client.with_version(version))
+        }
+    }
 }
 
 async fn a2a(cmd: A2aCommand) -> Result<(), A2aError> {

@@ -41,6 +41,12 @@ pub fn card(card: &AgentCard, as_json: bool) {
     );
     println!("  {}", card.description);
     println!("  endpoint: {} ({})", card.url, card.preferred_transport);
+    for i in &card.supported_interfaces {
+        println!(
+            "  interface: {} {} {}",
+            i.protocol_binding, i.protocol_version, i.url
+        );
+    }
     let c = &card.capabilities;
     println!(
         "  streaming: {}, push notifications: {}",

@@ -100,6 +100,42 @@ fn serve_then_card_send_stream_get_cancel() {
 }
 
 #[test]
+fn a2a_calls_pick_binding_and_version() {
+    let (_server, url) = serve("echo", &[]);
+    let card = stdout(&run(&["a2a", "card", &url]));
+    for iface in [
+        "JSONRPC 1.0",
+        "JSONRPC 0.3",
+        "HTTP+JSON 1.0",
+        "HTTP+JSON 0.3",
+    ] {
+        assert!(card.contains(&format!("interface: {iface}")), "{card}");
+    }
+    for extra in [
+        &["--binding", "rest"][..],
+        &["--a2a-version", "0.3"][..],
+        &["--binding", "rest", "--a2a-version", "0.3"][..],
+    ] {
+        let mut args = vec!["a2a", "send", &url, "over any binding", "--stream"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        let text = stdout(&out);
+        assert!(
+            out.status.success() && text.contains("[artifact echo] over any binding"),
+            "{extra:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bad = run(&["a2a", "send", &url, "x", "--a2a-version", "2.0"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("use 1.0 or 0.3"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+#[test]
 fn conformance_agent_continues_and_cancels_a_task() {
     let (_server, url) = serve("conformance", &["--store", "memory"]);
     let first = run(&["a2a", "send", &url, "turn one", "--json"]);
