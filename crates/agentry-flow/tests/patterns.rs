@@ -204,15 +204,17 @@ async fn fire_and_forget_then_request_with_callback() {
         panic!()
     };
     assert!(!t.state().is_terminal());
-    // The callback arrives when it does.
+    // The callback arrives when it does; the client spoke A2A 1.0, so the body is a 1.0
+    // StreamResponse.
+    assert_eq!(
+        client.version(),
+        agentry_a2a::version::ProtocolVersion::V1_0
+    );
     let mut done = false;
     for _ in 0..200 {
-        if got
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|v| v["status"]["state"] == "completed" && v["id"] == json!(t.id))
-        {
+        if got.lock().unwrap().iter().any(|v| {
+            v["task"]["status"]["state"] == "TASK_STATE_COMPLETED" && v["task"]["id"] == json!(t.id)
+        }) {
             done = true;
             break;
         }
