@@ -31,6 +31,41 @@ pub struct ServeFile {
     /// Serve an orchestrator agent running these workflows.
     #[serde(default)]
     pub orchestrator: Option<OrchestratorSection>,
+    #[serde(default)]
+    pub team: Option<TeamSection>,
+}
+
+/// `[team]`: the built-in RAG → PPT team behind `agentry run`, configured. With a `model`
+/// (any provider: an OpenAI-compatible server, the embedded model, a scripted transcript) the
+/// model reads the request and writes the cited summary; without one the team is rule-based
+/// and extractive.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamSection {
+    pub model: Option<agentry_core::agent::ModelConfig>,
+    pub collection: Option<String>,
+    pub output: Option<PathBuf>,
+    pub db: Option<PathBuf>,
+}
+
+/// The `[team]` section of a config file, with relative paths resolved against the file's
+/// folder; `None` when the file has none (it then configures agents for the LLM planner).
+pub fn team_section(path: &Path) -> Result<Option<TeamSection>, A2aError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
+    let file: ServeFile =
+        parse_config(path, &text).map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
+    let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Ok(file.team.map(|mut t| {
+        if let Some(agentry_core::agent::ModelConfig::Scripted { transcript }) = &mut t.model
+            && transcript.is_relative()
+        {
+            *transcript = base.join(&*transcript);
+        }
+        t.output = t.output.map(|o| base.join(o));
+        t.db = t.db.map(|d| base.join(d));
+        t
+    }))
 }
 
 #[derive(Debug, Deserialize)]

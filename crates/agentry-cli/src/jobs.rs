@@ -9,7 +9,7 @@ use agentry_a2a::A2aError;
 use agentry_core::embed::DynEmbedder;
 use agentry_flow::Engine;
 use agentry_specialists::agents::{PptSpecialist, RagSpecialist};
-use agentry_specialists::job::{Team, plan};
+use agentry_specialists::job::{Team, plan, plan_request, understand_with};
 use agentry_specialists::pptx::{Decks, ppt_tools};
 use agentry_specialists::rag::{KnowledgeBase, Progress, RagAgent};
 
@@ -119,6 +119,8 @@ pub struct RunOpts {
     pub db: Option<PathBuf>,
     pub in_process: bool,
     pub json: bool,
+    /// Reads the request and writes the cited summary; `None`: rules and extractive answers.
+    pub model: Option<agentry_core::agent::ModelConfig>,
 }
 
 /// `agentry run TASK` without a config file: plan with the built-in planner, run RAG → PPT.
@@ -134,14 +136,29 @@ pub async fn run_builtin(task: &str, o: RunOpts) -> Result<(), A2aError> {
             o.collection
         )));
     }
-    let rag = RagSpecialist::new(RagAgent::new(kb, &o.collection));
+    let llm = match &o.model {
+        None => None,
+        Some(m) => Some(crate::configured::factory().model(m).map_err(other)?),
+    };
+    let mut rag_agent = RagAgent::new(kb, &o.collection);
+    rag_agent.writer = llm.clone();
+    let rag = RagSpecialist::new(rag_agent);
     let ppt = PptSpecialist::new(ppt_tools(&Decks::new(&o.output)));
     let team = if o.in_process {
         Team::in_process(rag, ppt)
     } else {
         Team::over_a2a(rag, ppt).await.map_err(other)?
     };
-    let (wf, input) = plan(task);
+    let (wf, input) = match &llm {
+        None => plan(task),
+        Some(llm) => {
+            let (request, by_model) = understand_with(&**llm, task).await;
+            if !by_model {
+                eprintln!("agentry: the model's reading of the request was unusable; using rules");
+            }
+            plan_request(task, request)
+        }
+    };
     eprintln!("agentry: planned `{}`:", wf.name);
     for s in &wf.steps {
         let url = team

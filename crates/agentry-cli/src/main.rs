@@ -81,12 +81,12 @@ enum Command {
         input: Option<String>,
         #[arg(long)]
         json: bool,
-        /// Built-in team: the document collection to draw on.
-        #[arg(long, default_value = "documents")]
-        collection: String,
-        /// Built-in team: where the deck and summary go.
-        #[arg(long, default_value = ".")]
-        output: PathBuf,
+        /// Built-in team: the document collection to draw on (default `documents`).
+        #[arg(long)]
+        collection: Option<String>,
+        /// Built-in team: where the deck and summary go (default `.`).
+        #[arg(long)]
+        output: Option<PathBuf>,
         /// Built-in team: knowledge base file (default $AGENTRY_HOME/knowledge.db).
         #[arg(long)]
         db: Option<PathBuf>,
@@ -370,17 +370,28 @@ fn main() -> ExitCode {
                 db,
                 in_process,
             } => {
-                if config.exists() {
-                    flows::plan_and_run(&task, &config, input.as_deref(), json).await
+                // A config file with agents runs them; one with a [team] section (or none at
+                // all) runs the built-in team, with the section's model if it names one.
+                let team = if config.exists() {
+                    configured::team_section(&config)?
                 } else {
-                    let o = jobs::RunOpts {
-                        collection,
-                        output,
-                        db,
-                        in_process,
-                        json,
-                    };
-                    jobs::run_builtin(&task, o).await
+                    Some(configured::TeamSection::default())
+                };
+                match team {
+                    None => flows::plan_and_run(&task, &config, input.as_deref(), json).await,
+                    Some(t) => {
+                        let o = jobs::RunOpts {
+                            collection: collection
+                                .or(t.collection)
+                                .unwrap_or_else(|| "documents".into()),
+                            output: output.or(t.output).unwrap_or_else(|| ".".into()),
+                            db: db.or(t.db),
+                            in_process,
+                            json,
+                            model: t.model,
+                        };
+                        jobs::run_builtin(&task, o).await
+                    }
                 }
             }
             Command::Ingest {

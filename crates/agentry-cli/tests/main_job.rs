@@ -199,6 +199,83 @@ fn a_cited_hamlet_deck_from_our_documents() {
         o.status.success() && answer.contains("Son to the former"),
         "{answer}"
     );
+
+    // The same command with an OpenAI-compatible model by configuration (PyPI mockllm as the
+    // server): the model reads the request (it asks for 4 slides, the rules would say 5) and
+    // writes the cited summary.
+    with_a_configured_model(&home, &dir);
+}
+
+/// `agentry run --config team.toml` where `[team]` names an OpenAI-compatible model.
+fn with_a_configured_model(home: &Path, dir: &Path) {
+    let venv_python = std::env::var_os("AGENTRY_INTEROP_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv-interop/bin/python"));
+    let mockllm = venv_python.with_file_name("mockllm");
+    if !require(
+        mockllm.exists(),
+        "mockllm missing: run scripts/test.sh",
+        "AGENTRY_REQUIRE_INTEROP",
+    ) {
+        return;
+    }
+    let task = "Create a 5-slide presentation about Hamlet based on our documents";
+    let summary = "Hamlet is the Prince of Denmark [1], grieving his father [2].";
+    let responses = dir.join("responses.yml");
+    std::fs::write(
+        &responses,
+        format!(
+            "responses:\n  \"{task}\": '{{\"topic\": \"Hamlet\", \"slides\": 4}}'\n\
+             defaults:\n  unknown_response: \"{summary}\"\n"
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+        }
+    }
+    let _server = Kill(
+        Command::new(&mockllm)
+            .args(["start", "--responses"])
+            .arg(&responses)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start mockllm"),
+    );
+    let up = (0..150).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "mockllm did not start");
+    let config = dir.join("team.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[team]\ncollection = \"shakespeare\"\noutput = \"with-model\"\n\
+             [team.model]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n\
+             model = \"gpt-4o-mini\"\napi_key = \"not-needed\"\n"
+        ),
+    )
+    .unwrap();
+    let o = agentry(home, &["run", task, "--config", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stderr}\n{stdout}");
+    assert!(!stderr.contains("unusable"), "{stderr}");
+    let out = dir.join("with-model");
+    assert!(stdout.contains("Saved a 4-slide deck"), "{stdout}");
+    assert!(out.join("hamlet.pptx").exists());
+    let written = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(written.contains(summary), "{written}");
 }
 
 fn agentry_local_models_present() -> bool {

@@ -2,9 +2,10 @@
 //!
 //! [`plan`] reads the request (topic, number of slides) and gives the workflow: the RAG agent
 //! gathers cited key points, then the PPT agent builds the deck from them. A request that asks
-//! for no deck becomes a single RAG step. The plan is rule-based on purpose: it must work with
-//! the 135M embedded model, which cannot plan reliably; with a configured model `agentry run
-//! --config` uses the LLM planner over any agents instead.
+//! for no deck becomes a single RAG step. The default reading is rule-based on purpose: it must
+//! work with the 135M embedded model, which cannot plan reliably. With a configured model
+//! ([`understand_with`]) the model reads the request, and the rules take over whenever its
+//! answer is not a usable `{topic, slides}`.
 //!
 //! [`Team`] serves the two agents over A2A on loopback ports and registers them as remote
 //! agents (with their in-process twins as fallback), so a run goes over the real protocol.
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use agentry_a2a::server::{A2aServer, AgentService};
 use agentry_a2a::store::MemoryStore;
 use agentry_core::a2a::AgentHandle;
+use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
 use agentry_flow::{AgentRegistry, Mode, Workflow};
 use serde_json::{Value, json};
 
@@ -92,9 +94,60 @@ pub fn understand(task: &str) -> Request {
     }
 }
 
-/// The workflow and its input for `task`.
+/// Reads the request with `llm`: it is asked for `{"topic": …, "slides": n|null}`. Returns the
+/// request and whether the model's reading was used (an unusable answer falls back to
+/// [`understand`]).
+pub async fn understand_with(llm: &dyn DynLlmProvider, task: &str) -> (Request, bool) {
+    let rules = understand(task);
+    let req = ChatRequest {
+        messages: vec![
+            ChatMessage::system(
+                "Read the user's request. Answer with one JSON object and nothing else: \
+                 {\"topic\": the subject in a few words, \"slides\": the number of slides \
+                 asked for including the title slide, or null when no presentation is asked for}.",
+            ),
+            ChatMessage::user(task),
+        ],
+        temperature: Some(0.0),
+        max_tokens: Some(100),
+        ..Default::default()
+    };
+    let Ok(answer) = llm.chat_dyn(req).await else {
+        return (rules, false);
+    };
+    let text = answer.message.content;
+    let json = text
+        .find('{')
+        .zip(text.rfind('}'))
+        .and_then(|(a, z)| serde_json::from_str::<Value>(&text[a..=z]).ok());
+    let Some(v) = json else {
+        return (rules, false);
+    };
+    let topic = v["topic"].as_str().map(str::trim).unwrap_or_default();
+    let slides = match &v["slides"] {
+        Value::Null => None,
+        n => match n.as_u64() {
+            Some(n @ 2..=30) => Some(n as usize),
+            _ => return (rules, false),
+        },
+    };
+    if topic.is_empty() || topic.len() > 120 {
+        return (rules, false);
+    }
+    let r = Request {
+        topic: topic.to_owned(),
+        slides,
+    };
+    (r, true)
+}
+
+/// The workflow and its input for `task`, read by the rules.
 pub fn plan(task: &str) -> (Workflow, Value) {
-    let r = understand(task);
+    plan_request(task, understand(task))
+}
+
+/// The workflow and its input for a request already read.
+pub fn plan_request(task: &str, r: Request) -> (Workflow, Value) {
     match r.slides {
         Some(slides) => {
             let wf: Workflow = serde_json::from_value(json!({
