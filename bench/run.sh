@@ -27,9 +27,11 @@ mkdir -p "$OUT"
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 echo "==> building agentry's A2A echo server (release)"
 (cd "$ROOT" && cargo build --release --locked -p agentry-a2a --example serve_echo)
-if [ ! -d peers/node_modules/@a2a-js/sdk ]; then
+# The peers are the interop tests' echo servers (tests/interop, tests/a2a-peers).
+JS_PEERS=$ROOT/tests/a2a-peers
+if [ ! -d "$JS_PEERS/node_modules/@a2a-js/sdk" ]; then
   echo "==> installing @a2a-js/sdk 1.3.0 + express"
-  (cd peers && npm install --silent --no-audit --no-fund)
+  (cd "$JS_PEERS" && npm ci --silent --no-audit --no-fund)
 fi
 if ! .venv-sdk1/bin/python -c 'import a2a, uvicorn, uvloop' 2>/dev/null; then
   echo "==> installing a2a-sdk 1.3.0 + uvicorn"
@@ -62,8 +64,8 @@ start() { # name mode
       local em=task; [ "$mode" = message ] && em=message
       "$BIN" "$PORT" "$em" "$db" 2>/dev/null &
       ;;
-    js) A2A_MODE=$mode A2A_PORT=$PORT node peers/js_echo_server.mjs >/dev/null 2>&1 & ;;
-    python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python peers/py_echo_server.py >/dev/null 2>&1 & ;;
+    js) (cd "$JS_PEERS" && A2A_MODE=$mode A2A_PORT=$PORT exec node a2a_js1_echo_server.mjs >/dev/null 2>&1) & ;;
+    python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python "$ROOT/tests/interop/a2a_sdk1_echo_server.py" >/dev/null 2>&1 & ;;
   esac
   PID=$!
   wait_up

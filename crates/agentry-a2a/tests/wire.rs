@@ -1,8 +1,10 @@
 //! Wire types: the v0.3.0 specification's examples round-trip, unknown fields are tolerated,
-//! missing or mistyped fields give -32602 naming the field.
+//! missing or mistyped fields give -32602 naming the field; the v1.0 codec round-trips and
+//! its decoder answers arbitrary input with protocol errors.
 
 use agentry_a2a::jsonrpc::{self, Request};
 use agentry_a2a::model::*;
+use agentry_a2a::version::ProtocolVersion;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -325,9 +327,46 @@ proptest! {
         prop_assert_eq!(back, m);
     }
 
+    /// The v1.0 codec: a message survives model -> v1.0 JSON -> model, inside a send request
+    /// (server side) and inside a result (client side).
+    #[test]
+    fn messages_round_trip_through_v1(parts in proptest::collection::vec(arb_part(), 1..5), id in "[a-z0-9-]{1,36}", agent in any::<bool>()) {
+        let mut m = Message::new(if agent { Role::Agent } else { Role::User }, parts);
+        m.message_id = id;
+        let req = jsonrpc::Request::SendMessage(MessageSendParams::new(m.clone()));
+        let decoded = agentry_a2a::v1::decode_value("SendMessage", agentry_a2a::v1::encode_params(&req));
+        prop_assert_eq!(decoded.unwrap(), req);
+        let result = agentry_a2a::v1::send_result(&SendMessageResult::Message(m.clone()));
+        prop_assert!(!result.to_string().contains("\"kind\""));
+        let back = agentry_a2a::v1::send_result_from(result).unwrap();
+        prop_assert_eq!(back, SendMessageResult::Message(m));
+    }
+
     #[test]
     fn decoder_never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = jsonrpc::decode_request(&bytes);
+        for v in [None, Some(ProtocolVersion::V1_0), Some(ProtocolVersion::V0_3)] {
+            let _ = jsonrpc::decode_request_as(&bytes, v);
+        }
+    }
+
+    #[test]
+    fn v1_decoder_never_panics_on_mutated_requests(method in prop_oneof![
+        Just("SendMessage"), Just("GetTask"), Just("ListTasks"), Just("CreateTaskPushNotificationConfig"),
+        Just("GetTaskPushNotificationConfig"), Just("SubscribeToTask"), Just("x")],
+        params in prop_oneof![
+            Just(json!(null)), Just(json!([])), Just(json!({"id": 1})),
+            Just(json!({"message": {"role": 3, "parts": [{"text": 1}, {"raw": null}, 5]}})),
+            Just(json!({"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"data": [1]}, {"url": "u", "text": "t"}]}})),
+            Just(json!({"status": ["TASK_STATE_WORKING"], "pageSize": "ten", "statusTimestampAfter": 12})),
+            Just(json!({"taskId": "t", "url": 5, "authentication": "bearer"})),
+            "[ -~]{0,40}".prop_map(|s| json!({"id": s, "taskId": s, "pageToken": s, "statusTimestampAfter": s})),
+        ]) {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let r = jsonrpc::decode_request_as(body.to_string().as_bytes(), Some(ProtocolVersion::V1_0));
+        if let Err((_, e, _)) = r {
+            prop_assert!([-32700, -32600, -32601, -32602].contains(&e.code), "{} {}", e.code, e.message);
+        }
     }
 
     #[test]
