@@ -14,6 +14,7 @@ use std::time::Instant;
 use agentry_core::embed::DynEmbedder;
 use agentry_specialists::rag::KnowledgeBase;
 use agentry_specialists::rag::chunk::Chunk;
+use agentry_specialists::rag::store::VectorSearch;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -130,45 +131,50 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             copy += 1;
         }
         let build = t.elapsed().as_secs_f64();
-        // Warm up, then time each query.
-        for (q, v) in qtexts.iter().zip(&qvecs).take(10) {
-            kb.search_embedded("bench", q, v, 10)?;
-        }
-        let mut ms = Vec::new();
-        let mut found = 0;
-        for (q, v) in qtexts.iter().zip(&qvecs) {
-            let t = Instant::now();
-            let hits = kb.search_embedded("bench", q, v, 10)?;
-            ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            if std::env::var_os("RAG_BENCH_DEBUG").is_some() {
-                eprintln!("query {q:?}");
-                for h in hits.iter().take(3) {
-                    eprintln!(
-                        "  {:?} v{:?} k{:?} {:?}",
-                        h.chunk_id,
-                        h.vector_rank,
-                        h.keyword_rank,
-                        &h.text.chars().take(100).collect::<String>()
-                    );
-                }
+        let mut kb = kb;
+        // Both vector paths in the same run: sqlite-vec's scan, then the in-memory copy.
+        for mode in [VectorSearch::Sqlite, VectorSearch::Memory] {
+            kb.set_vector_search(mode);
+            // Warm up (loads the in-memory copy), then time each query.
+            for (q, v) in qtexts.iter().zip(&qvecs).take(10) {
+                kb.search_embedded("bench", q, v, 10)?;
             }
-            found += usize::from(hits.iter().any(|h| {
-                h.text
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .contains(q.as_str())
-            }));
+            let mut ms = Vec::new();
+            let mut found = 0;
+            for (q, v) in qtexts.iter().zip(&qvecs) {
+                let t = Instant::now();
+                let hits = kb.search_embedded("bench", q, v, 10)?;
+                ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                if std::env::var_os("RAG_BENCH_DEBUG").is_some() {
+                    eprintln!("query {q:?}");
+                    for h in hits.iter().take(3) {
+                        eprintln!(
+                            "  {:?} v{:?} k{:?} {:?}",
+                            h.chunk_id,
+                            h.vector_rank,
+                            h.keyword_rank,
+                            &h.text.chars().take(100).collect::<String>()
+                        );
+                    }
+                }
+                found += usize::from(hits.iter().any(|h| {
+                    h.text
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                        .contains(q.as_str())
+                }));
+            }
+            ms.sort_by(f64::total_cmp);
+            println!(
+                "agentry hybrid search ({mode:?} vectors) @ {size} chunks: p50 {:.2} ms, p99 {:.2} ms, \
+             mean {:.2} ms; source chunk in top 10: {found}/{}; index build {build:.1} s",
+                percentile(&ms, 0.5),
+                percentile(&ms, 0.99),
+                ms.iter().sum::<f64>() / ms.len() as f64,
+                ms.len()
+            );
         }
-        ms.sort_by(f64::total_cmp);
-        println!(
-            "agentry hybrid search @ {size} chunks: p50 {:.2} ms, p99 {:.2} ms, mean {:.2} ms; \
-             source chunk in top 10: {found}/{}; index build {build:.1} s",
-            percentile(&ms, 0.5),
-            percentile(&ms, 0.99),
-            ms.iter().sum::<f64>() / ms.len() as f64,
-            ms.len()
-        );
         if let Some(out) = &export {
             std::fs::create_dir_all(out)?;
             let mut f = std::io::BufWriter::new(std::fs::File::create(

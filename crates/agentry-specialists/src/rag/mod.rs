@@ -11,6 +11,7 @@ pub mod keypoints;
 pub mod parse;
 pub mod store;
 mod tools;
+pub mod vectors;
 
 use std::sync::Arc;
 

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::RagError;
 use super::chunk::chunk;
 use super::parse::{Format, parse};
+use super::vectors::VectorIndex;
 
 /// Reciprocal-rank-fusion constant (the usual 60).
 const RRF_K: f64 = 60.0;
@@ -88,6 +89,29 @@ pub struct KnowledgeBase {
     conn: Arc<Mutex<Connection>>,
     embedder: Arc<dyn DynEmbedder>,
     embedder_id: String,
+    vectors: Arc<Mutex<VectorCache>>,
+    vector_search: VectorSearch,
+}
+
+/// Where vector search runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VectorSearch {
+    /// An in-memory copy of each collection's vectors (4 bytes x dimensions per chunk): the
+    /// fast default.
+    #[default]
+    Memory,
+    /// sqlite-vec's own scan: no memory held, slower on large collections.
+    /// `AGENTRY_RAG_VECTORS=sqlite` selects it.
+    Sqlite,
+}
+
+/// The in-memory copies of the collections' vectors ([`VectorIndex`]), valid while the
+/// database is unchanged: our own writes clear it, and SQLite's `data_version` tells when
+/// another connection (another `agentry ingest`) committed.
+#[derive(Default)]
+struct VectorCache {
+    data_version: i64,
+    by_collection: Option<std::collections::HashMap<i64, Arc<VectorIndex>>>,
 }
 
 fn register_sqlite_vec() {
@@ -222,6 +246,12 @@ impl KnowledgeBase {
             conn: Arc::new(Mutex::new(conn)),
             embedder,
             embedder_id: embedder_id.to_owned(),
+            vectors: Default::default(),
+            vector_search: if std::env::var("AGENTRY_RAG_VECTORS").is_ok_and(|v| v == "sqlite") {
+                VectorSearch::Sqlite
+            } else {
+                VectorSearch::Memory
+            },
         })
     }
 
@@ -230,8 +260,71 @@ impl KnowledgeBase {
         Self::open(Path::new(":memory:"), embedder, embedder_id)
     }
 
+    /// Chooses where vector search runs (see [`VectorSearch`]).
+    pub fn set_vector_search(&mut self, mode: VectorSearch) {
+        self.vector_search = mode;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn vector_cache(&self) -> std::sync::MutexGuard<'_, VectorCache> {
+        self.vectors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The collection's vectors in memory, loaded in one scan of the vec0 table when the cache
+    /// is empty or stale.
+    fn vector_index(&self, conn: &Connection, cid: i64) -> Result<Arc<VectorIndex>, RagError> {
+        let dv: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(db)?;
+        let mut cache = self.vector_cache();
+        if cache.data_version != dv {
+            cache.by_collection = None;
+            cache.data_version = dv;
+        }
+        if cache.by_collection.is_none() {
+            let dims = self.embedder.dimensions();
+            let mut all: std::collections::HashMap<i64, VectorIndex> = Default::default();
+            let table = vec_table(dims);
+            let exists: bool = conn
+                .query_row(
+                    "SELECT count(*) > 0 FROM sqlite_master WHERE name = ?1",
+                    [&table],
+                    |r| r.get(0),
+                )
+                .map_err(db)?;
+            if exists {
+                let mut st = conn
+                    .prepare(&format!(
+                        "SELECT rowid, collection_id, embedding FROM {table}"
+                    ))
+                    .map_err(db)?;
+                let mut rows = st.query([]).map_err(db)?;
+                let mut v = Vec::with_capacity(dims);
+                while let Some(r) = rows.next().map_err(db)? {
+                    let (id, c): (i64, i64) = (r.get(0).map_err(db)?, r.get(1).map_err(db)?);
+                    let blob = r.get_ref(2).map_err(db)?.as_blob().map_err(|e| {
+                        RagError::Store(format!("a stored vector is not a blob: {e}"))
+                    })?;
+                    v.clear();
+                    v.extend(
+                        blob.chunks_exact(4)
+                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+                    );
+                    all.entry(c)
+                        .or_insert_with(|| VectorIndex::new(dims))
+                        .push(id, &v);
+                }
+            }
+            cache.by_collection = Some(all.into_iter().map(|(c, ix)| (c, Arc::new(ix))).collect());
+        }
+        Ok(cache
+            .by_collection
+            .as_ref()
+            .and_then(|m| m.get(&cid).cloned())
+            .unwrap_or_else(|| Arc::new(VectorIndex::new(self.embedder.dimensions()))))
     }
 
     /// The collection's id, created on first use; refuses a collection built with another
@@ -549,7 +642,10 @@ impl KnowledgeBase {
                 vec.execute(params![id, cid, as_blob(v)]).map_err(db)?;
             }
         }
-        tx.commit().map_err(db)
+        tx.commit().map_err(db)?;
+        // Our own commits do not move `data_version`: drop the copies here.
+        self.vector_cache().by_collection = None;
+        Ok(())
     }
 
     /// The `k` best chunks for `query` in `collection`, by hybrid search.
@@ -599,9 +695,11 @@ impl KnowledgeBase {
         let k = k.clamp(1, 200);
         let depth = (k * 4).max(20);
         let conn = self.lock();
-        let vector: Vec<i64> = {
+        // Exact nearest neighbours by cosine distance: from the in-memory copy of the vectors,
+        // or from sqlite-vec's own scan (see `VectorSearch`; the benchmark compares the two).
+        let vector: Vec<i64> = if self.vector_search == VectorSearch::Sqlite {
             let mut st = conn
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT rowid FROM {} WHERE embedding MATCH ?1 AND k = ?2 AND collection_id = ?3 \
                      ORDER BY distance",
                     vec_table(qv.len())
@@ -611,6 +709,8 @@ impl KnowledgeBase {
                 .map_err(db)?
                 .collect::<Result<_, _>>()
                 .map_err(db)?
+        } else {
+            self.vector_index(&conn, cid)?.nearest(qv, depth)
         };
         let keyword: Vec<i64> = match keyword_query(query) {
             None => Vec::new(),
@@ -829,10 +929,64 @@ mod vector_tests {
             .collect();
         kb.add_embedded("c", "doc", "Doc", &chunks, &vectors)
             .unwrap();
-        for i in 0..8 {
-            let hits = kb.search("c", &format!("axis {i}"), 3).await.unwrap();
-            assert_eq!(hits[0].text, format!("words{i}"), "{hits:?}");
-            assert_eq!(hits[0].vector_rank, Some(1));
+        for mode in [VectorSearch::Memory, VectorSearch::Sqlite] {
+            let mut kb = same_kb(&kb);
+            kb.set_vector_search(mode);
+            for i in 0..8 {
+                let hits = kb.search("c", &format!("axis {i}"), 3).await.unwrap();
+                assert_eq!(hits[0].text, format!("words{i}"), "{mode:?}: {hits:?}");
+                assert_eq!(hits[0].vector_rank, Some(1));
+            }
         }
+    }
+
+    /// A second handle on the same database (its own vector cache).
+    fn same_kb(kb: &KnowledgeBase) -> KnowledgeBase {
+        KnowledgeBase {
+            conn: kb.conn.clone(),
+            embedder: kb.embedder.clone(),
+            embedder_id: kb.embedder_id.clone(),
+            vectors: Default::default(),
+            vector_search: kb.vector_search,
+        }
+    }
+
+    fn doc(i: usize) -> (Vec<Chunk>, Vec<Vec<f32>>) {
+        let chunk = Chunk {
+            section: String::new(),
+            page: None,
+            start: 0,
+            end: 5,
+            text: format!("words{i}"),
+        };
+        let v = (0..8).map(|d| if d == i { 1.0 } else { 0.0 }).collect();
+        (vec![chunk], vec![v])
+    }
+
+    /// The in-memory copy follows writes: this knowledge base's own, and another process's
+    /// (seen through SQLite's `data_version`).
+    #[tokio::test]
+    async fn the_in_memory_vectors_follow_writes_from_any_connection() {
+        let path = std::env::temp_dir().join(format!("agentry-kb-{}.db", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let a = KnowledgeBase::open(&path, Arc::new(Axes), "axes").unwrap();
+        let b = KnowledgeBase::open(&path, Arc::new(Axes), "axes").unwrap();
+        let (c, v) = doc(1);
+        a.add_embedded("c", "one", "One", &c, &v).unwrap();
+        assert_eq!(a.search("c", "axis 2", 1).await.unwrap()[0].text, "words1");
+        // Our own write.
+        let (c, v) = doc(2);
+        a.add_embedded("c", "two", "Two", &c, &v).unwrap();
+        assert_eq!(a.search("c", "axis 2", 1).await.unwrap()[0].text, "words2");
+        // Another connection's write (a concurrent `agentry ingest`).
+        let (c, v) = doc(3);
+        b.add_embedded("c", "three", "Three", &c, &v).unwrap();
+        assert_eq!(a.search("c", "axis 3", 1).await.unwrap()[0].text, "words3");
+        // A replaced document's old vector is gone.
+        let (c, v) = doc(5);
+        b.add_embedded("c", "three", "Three", &c, &v).unwrap();
+        let hits = a.search("c", "axis 3", 3).await.unwrap();
+        assert!(hits.iter().all(|h| h.text != "words3"), "{hits:?}");
+        let _ = std::fs::remove_file(&path);
     }
 }
