@@ -22,6 +22,7 @@ use agentry_a2a::model::*;
 use agentry_a2a::server::{A2aServer, AgentService, ServerConfig};
 use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
 use agentry_a2a::version::ProtocolVersion;
+use agentry_specialists::agents::Served;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use futures_util::StreamExt;
 
@@ -446,43 +447,55 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}:{}/", args.host, args.port));
-    let rag = match args.agent {
-        AgentName::Rag => Some(Arc::new(
-            jobs::rag_agent(&args.collection, args.kb.as_deref()).await?,
-        )),
-        _ => None,
-    };
-    let ppt = match args.agent {
-        AgentName::Ppt => Some(Arc::new(jobs::ppt_agent(&args.output))),
-        _ => None,
-    };
-    let researcher = match (args.agent, &args.researcher) {
-        (AgentName::Researcher, Some(path)) => Some(Arc::new(jobs::researcher(path)?)),
-        (AgentName::Researcher, None) => {
-            return Err(A2aError::Other(
-                "--agent researcher needs --researcher FILE (see examples/agents/researcher.toml)"
-                    .into(),
-            ));
+    // Everything that can fail on the agent's own inputs first, before a store is created.
+    let served: (
+        &str,
+        AgentCard,
+        Arc<dyn agentry_a2a::server::DynAgentExecutor>,
+    ) = match args.agent {
+        AgentName::Echo => {
+            let mode = match args.echo_mode {
+                EchoModeArg::Task => EchoMode::Task,
+                EchoModeArg::Message => EchoMode::Message,
+            };
+            ("echo", Echo::card(&url), Arc::new(Echo { mode }))
         }
-        _ => None,
-    };
-    let (name, card) = match args.agent {
-        AgentName::Echo => ("echo", Echo::card(&url)),
-        AgentName::Researcher => (
-            "researcher",
-            researcher.as_ref().expect("built above").card(&url),
+        AgentName::Conformance => (
+            "conformance",
+            Conformance::card(&url),
+            Arc::new(Conformance::default()),
         ),
-        AgentName::Conformance => ("conformance", Conformance::card(&url)),
-        AgentName::Rag => ("rag", rag.as_ref().expect("built above").card(&url)),
-        AgentName::Ppt => ("ppt", ppt.as_ref().expect("built above").card(&url)),
-        AgentName::Data => (
-            "data",
-            agentry_specialists::data::DataSpecialist {
+        AgentName::Rag => {
+            let rag = Arc::new(jobs::rag_agent(&args.collection, args.kb.as_deref()).await?);
+            ("rag", rag.card(&url), Arc::new(Served(rag)))
+        }
+        AgentName::Ppt => {
+            let ppt = Arc::new(jobs::ppt_agent(&args.output));
+            ("ppt", ppt.card(&url), Arc::new(Served(ppt)))
+        }
+        AgentName::Data => {
+            let data = Arc::new(agentry_specialists::data::DataSpecialist {
                 out_dir: args.output.clone(),
-            }
-            .card(&url),
-        ),
+            });
+            ("data", data.card(&url), Arc::new(Served(data)))
+        }
+        AgentName::Researcher => {
+            let path = args.researcher.as_ref().ok_or_else(|| {
+                    A2aError::Other(
+                        "--agent researcher needs --researcher FILE (see examples/agents/researcher.toml)"
+                            .into(),
+                    )
+                })?;
+            let r = Arc::new(jobs::researcher(path)?);
+            let card = r.card(&url);
+            (
+                "researcher",
+                card,
+                Arc::new(agentry_specialists::research::ServedResearcher(r)),
+            )
+        }
     };
+    let (name, card, executor) = served;
     let store: Arc<dyn TaskStore> = match args.store {
         StoreKind::Memory => Arc::new(MemoryStore::default()),
         StoreKind::Sqlite => {
@@ -497,37 +510,12 @@ async fn serve(args: ServeArgs) -> Result<(), A2aError> {
             Arc::new(s)
         }
     };
-    let mut svc = match args.agent {
-        AgentName::Echo => {
-            let mode = match args.echo_mode {
-                EchoModeArg::Task => EchoMode::Task,
-                EchoModeArg::Message => EchoMode::Message,
-            };
-            AgentService::new(card, Echo { mode }, store)
-        }
-        AgentName::Conformance => AgentService::new(card, Conformance::default(), store),
-        AgentName::Researcher => AgentService::new(
-            card,
-            agentry_specialists::research::ServedResearcher(researcher.expect("built above")),
-            store,
-        ),
-        AgentName::Data => AgentService::new(
-            card,
-            agentry_specialists::agents::Served(Arc::new(
-                agentry_specialists::data::DataSpecialist {
-                    out_dir: args.output.clone(),
-                },
-            )),
-            store,
-        ),
-        AgentName::Rag | AgentName::Ppt => {
-            let handle: Arc<dyn agentry_core::a2a::AgentHandle> = match (rag, ppt) {
-                (Some(r), _) => r,
-                (_, Some(p)) => p,
-                _ => unreachable!("one of them was built for this agent"),
-            };
-            AgentService::new(card, agentry_specialists::agents::Served(handle), store)
-        }
+    let mut svc = AgentService {
+        card,
+        extended_card: None,
+        executor,
+        store,
+        credentials: None,
     };
     if let Some(token) = args.token {
         svc = svc.with_credentials(agentry_a2a::server::Credentials {

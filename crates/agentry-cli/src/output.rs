@@ -35,9 +35,21 @@ pub fn card(card: &AgentCard, as_json: bool) {
     if as_json {
         return json(card);
     }
+    // The versions its interfaces declare (a v1.0 card), else the v0.3 card's own.
+    let mut versions: Vec<&str> = Vec::new();
+    for i in &card.supported_interfaces {
+        if !versions.contains(&i.protocol_version.as_str()) {
+            versions.push(&i.protocol_version);
+        }
+    }
+    if versions.is_empty() {
+        versions.push(&card.protocol_version);
+    }
     println!(
         "{} v{} (A2A {})",
-        card.name, card.version, card.protocol_version
+        card.name,
+        card.version,
+        versions.join(", ")
     );
     println!("  {}", card.description);
     println!("  endpoint: {} ({})", card.url, card.preferred_transport);

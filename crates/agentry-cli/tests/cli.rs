@@ -62,7 +62,11 @@ fn serve_then_card_send_stream_get_cancel() {
     let (_server, url) = serve("echo", &[]);
     let card = run(&["a2a", "card", &url]);
     assert!(card.status.success());
-    assert!(stdout(&card).starts_with("echo v"), "{}", stdout(&card));
+    assert!(
+        stdout(&card).starts_with("echo v") && stdout(&card).contains("(A2A 1.0, 0.3)"),
+        "{}",
+        stdout(&card)
+    );
 
     let sent = run(&["a2a", "send", &url, "hello from the cli"]);
     assert!(sent.status.success());
