@@ -199,6 +199,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(q, "{}", serde_json::json!({"text": text, "vector": v}))?;
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("RAG_BENCH_KEEP").is_some() {
+        eprintln!("kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
