@@ -543,6 +543,33 @@ fn default_str(o: &mut Map<String, Value>, keys: &[&str]) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Small tools for rewriting JSON objects in place (shared with `rest::v03`).
+
+/// Replaces `o[key]` by `f` of it, when present.
+pub(crate) fn map_field(o: &mut Map<String, Value>, key: &str, f: impl FnOnce(Value) -> Value) {
+    if let Some(v) = o.remove(key) {
+        o.insert(key.into(), f(v));
+    }
+}
+
+/// Moves the list `o[from]` to `o[to]`, each element through `f` (a non-list stays as it is).
+pub(crate) fn map_list(o: &mut Map<String, Value>, from: &str, to: &str, f: fn(Value) -> Value) {
+    if !matches!(o.get(from), Some(Value::Array(_))) {
+        return;
+    }
+    if let Some(Value::Array(items)) = o.remove(from) {
+        o.insert(to.into(), Value::Array(items.into_iter().map(f).collect()));
+    }
+}
+
+/// Applies `f` to an object (anything else passes through).
+pub(crate) fn on_object(v: Value, f: impl FnOnce(&mut Map<String, Value>)) -> Value {
+    let Value::Object(mut o) = v else { return v };
+    f(&mut o);
+    Value::Object(o)
+}
+
+// ---------------------------------------------------------------------------------------------
 // The value rewrites, one per object kind. `_down`: model (v0.3) form -> v1.0; `_up`: v1.0 ->
 // model form, with the failing path in errors.
 
@@ -638,11 +665,7 @@ fn message_up(v: Value, path: &str) -> Result<Value, String> {
 }
 
 fn map_parts(o: &mut Map<String, Value>) {
-    if let Some(Value::Array(parts)) = o.get_mut("parts") {
-        for p in parts.iter_mut() {
-            *p = part_down(std::mem::take(p));
-        }
-    }
+    map_list(o, "parts", "parts", part_down);
 }
 
 fn parts_up(o: &mut Map<String, Value>, path: &str) -> Result<(), String> {
@@ -755,9 +778,7 @@ fn part_up(v: Value, path: &str) -> Result<Value, String> {
 }
 
 fn artifact_down(v: Value) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    map_parts(&mut o);
-    Value::Object(o)
+    on_object(v, map_parts)
 }
 
 fn artifact_up(v: Value) -> Result<Value, String> {
@@ -768,22 +789,12 @@ fn artifact_up(v: Value) -> Result<Value, String> {
 }
 
 fn task_down(v: Value) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    o.remove("kind");
-    if let Some(s) = o.remove("status") {
-        o.insert("status".into(), status_down(s));
-    }
-    if let Some(Value::Array(h)) = o.get_mut("history") {
-        for m in h.iter_mut() {
-            *m = message_down(std::mem::take(m));
-        }
-    }
-    if let Some(Value::Array(a)) = o.get_mut("artifacts") {
-        for x in a.iter_mut() {
-            *x = artifact_down(std::mem::take(x));
-        }
-    }
-    Value::Object(o)
+    on_object(v, |o| {
+        o.remove("kind");
+        map_field(o, "status", status_down);
+        map_list(o, "history", "history", message_down);
+        map_list(o, "artifacts", "artifacts", artifact_down);
+    })
 }
 
 fn task_up(v: Value) -> Result<Value, String> {

@@ -161,16 +161,7 @@ pub fn answer_to_v1(req: &Request, v: Value) -> Value {
     match req {
         Request::GetTask(_) | Request::CancelTask(_) => v03::task_to_v1(v),
         Request::SetPushConfig(_) | Request::GetPushConfig(_) => v03::push_config_to_v1_answer(v),
-        Request::ListPushConfigs(_) => {
-            let configs: Vec<Value> = v["configs"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .map(v03::push_config_to_v1_answer)
-                .collect();
-            json!({ "configs": configs })
-        }
+        Request::ListPushConfigs(_) => v03::push_list_to_v1(v),
         Request::GetExtendedCard => v,
         _ => v03::answer_to_v1(v),
     }

@@ -9,6 +9,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::v1::{map_field, map_list, on_object};
+
 /// A v0.3 `SendMessageRequest` body as v1.0 params. `blocking` is a plain proto3 bool here,
 /// so an absent one is `false` (the reference SDK's server reads it so, and its client leaves
 /// `false` out).
@@ -66,12 +68,11 @@ fn push_config_to_v1(mut c: Map<String, Value>) -> Map<String, Value> {
 }
 
 fn message_to_v1(m: Value) -> Value {
-    let Value::Object(mut o) = m else { return m };
-    if let Some(Value::Array(parts)) = o.remove("content") {
-        let parts = parts.into_iter().map(part_to_v1).collect();
-        o.insert("parts".into(), Value::Array(parts));
-    }
-    Value::Object(o)
+    on_object(m, |o| map_list(o, "content", "parts", part_to_v1))
+}
+
+fn artifact_to_v1(a: Value) -> Value {
+    on_object(a, |o| map_list(o, "parts", "parts", part_to_v1))
 }
 
 fn part_to_v1(p: Value) -> Value {
@@ -102,88 +103,59 @@ fn part_to_v1(p: Value) -> Value {
 /// message, part, status update and push config inside `v` (a v1.0 answer) to v0.3 form.
 /// `final_flag` is the `final` of a status update (v1.0 has none).
 pub fn answer_from_v1(v: Value, final_flag: bool) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    if let Some(t) = o.remove("task") {
-        o.insert("task".into(), task_from_v1(t));
-    }
-    if let Some(m) = o.remove("message") {
-        o.insert("message".into(), message_from_v1(m));
-    }
-    if let Some(Value::Object(mut s)) = o.remove("statusUpdate") {
-        if let Some(st) = s.remove("status") {
-            s.insert("status".into(), status_from_v1(st));
-        }
-        s.insert("final".into(), json!(final_flag));
-        o.insert("statusUpdate".into(), Value::Object(s));
-    }
-    if let Some(Value::Object(mut a)) = o.remove("artifactUpdate") {
-        if let Some(art) = a.remove("artifact") {
-            a.insert("artifact".into(), artifact_from_v1(art));
-        }
-        o.insert("artifactUpdate".into(), Value::Object(a));
-    }
-    Value::Object(o)
+    on_object(v, |o| {
+        map_field(o, "task", task_from_v1);
+        map_field(o, "message", message_from_v1);
+        map_field(o, "statusUpdate", |s| {
+            on_object(s, |s| {
+                map_field(s, "status", status_from_v1);
+                s.insert("final".into(), json!(final_flag));
+            })
+        });
+        map_field(o, "artifactUpdate", |a| {
+            on_object(a, |a| map_field(a, "artifact", artifact_from_v1))
+        });
+    })
 }
 
 pub fn task_from_v1(t: Value) -> Value {
-    let Value::Object(mut o) = t else { return t };
-    if let Some(s) = o.remove("status") {
-        o.insert("status".into(), status_from_v1(s));
-    }
-    if let Some(Value::Array(h)) = o.get_mut("history") {
-        for m in h.iter_mut() {
-            *m = message_from_v1(std::mem::take(m));
-        }
-    }
-    if let Some(Value::Array(a)) = o.get_mut("artifacts") {
-        for x in a.iter_mut() {
-            *x = artifact_from_v1(std::mem::take(x));
-        }
-    }
-    Value::Object(o)
+    on_object(t, |o| {
+        map_field(o, "status", status_from_v1);
+        map_list(o, "history", "history", message_from_v1);
+        map_list(o, "artifacts", "artifacts", artifact_from_v1);
+    })
 }
 
+/// The state spellings that differ: the v0.3 proto spells it the British way.
+const CANCELED: (&str, &str) = ("TASK_STATE_CANCELED", "TASK_STATE_CANCELLED");
+
 fn status_from_v1(s: Value) -> Value {
-    let Value::Object(mut o) = s else { return s };
-    if let Some(m) = o.remove("message") {
-        o.insert("message".into(), message_from_v1(m));
-    }
-    // The v0.3 proto spells it the British way.
-    if o.get("state").and_then(Value::as_str) == Some("TASK_STATE_CANCELED") {
-        o.insert("state".into(), json!("TASK_STATE_CANCELLED"));
-    }
-    Value::Object(o)
+    on_object(s, |o| {
+        map_field(o, "message", message_from_v1);
+        if o.get("state").and_then(Value::as_str) == Some(CANCELED.0) {
+            o.insert("state".into(), json!(CANCELED.1));
+        }
+    })
 }
 
 fn status_to_v1(s: Value) -> Value {
-    let Value::Object(mut o) = s else { return s };
-    if let Some(m) = o.remove("message") {
-        o.insert("message".into(), message_to_v1(m));
-    }
-    if o.get("state").and_then(Value::as_str) == Some("TASK_STATE_CANCELLED") {
-        o.insert("state".into(), json!("TASK_STATE_CANCELED"));
-    }
-    Value::Object(o)
+    on_object(s, |o| {
+        map_field(o, "message", message_to_v1);
+        if o.get("state").and_then(Value::as_str) == Some(CANCELED.1) {
+            o.insert("state".into(), json!(CANCELED.0));
+        }
+    })
 }
 
 fn message_from_v1(m: Value) -> Value {
-    let Value::Object(mut o) = m else { return m };
-    o.remove("referenceTaskIds");
-    if let Some(Value::Array(parts)) = o.remove("parts") {
-        let parts = parts.into_iter().map(part_from_v1).collect();
-        o.insert("content".into(), Value::Array(parts));
-    }
-    Value::Object(o)
+    on_object(m, |o| {
+        o.remove("referenceTaskIds");
+        map_list(o, "parts", "content", part_from_v1);
+    })
 }
 
 fn artifact_from_v1(a: Value) -> Value {
-    let Value::Object(mut o) = a else { return a };
-    if let Some(Value::Array(parts)) = o.get_mut("parts") {
-        for p in parts.iter_mut() {
-            *p = part_from_v1(std::mem::take(p));
-        }
-    }
-    Value::Object(o)
+    on_object(a, |o| map_list(o, "parts", "parts", part_from_v1))
 }
 
 fn part_from_v1(p: Value) -> Value {
@@ -241,70 +213,43 @@ pub fn push_config_from_v1(c: Value) -> Value {
 
 /// v1.0's `{configs}` list as v0.3's.
 pub fn push_list_from_v1(v: Value) -> Value {
-    let configs: Vec<Value> = v["configs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .map(push_config_from_v1)
-        .collect();
-    json!({ "configs": configs })
+    on_object(v, |o| {
+        map_list(o, "configs", "configs", push_config_from_v1)
+    })
+}
+
+/// v0.3's `{configs}` list as v1.0's.
+pub fn push_list_to_v1(v: Value) -> Value {
+    on_object(v, |o| {
+        map_list(o, "configs", "configs", push_config_to_v1_answer)
+    })
 }
 
 /// A v0.3 answer (ProtoJSON) as the v1.0 one it stands for, for a client reading a v0.3
 /// HTTP+JSON server: the inverse of [`answer_from_v1`].
 pub fn answer_to_v1(v: Value) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    if let Some(t) = o.remove("task") {
-        o.insert("task".into(), task_to_v1(t));
-    }
-    if let Some(m) = o.remove("message") {
-        o.insert("message".into(), message_to_v1(m));
-    }
-    if let Some(Value::Object(mut s)) = o.remove("statusUpdate") {
-        s.remove("final");
-        if let Some(st) = s.remove("status") {
-            s.insert("status".into(), status_to_v1(st));
-        }
-        o.insert("statusUpdate".into(), Value::Object(s));
-    }
-    if let Some(Value::Object(mut a)) = o.remove("artifactUpdate") {
-        if let Some(Value::Object(mut art)) = a.remove("artifact") {
-            if let Some(Value::Array(parts)) = art.remove("parts") {
-                art.insert(
-                    "parts".into(),
-                    Value::Array(parts.into_iter().map(part_to_v1).collect()),
-                );
-            }
-            a.insert("artifact".into(), Value::Object(art));
-        }
-        o.insert("artifactUpdate".into(), Value::Object(a));
-    }
-    Value::Object(o)
+    on_object(v, |o| {
+        map_field(o, "task", task_to_v1);
+        map_field(o, "message", message_to_v1);
+        map_field(o, "statusUpdate", |s| {
+            on_object(s, |s| {
+                s.remove("final");
+                map_field(s, "status", status_to_v1);
+            })
+        });
+        map_field(o, "artifactUpdate", |a| {
+            on_object(a, |a| map_field(a, "artifact", artifact_to_v1))
+        });
+    })
 }
 
 /// A v0.3 `Task` as v1.0's.
 pub fn task_to_v1(t: Value) -> Value {
-    let Value::Object(mut o) = t else { return t };
-    if let Some(st) = o.remove("status") {
-        o.insert("status".into(), status_to_v1(st));
-    }
-    if let Some(Value::Array(h)) = o.get_mut("history") {
-        for m in h.iter_mut() {
-            *m = message_to_v1(std::mem::take(m));
-        }
-    }
-    if let Some(Value::Array(a)) = o.get_mut("artifacts") {
-        for x in a.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(Value::Array(parts)) = x.remove("parts") {
-                x.insert(
-                    "parts".into(),
-                    Value::Array(parts.into_iter().map(part_to_v1).collect()),
-                );
-            }
-        }
-    }
-    Value::Object(o)
+    on_object(t, |o| {
+        map_field(o, "status", status_to_v1);
+        map_list(o, "history", "history", message_to_v1);
+        map_list(o, "artifacts", "artifacts", artifact_to_v1);
+    })
 }
 
 /// A v0.3 `TaskPushNotificationConfig` as v1.0's flat one.
@@ -329,9 +274,7 @@ pub fn push_config_to_v1_answer(v: Value) -> Value {
 /// A v0.3 `SendMessageRequest` body from v1.0 params (for a client).
 pub fn send_request_from_v1(v: Value) -> Value {
     let Value::Object(mut p) = v else { return v };
-    if let Some(m) = p.remove("message") {
-        p.insert("message".into(), message_from_v1(m));
-    }
+    map_field(&mut p, "message", message_from_v1);
     // Always explicit: a v0.3 REST server reads a missing `blocking` as `false`.
     let c = p
         .entry("configuration")

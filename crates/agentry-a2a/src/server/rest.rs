@@ -52,7 +52,7 @@ pub(super) fn routes(path: &str) -> Router<Arc<AgentState>> {
             )
             .route(
                 &format!("{base}/tasks/{{id}}/pushNotificationConfigs/{{config}}"),
-                get(push_get::<V03>).delete(push_delete::<V03>),
+                get(push_one::<V03, false>).delete(push_one::<V03, true>),
             )
     }
     let r = add::<false>(Router::new(), path)
@@ -359,24 +359,20 @@ async fn push_create<const V03: bool>(
     call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, V03).await
 }
 
-async fn push_get<const V03: bool>(
+/// `GET` (`DELETE = false`) or `DELETE` of `/tasks/{id}/pushNotificationConfigs/{config}`.
+async fn push_one<const V03: bool, const DELETE: bool>(
     State(s): State<Arc<AgentState>>,
     Path((id, config)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
+    let op = if DELETE {
+        method::PUSH_DELETE
+    } else {
+        method::PUSH_GET
+    };
     let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
-    call(&s, &headers, q.as_deref(), method::PUSH_GET, p, V03).await
-}
-
-async fn push_delete<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
-    Path((id, config)): Path<(String, String)>,
-    RawQuery(q): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
-    call(&s, &headers, q.as_deref(), method::PUSH_DELETE, p, V03).await
+    call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
 async fn extended_card(
