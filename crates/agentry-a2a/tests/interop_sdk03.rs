@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentry_a2a::client::{A2aClient, Binding, ClientConfig};
 use agentry_a2a::model::*;
@@ -46,57 +44,16 @@ async fn python_sdk_client_drives_our_server() {
     }
 }
 
-/// Starts the reference server built on the Python SDK; killed on drop.
-struct PyServer {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
-async fn python_server() -> Option<PyServer> {
+/// Starts the reference server built on the Python SDK (JSON-RPC, and REST on a second port).
+async fn python_server() -> Option<common::Peer> {
     let python = common::interop_python()?;
-    let free_port = || {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let (port, rest_port) = (free_port(), free_port());
-    let child = tokio::process::Command::new(python)
-        .arg(common::repo_root().join("tests/interop/a2a_sdk03_echo_server.py"))
+    let (port, rest_port) = (common::free_port(), common::free_port());
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(common::repo_root().join("tests/interop/a2a_sdk03_echo_server.py"))
         .args(["--port", &port.to_string()])
         .args(["--rest-port", &rest_port.to_string()])
-        .env("TCK_STREAMING_TIMEOUT", "2.0")
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the Python SDK server");
-    let base = format!("http://127.0.0.1:{port}/");
-    let server = PyServer { child, base };
-    for _ in 0..200 {
-        if agentry_a2a::client::fetch_card(&server.base, &ClientConfig::default())
-            .await
-            .is_ok()
-        {
-            return Some(server);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the Python SDK server did not come up at {}", server.base);
-}
-
-fn user(text: &str) -> Message {
-    Message::text(Role::User, text)
-}
-
-fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
-    match e {
-        agentry_a2a::A2aError::Rpc(r) => r.code,
-        other => panic!("expected a JSON-RPC error, got {other}"),
-    }
+        .env("TCK_STREAMING_TIMEOUT", "2.0");
+    Some(common::Peer::start(cmd, format!("http://127.0.0.1:{port}/")).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +85,7 @@ async fn drive_python_sdk_server(client: &A2aClient) {
 
     // Blocking send: the reference agent ends each turn in input-required.
     let SendMessageResult::Task(task) = client
-        .send_message(MessageSendParams::new(user("hi")))
+        .send_message(MessageSendParams::new(common::user("hi")))
         .await
         .unwrap()
     else {
@@ -138,7 +95,7 @@ async fn drive_python_sdk_server(client: &A2aClient) {
     assert_eq!(join_text(&task.artifacts[0].parts), "echo: hi");
 
     // Follow-up on the same task, then historyLength.
-    let follow = user("again").in_task(&task.id, &task.context_id);
+    let follow = common::user("again").in_task(&task.id, &task.context_id);
     let SendMessageResult::Task(t2) = client
         .send_message(MessageSendParams::new(follow))
         .await
@@ -152,7 +109,7 @@ async fn drive_python_sdk_server(client: &A2aClient) {
 
     // Streaming: task, working, artifact, final status.
     let events: Vec<_> = client
-        .stream_message(MessageSendParams::new(user("stream me")))
+        .stream_message(MessageSendParams::new(common::user("stream me")))
         .collect()
         .await;
     let events: Vec<StreamEvent> = events.into_iter().map(Result::unwrap).collect();
@@ -197,16 +154,16 @@ async fn drive_python_sdk_server(client: &A2aClient) {
     let canceled = client.cancel_task(&task.id).await.unwrap();
     assert_eq!(canceled.state(), TaskState::Canceled);
     assert_eq!(
-        rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
+        common::rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
         -32002
     );
     assert_eq!(
-        rpc_code(client.get_task("nope", None).await.unwrap_err()),
+        common::rpc_code(client.get_task("nope", None).await.unwrap_err()),
         -32001
     );
 
     // Resubscribe to a long-running task started without blocking.
-    let mut m = user("long");
+    let mut m = common::user("long");
     m.message_id = format!("test-resubscribe-message-id-{}", agentry_a2a::new_id());
     let mut params = MessageSendParams::new(m);
     params.configuration = Some(MessageSendConfiguration {
@@ -267,7 +224,7 @@ async fn our_client_falls_back_to_0_3_when_a_card_overclaims_1_0() {
             .await
             .unwrap();
         assert_eq!(client.version(), ProtocolVersion::V1_0);
-        let params = MessageSendParams::new(user("fall back"));
+        let params = MessageSendParams::new(common::user("fall back"));
         let task_id = if streaming {
             let events: Vec<StreamEvent> = client
                 .stream_message(params)

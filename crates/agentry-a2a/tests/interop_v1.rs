@@ -8,15 +8,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentry_a2a::client::{A2aClient, Binding, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::store::MemoryStore;
 use agentry_a2a::version::ProtocolVersion;
-use common::MatrixCell;
+use common::{MatrixCell, Peer};
 use futures_util::StreamExt;
 
 const PY: &str = "a2a-sdk 1.3.0 (PyPI)";
@@ -68,44 +66,11 @@ async fn js_sdk1_client_drives_our_server() {
     }
 }
 
-/// A peer server on a free port; killed on drop.
-struct Peer {
-    child: tokio::process::Child,
-    base: String,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
-
+/// A peer server (`A2A_MODE` = `mode`) on a free port.
 async fn start_peer(mut cmd: tokio::process::Command, mode: &str) -> Peer {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let child = cmd
-        .env("A2A_PORT", port.to_string())
-        .env("A2A_MODE", mode)
-        .stdout(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the peer server");
-    let peer = Peer {
-        child,
-        base: format!("http://127.0.0.1:{port}/"),
-    };
-    for _ in 0..300 {
-        if agentry_a2a::client::fetch_card(&peer.base, &ClientConfig::default())
-            .await
-            .is_ok()
-        {
-            return peer;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the peer server did not come up at {}", peer.base);
+    let port = common::free_port();
+    cmd.env("A2A_PORT", port.to_string()).env("A2A_MODE", mode);
+    Peer::start(cmd, format!("http://127.0.0.1:{port}/")).await
 }
 
 fn python_peer(python: &Path) -> tokio::process::Command {
@@ -152,22 +117,11 @@ async fn client_for(peer: &Peer, version: ProtocolVersion, binding: Binding) -> 
     found
 }
 
-fn user(text: &str) -> Message {
-    Message::text(Role::User, text)
-}
-
-fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
-    match e {
-        agentry_a2a::A2aError::Rpc(r) => r.code,
-        other => panic!("expected a JSON-RPC error, got {other}"),
-    }
-}
-
 /// The task-mode echo agent of either SDK, driven by our client in `version`.
 async fn drive_task_echo(client: &A2aClient, version: ProtocolVersion) {
     assert_eq!(client.version(), version);
     let SendMessageResult::Task(task) = client
-        .send_message(MessageSendParams::new(user("hi there")))
+        .send_message(MessageSendParams::new(common::user("hi there")))
         .await
         .unwrap()
     else {
@@ -183,16 +137,16 @@ async fn drive_task_echo(client: &A2aClient, version: ProtocolVersion) {
         (task.id.as_str(), TaskState::Completed)
     );
     assert_eq!(
-        rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
+        common::rpc_code(client.cancel_task(&task.id).await.unwrap_err()),
         -32002
     );
     assert_eq!(
-        rpc_code(client.get_task("no-such-task", None).await.unwrap_err()),
+        common::rpc_code(client.get_task("no-such-task", None).await.unwrap_err()),
         -32001
     );
 
     let events: Vec<StreamEvent> = client
-        .stream_message(MessageSendParams::new(user("stream me")))
+        .stream_message(MessageSendParams::new(common::user("stream me")))
         .map(Result::unwrap)
         .collect()
         .await;
@@ -227,7 +181,7 @@ async fn drive_task_echo(client: &A2aClient, version: ProtocolVersion) {
 
 async fn drive_message_echo(client: &A2aClient) {
     let SendMessageResult::Message(m) = client
-        .send_message(MessageSendParams::new(user("echo this")))
+        .send_message(MessageSendParams::new(common::user("echo this")))
         .await
         .unwrap()
     else {

@@ -16,9 +16,7 @@ use agentry_a2a::version::ProtocolVersion;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-fn user(text: &str) -> Message {
-    Message::text(Role::User, text)
-}
+use common::user;
 
 fn with_id(text: &str, id: &str) -> Message {
     let mut m = user(text);

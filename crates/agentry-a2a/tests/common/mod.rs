@@ -189,3 +189,57 @@ impl Drop for MatrixCell {
         }
     }
 }
+
+/// A free TCP port on loopback (for a peer process to listen on).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A peer server process (another SDK's), killed on drop.
+pub struct Peer {
+    child: tokio::process::Child,
+    pub base: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Peer {
+    /// Spawns `cmd` (stdout silenced) and waits until it serves an agent card at `base`.
+    pub async fn start(mut cmd: tokio::process::Command, base: String) -> Peer {
+        let child = cmd
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the peer server");
+        let peer = Peer { child, base };
+        let cfg = agentry_a2a::client::ClientConfig::default();
+        for _ in 0..300 {
+            if agentry_a2a::client::fetch_card(&peer.base, &cfg)
+                .await
+                .is_ok()
+            {
+                return peer;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the peer server did not come up at {}", peer.base);
+    }
+}
+
+/// A user message with one text part.
+pub fn user(text: &str) -> agentry_a2a::model::Message {
+    agentry_a2a::model::Message::text(agentry_a2a::model::Role::User, text)
+}
+
+/// The JSON-RPC code of an error that must be one.
+pub fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
+    match e {
+        agentry_a2a::A2aError::Rpc(r) => r.code,
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
+}
