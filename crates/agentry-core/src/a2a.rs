@@ -156,10 +156,11 @@ impl AgentExecutor for ServedAgent {
                 let steps = serde_json::to_value(&result.steps).unwrap_or(Value::Null);
                 let mut data = serde_json::Map::new();
                 data.insert("steps".into(), steps);
-                let artifact = Artifact::new(
-                    Some("answer"),
-                    vec![Part::text(answer.clone()), Part::data(data)],
-                );
+                let mut parts = vec![Part::text(answer.clone())];
+                // The type's structured result first: clients read the first data part.
+                parts.extend(result.data.map(Part::data));
+                parts.push(Part::data(data));
+                let artifact = Artifact::new(Some("answer"), parts);
                 events.artifact(artifact, false, true).await?;
                 events.complete(Some(events.agent_text(answer))).await
             }
@@ -256,6 +257,7 @@ impl AgentHandle for Agent {
             match r.outcome {
                 Outcome::Answered { answer } => Ok(Reply {
                     text: answer,
+                    data: r.data.into_iter().collect(),
                     context_id,
                     ..Default::default()
                 }),

@@ -182,6 +182,9 @@ pub struct AgentConfig {
     pub examples: Vec<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Settings of the agent's type (the `rag` type's `collection`, say), read by its builder.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub options: Map<String, Value>,
     pub model: ModelConfig,
 }
 
@@ -230,14 +233,29 @@ pub trait ToolSource: Send + Sync {
 /// A policy asked before each model call; `false` ends the run.
 pub type ShouldContinueFn = Arc<dyn Fn(&ReactState) -> bool + Send + Sync>;
 
+/// A finished answer as an agent type shapes it ([`AgentKind::finalize`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finalized {
+    pub answer: String,
+    /// Structured results sent beside the text (an A2A data part).
+    pub data: Option<Map<String, Value>>,
+}
+
+/// Shapes a run's answer from the query, the model's answer and the run's steps.
+pub type FinalizeFn = Arc<dyn Fn(&str, &str, &[Step]) -> Finalized + Send + Sync>;
+
 /// What an agent type contributes.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct AgentKind {
     pub system_prompt: String,
     pub tools: ToolRegistry,
     pub skills: Vec<AgentSkill>,
     /// Asked before each model call; `false` ends the run.
     pub should_continue: Option<ShouldContinueFn>,
+    /// Applied to every answer: a type can add what its tools found that the model may have
+    /// left out (the `rag` type appends the sources it retrieved and returns them as data), so
+    /// the result does not depend on how diligent the model was.
+    pub finalize: Option<FinalizeFn>,
 }
 
 /// Builds an [`AgentKind`] from a config and the factory's tool catalog.
@@ -296,8 +314,7 @@ impl AgentFactory {
                         .clone()
                         .unwrap_or_else(|| BASE_PROMPT.into()),
                     tools: catalog.clone(),
-                    skills: Vec::new(),
-                    should_continue: None,
+                    ..Default::default()
                 })
             }),
         );
@@ -429,6 +446,9 @@ pub struct AgentState {
     pub artifacts: Vec<Artifact>,
     /// Data shared with other steps of a workflow.
     pub context: Map<String, Value>,
+    /// Structured results of the answer ([`AgentKind::finalize`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Map<String, Value>>,
 }
 
 /// Messages of a conversation kept per contextId.
@@ -549,7 +569,7 @@ impl Agent {
             extra: self.kind.should_continue.clone(),
         };
         let tools = self.tools();
-        let outcome = drive(state, self.llm.as_ref(), &tools, &guard, cancel).await;
+        let mut outcome = drive(state, self.llm.as_ref(), &tools, &guard, cancel).await;
         let query = state
             .messages
             .iter()
@@ -559,6 +579,13 @@ impl Agent {
             })
             .map(|m| m.content.clone())
             .unwrap_or_default();
+        let mut data = None;
+        if let (Outcome::Answered { answer }, Some(finalize)) = (&mut outcome, &self.kind.finalize)
+        {
+            let f = finalize(&query, answer, &state.steps);
+            *answer = f.answer;
+            data = f.data;
+        }
         let reply = match &outcome {
             Outcome::Answered { answer } => Some(answer.clone()),
             Outcome::NeedsInput { question } => Some(question.clone()),
@@ -577,10 +604,14 @@ impl Agent {
         AgentState {
             query,
             steps: state.steps.clone(),
-            final_answer: state.answer().map(str::to_owned),
+            final_answer: match &outcome {
+                Outcome::Answered { answer } => Some(answer.clone()),
+                _ => state.answer().map(str::to_owned),
+            },
             outcome,
             artifacts: Vec::new(),
             context: Map::new(),
+            data,
         }
     }
 

@@ -182,7 +182,7 @@ fn specializations_add_only_tools_prompt_and_card() {
                         output_modes: None,
                         security: Vec::new(),
                     }],
-                    should_continue: None,
+                    ..Default::default()
                 })
             },
         ),
@@ -266,6 +266,89 @@ async fn served_agent_streams_steps_and_answers_with_an_artifact() {
     assert!(
         matches!(events.last(), Some(StreamEvent::StatusUpdate(s)) if s.status.state == TaskState::Completed)
     );
+}
+
+/// A type's `finalize` sees the run's steps: here it appends what the tool returned, and its
+/// data goes out as the answer artifact's first data part (served) and as `Reply::data`
+/// (in-process).
+#[tokio::test]
+async fn a_types_finalize_shapes_the_answer_and_its_data_part() {
+    let mut f = factory();
+    f.register_agent_type(
+        "checked",
+        Arc::new(
+            |_: &AgentConfig, catalog: &agentry_core::tools::ToolRegistry| {
+                Ok(agentry_core::agent::AgentKind {
+                    system_prompt: "Look things up.".into(),
+                    tools: catalog.clone(),
+                    finalize: Some(Arc::new(
+                        |query: &str, answer: &str, steps: &[agentry_core::react::Step]| {
+                            let seen: Vec<String> = steps
+                                .iter()
+                                .filter_map(|s| match s {
+                                    agentry_core::react::Step::Observation {
+                                        tool, text, ..
+                                    } => Some(format!("{tool}: {text}")),
+                                    _ => None,
+                                })
+                                .collect();
+                            agentry_core::agent::Finalized {
+                                answer: format!("{answer}\nSeen: {}", seen.join("; ")),
+                                data: json!({"query": query, "observations": seen.len()})
+                                    .as_object()
+                                    .cloned(),
+                            }
+                        },
+                    )),
+                    ..Default::default()
+                })
+            },
+        ),
+    );
+    let script = || {
+        vec![
+            calls(vec![("c1", "lookup", json!({"name": "Hamlet"}))]),
+            calls(vec![("c2", "finish", json!({"answer": "A prince."}))]),
+        ]
+    };
+    let mut c = config("checker");
+    c.agent_type = "checked".into();
+    let local = f.create_agent_with_model(c.clone(), spy(script())).unwrap();
+    let reply = local
+        .ask(agentry_core::a2a::Ask {
+            text: "Who is Hamlet?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.text,
+        "A prince.\nSeen: lookup: Hamlet is the Prince of Denmark."
+    );
+    assert_eq!(reply.data[0]["query"], "Who is Hamlet?");
+    assert_eq!(reply.data[0]["observations"], 1);
+
+    let (url, _stop) = serve(f.create_agent_with_model(c, spy(script())).unwrap()).await;
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let task = match client
+        .send_message(MessageSendParams::new(Message::text(
+            Role::User,
+            "Who is Hamlet?",
+        )))
+        .await
+        .unwrap()
+    {
+        SendMessageResult::Task(t) => t,
+        other => panic!("expected a task, got {other:?}"),
+    };
+    let parts = &task.artifacts[0].parts;
+    assert!(join_text(parts).starts_with("A prince.\nSeen: lookup:"));
+    let Some(Part::Data(d)) = parts.iter().find(|p| matches!(p, Part::Data(_))) else {
+        panic!("no data part: {parts:?}");
+    };
+    assert_eq!(d.data["observations"], 1);
 }
 
 #[tokio::test]
