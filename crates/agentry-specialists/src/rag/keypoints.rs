@@ -25,6 +25,20 @@ pub struct Citation {
 }
 
 impl Citation {
+    /// Citation number `n` for a retrieved chunk.
+    pub fn of(n: usize, h: Hit) -> Self {
+        Citation {
+            n,
+            document: h.document,
+            title: h.title,
+            section: h.section,
+            page: h.page,
+            start: h.start,
+            end: h.end,
+            chunk_id: h.chunk_id,
+        }
+    }
+
     /// `hamlet_gut.txt, ACT III > Scene I, bytes 81234-81301`.
     pub fn label(&self) -> String {
         let mut s = self.document.clone();

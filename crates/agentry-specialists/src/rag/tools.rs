@@ -165,16 +165,7 @@ impl Tool for CiteSources {
         Ok(hits
             .into_iter()
             .enumerate()
-            .map(|(i, h)| Citation {
-                n: i + 1,
-                document: h.document,
-                title: h.title,
-                section: h.section,
-                page: h.page,
-                start: h.start,
-                end: h.end,
-                chunk_id: h.chunk_id,
-            })
+            .map(|(i, h)| Citation::of(i + 1, h))
             .collect())
     }
 }
