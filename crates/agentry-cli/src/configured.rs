@@ -114,6 +114,24 @@ pub fn factory() -> AgentFactory {
     f
 }
 
+/// [`factory`] plus the specialist agent types (`rag`, `ppt`, `data`) for these configs. The
+/// knowledge base is opened only when one of them is a `rag` agent: the first such agent's
+/// `options.db`, else `$AGENTRY_HOME/knowledge.db` (one knowledge base per process).
+pub async fn agent_factory<'a>(
+    configs: impl IntoIterator<Item = &'a AgentConfig>,
+) -> Result<AgentFactory, A2aError> {
+    let mut f = factory();
+    let kb = match configs.into_iter().find(|c| c.agent_type == "rag") {
+        Some(c) => {
+            let db = c.options.get("db").and_then(|v| v.as_str()).map(Path::new);
+            Some(crate::jobs::open_kb(db).await?)
+        }
+        None => None,
+    };
+    agentry_specialists::kinds::register(&mut f, agentry_specialists::kinds::Resources { kb });
+    Ok(f)
+}
+
 impl Setup {
     pub async fn load(path: &Path) -> Result<Self, A2aError> {
         let text = std::fs::read_to_string(path)
@@ -121,7 +139,6 @@ impl Setup {
         let file: ServeFile = parse_config(path, &text)
             .map_err(|e| other(format!("invalid {}: {e}", path.display())))?;
         let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let factory = factory();
         let mode = match file.server.agent_mode.as_deref() {
             None => agentry_flow::Mode::from_env(),
             Some("direct") => agentry_flow::Mode::Direct,
@@ -131,7 +148,13 @@ impl Setup {
         let mut registry = agentry_flow::AgentRegistry::new(mode);
         let mut agents = Vec::new();
         for entry in &file.agents {
-            let cfg = load_agent(entry, &base)?;
+            agents.push((
+                format!("/{}", entry.path.trim_matches('/')),
+                load_agent(entry, &base)?,
+            ));
+        }
+        let factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
+        for (_, cfg) in &agents {
             // Workflows use their own in-process instance of each agent.
             let agent = agentry_mcp::create_agent(
                 &factory,
@@ -141,7 +164,6 @@ impl Setup {
             .await
             .map_err(other)?;
             registry.add_local(Arc::new(agent));
-            agents.push((format!("/{}", entry.path.trim_matches('/')), cfg));
         }
         for r in &file.remotes {
             registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
@@ -305,7 +327,7 @@ pub async fn serve(
     let mut index = Vec::new();
     let mut root_taken = false;
     let mut entries: Vec<(String, AgentCard, AgentService)> = Vec::new();
-    let factory = factory();
+    let factory = agent_factory(setup.agents.iter().map(|(_, c)| c)).await?;
     for (p, cfg) in &setup.agents {
         let store = store_for(&cfg.name)?;
         // Runs are checkpointed beside their tasks, so an interrupted run can resume.
@@ -390,7 +412,8 @@ impl RunHooks for Printer {
 /// An interactive chat with one configured agent; each line is a turn of one conversation.
 pub async fn chat(path: &Path) -> Result<(), A2aError> {
     let cfg = AgentConfig::from_file(path).map_err(other)?;
-    let agent = agentry_mcp::create_agent(&factory(), cfg, &agentry_mcp::LaunchPolicy::from_env())
+    let factory = agent_factory([&cfg]).await?;
+    let agent = agentry_mcp::create_agent(&factory, cfg, &agentry_mcp::LaunchPolicy::from_env())
         .await
         .map_err(other)?;
     let context = agentry_a2a::new_id();

@@ -6,11 +6,14 @@
 //! - [`research`]: one question asked of several MCP servers at once, or of a remote researcher.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`agents`]: the specialists as agents, in-process or served over A2A.
+//! - [`kinds`]: the specialists as agent types of the core factory, for models that drive the
+//!   tools themselves (`agent_type = "rag"`).
 
 pub mod agents;
 #[cfg(feature = "data")]
 pub mod data;
 pub mod job;
+pub mod kinds;
 pub mod pptx;
 pub mod rag;
 pub mod research;
