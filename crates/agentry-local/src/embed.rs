@@ -84,21 +84,25 @@ impl LocalEmbedder {
         self.inner.dims
     }
 
-    /// Embeds texts on the calling thread (blocking), in batches.
+    /// Embeds texts on the calling thread (blocking), in batches of similar length (as
+    /// sentence-transformers does): a batch is padded to its longest text, so mixing short
+    /// and long texts would spend most of the work on padding.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LocalError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(BATCH) {
-            out.extend(self.batch(chunk)?);
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for idx in order.chunks(BATCH) {
+            let batch: Vec<String> = idx.iter().map(|&i| texts[i].clone()).collect();
+            for (&i, v) in idx.iter().zip(self.batch(batch)?) {
+                out[i] = v;
+            }
         }
         Ok(out)
     }
 
-    fn batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LocalError> {
+    fn batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LocalError> {
         let inner = &*self.inner;
-        let enc = inner
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(err)?;
+        let enc = inner.tokenizer.encode_batch(texts, true).map_err(err)?;
         let n = enc.len();
         let len = enc.first().map_or(0, |e| e.get_ids().len());
         let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {

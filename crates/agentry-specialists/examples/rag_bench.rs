@@ -1,7 +1,8 @@
 //! Retrieval benchmark: ingestion throughput on real plays with the embedded embedder, then
 //! hybrid query latency (FTS5 BM25 + sqlite-vec, fused) at larger sizes, built from the real
 //! chunks and vectors (each replicated with a perturbed vector and a distinct document).
-//! Writes the corpus and queries for `bench/rag/python_stack.py` to run the same searches.
+//! Writes the corpus and queries for `bench/rag/python_stack.py` to run the same searches, and
+//! the embedded texts for `bench/rag/python_ingest.py` to embed with sentence-transformers.
 //!
 //!   cargo run --release -p agentry-specialists --example rag_bench -- PLAY... \
 //!     --sizes 10000,100000 --queries 200 --export DIR
@@ -14,7 +15,7 @@ use std::time::Instant;
 use agentry_core::embed::DynEmbedder;
 use agentry_specialists::rag::KnowledgeBase;
 use agentry_specialists::rag::chunk::Chunk;
-use agentry_specialists::rag::store::VectorSearch;
+use agentry_specialists::rag::store::{VectorSearch, embed_text};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -72,6 +73,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::var("CANDLE_NUM_THREADS").unwrap_or_else(|_| "default".into())
     );
     let corpus = base.export("base")?;
+
+    // 1b. The embedding alone, on exactly the texts ingestion embedded: what the Python peer
+    // (sentence-transformers) is timed on.
+    let texts: Vec<String> = corpus
+        .iter()
+        .map(|(h, _)| embed_text(&h.title, &h.section, &h.text))
+        .collect();
+    let t = Instant::now();
+    let again = embedder.embed_dyn(texts.clone()).await?;
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "embed only: {} chunks in {secs:.1} s = {:.1} chunks/s",
+        texts.len(),
+        texts.len() as f64 / secs
+    );
+    if let Some(out) = &export {
+        std::fs::create_dir_all(out)?;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(out.join("ingest.jsonl"))?);
+        for (text, v) in texts.iter().zip(&again) {
+            writeln!(f, "{}", serde_json::json!({"text": text, "vector": v}))?;
+        }
+    }
 
     // Queries: sentences of the corpus (a phrase a reader remembers), embedded once.
     let mut qtexts = Vec::new();

@@ -24,8 +24,9 @@ const RRF_K: f64 = 60.0;
 pub const CHUNK_BYTES: usize = 700;
 /// Files larger than this are skipped with a reason.
 const MAX_FILE_BYTES: u64 = 64 << 20;
-/// Texts per embedding call.
-const EMBED_BATCH: usize = 32;
+/// Texts per embedding call (and progress report): large enough for the embedder to batch
+/// texts of similar length together (padding is wasted work), small enough for a live bar.
+const EMBED_BATCH: usize = 128;
 
 /// A retrieved chunk and where it comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -853,7 +854,7 @@ fn hit_row(id: i64, r: &rusqlite::Row<'_>) -> rusqlite::Result<Hit> {
 
 /// The text embedded for a chunk: where it is, then what it says (the heading path carries
 /// meaning the chunk's own words may not, e.g. the play a scene belongs to).
-fn embed_text(title: &str, section: &str, text: &str) -> String {
+pub fn embed_text(title: &str, section: &str, text: &str) -> String {
     format!("{title} — {section}\n{text}")
 }
 
