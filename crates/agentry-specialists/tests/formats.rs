@@ -96,14 +96,24 @@ fn pdf_from_libreoffice(dir: &Path) -> Option<PathBuf> {
     };
     let pptx = dir.join("report.pptx");
     std::fs::write(&pptx, write(&deck).unwrap()).unwrap();
-    let out = Command::new("soffice")
-        .arg(format!("-env:UserInstallation=file://{}/lo", dir.display()))
-        .args(["--headless", "--convert-to", "pdf", "--outdir"])
-        .arg(dir)
-        .arg(&pptx)
-        .output()
-        .unwrap();
     let pdf = dir.join("report.pdf");
+    // A fresh LibreOffice profile sometimes aborts on its first start (seen once on a new
+    // machine: WrappedTargetRuntimeException, no PDF); a second start with it works.
+    let mut out = None;
+    for _ in 0..2 {
+        let o = Command::new("soffice")
+            .arg(format!("-env:UserInstallation=file://{}/lo", dir.display()))
+            .args(["--headless", "--convert-to", "pdf", "--outdir"])
+            .arg(dir)
+            .arg(&pptx)
+            .output()
+            .unwrap();
+        let done = pdf.exists();
+        out = Some(o);
+        if done {
+            break;
+        }
+    }
     assert!(pdf.exists(), "{out:?}");
     std::fs::remove_file(&pptx).unwrap();
     Some(pdf)
