@@ -241,8 +241,20 @@ pub struct Finalized {
     pub data: Option<Map<String, Value>>,
 }
 
-/// Shapes a run's answer from the query, the model's answer and the run's steps.
-pub type FinalizeFn = Arc<dyn Fn(&str, &str, &[Step]) -> Finalized + Send + Sync>;
+/// What a finished run hands its type's [`FinalizeFn`].
+#[derive(Debug, Clone, Default)]
+pub struct RunResult {
+    /// The user's request.
+    pub query: String,
+    /// The model's answer.
+    pub answer: String,
+    pub steps: Vec<Step>,
+}
+
+/// Shapes a run's answer from the query, the model's answer and the run's steps. Async, since
+/// shaping may need I/O (the `rag` type reads the cited chunks and embeds their sentences).
+pub type FinalizeFn =
+    Arc<dyn Fn(RunResult) -> crate::llm::BoxFuture<'static, Finalized> + Send + Sync>;
 
 /// What an agent type contributes.
 #[derive(Clone, Default)]
@@ -582,7 +594,12 @@ impl Agent {
         let mut data = None;
         if let (Outcome::Answered { answer }, Some(finalize)) = (&mut outcome, &self.kind.finalize)
         {
-            let f = finalize(&query, answer, &state.steps);
+            let f = finalize(RunResult {
+                query: query.clone(),
+                answer: std::mem::take(answer),
+                steps: state.steps.clone(),
+            })
+            .await;
             *answer = f.answer;
             data = f.data;
         }

@@ -282,8 +282,12 @@ async fn a_types_finalize_shapes_the_answer_and_its_data_part() {
                     system_prompt: "Look things up.".into(),
                     tools: catalog.clone(),
                     finalize: Some(Arc::new(
-                        |query: &str, answer: &str, steps: &[agentry_core::react::Step]| {
-                            let seen: Vec<String> = steps
+                        |run: agentry_core::agent::RunResult| -> agentry_core::llm::BoxFuture<
+                            'static,
+                            agentry_core::agent::Finalized,
+                        > {
+                            let seen: Vec<String> = run
+                                .steps
                                 .iter()
                                 .filter_map(|s| match s {
                                     agentry_core::react::Step::Observation {
@@ -292,12 +296,14 @@ async fn a_types_finalize_shapes_the_answer_and_its_data_part() {
                                     _ => None,
                                 })
                                 .collect();
-                            agentry_core::agent::Finalized {
-                                answer: format!("{answer}\nSeen: {}", seen.join("; ")),
-                                data: json!({"query": query, "observations": seen.len()})
-                                    .as_object()
-                                    .cloned(),
-                            }
+                            Box::pin(async move {
+                                agentry_core::agent::Finalized {
+                                    answer: format!("{}\nSeen: {}", run.answer, seen.join("; ")),
+                                    data: json!({"query": run.query, "observations": seen.len()})
+                                        .as_object()
+                                        .cloned(),
+                                }
+                            })
                         },
                     )),
                     ..Default::default()

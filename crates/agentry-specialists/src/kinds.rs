@@ -18,18 +18,21 @@
 //! The `rag` type does not trust the model to cite: its [`finalize`](AgentKind::finalize)
 //! appends the sources of the passages the run retrieved (those given to `cite_sources`, when
 //! the model called it) and returns them as a data part, with `grounded: false` when no search
-//! found anything.
+//! found anything, and the key points of those passages for the request (extractive, each cited
+//! to its sentence), so a PPT agent can take the answer as research.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentry_a2a::model::AgentSkill;
-use agentry_core::agent::{AgentConfig, AgentError, AgentFactory, AgentKind, Finalized};
+use agentry_core::agent::{AgentConfig, AgentError, AgentFactory, AgentKind, Finalized, RunResult};
+use agentry_core::llm::BoxFuture;
 use agentry_core::react::Step;
 use agentry_core::tools::ToolRegistry;
 use serde_json::{Map, Value, json};
 
 use crate::pptx::{Decks, ppt_tools};
+use crate::rag::keypoints::key_points;
 use crate::rag::{Citation, KnowledgeBase, rag_tools};
 
 /// What the types need from the host: the knowledge base the `rag` type searches (opened by
@@ -41,6 +44,8 @@ pub struct Resources {
 
 /// Sources appended to an answer at most.
 const MAX_SOURCES: usize = 8;
+/// Key points extracted from the cited passages for the data part.
+const KEY_POINTS: usize = 5;
 
 const RAG_PROMPT: &str = "You answer questions from the document collection `{collection}`, \
      and only from it. First call rag_search with the key words of the question (search again \
@@ -127,9 +132,12 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
                         &["Who is Hamlet?", "What does the ghost ask of Hamlet?"],
                     ),
                 )],
-                finalize: Some(Arc::new(move |_, answer, steps| {
-                    cite(&kb, &collection, answer, steps)
-                })),
+                finalize: Some(Arc::new(
+                    move |run: RunResult| -> BoxFuture<'static, Finalized> {
+                        let (kb, collection) = (kb.clone(), collection.clone());
+                        Box::pin(async move { cite(&kb, &collection, run).await })
+                    },
+                )),
                 ..Default::default()
             })
         }),
@@ -198,11 +206,17 @@ fn chunk_ids(data: Option<&Value>) -> Vec<i64> {
 
 /// The `rag` type's finalize: the passages the model chose with `cite_sources` (its last
 /// successful call), else those its searches returned, as numbered sources after the answer
-/// and as citations in a data part.
-fn cite(kb: &KnowledgeBase, collection: &str, answer: &str, steps: &[Step]) -> Finalized {
+/// and as citations in a data part, with the key points of those passages for the request
+/// (extractive, cited to the sentence: what the PPT agent takes as research).
+async fn cite(kb: &KnowledgeBase, collection: &str, run: RunResult) -> Finalized {
+    let RunResult {
+        query,
+        answer,
+        steps,
+    } = run;
     let mut retrieved: Vec<i64> = Vec::new();
     let mut chosen: Option<Vec<i64>> = None;
-    for s in steps {
+    for s in &steps {
         if let Step::Observation {
             tool,
             is_error: false,
@@ -221,17 +235,21 @@ fn cite(kb: &KnowledgeBase, collection: &str, answer: &str, steps: &[Step]) -> F
     let mut seen = std::collections::HashSet::new();
     ids.retain(|id| seen.insert(*id));
     ids.truncate(MAX_SOURCES);
-    let citations: Vec<Citation> = match kb.chunks_by_id(&ids) {
-        Ok(hits) => hits
-            .into_iter()
-            .enumerate()
-            .map(|(i, h)| Citation::of(i + 1, h))
-            .collect(),
-        Err(e) => {
-            tracing::warn!("cannot cite chunks {ids:?}: {e}");
+    let hits = kb.chunks_by_id(&ids).unwrap_or_else(|e| {
+        tracing::warn!("cannot cite chunks {ids:?}: {e}");
+        Vec::new()
+    });
+    let key_points = key_points(&**kb.embedder(), &query, &hits, KEY_POINTS)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("no key points from chunks {ids:?}: {e}");
             Vec::new()
-        }
-    };
+        });
+    let citations: Vec<Citation> = hits
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| Citation::of(i + 1, h))
+        .collect();
     let mut text = answer.trim().to_owned();
     if !citations.is_empty() {
         text.push_str("\n\nSources:\n");
@@ -243,6 +261,7 @@ fn cite(kb: &KnowledgeBase, collection: &str, answer: &str, steps: &[Step]) -> F
         "collection": collection,
         "grounded": !citations.is_empty(),
         "citations": citations,
+        "key_points": key_points,
         "method": "react",
     }) {
         Value::Object(m) => m,

@@ -182,6 +182,64 @@ async fn the_rag_type_appends_the_sources_its_search_found() {
     );
 }
 
+/// The answer's data also carries the key points of the cited passages, each quoting the
+/// document at its offsets, and the PPT agent builds a deck from that data as research.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rag_types_key_points_are_research_for_the_ppt_agent() {
+    let Some((kb, text)) = knowledge_base().await else {
+        return;
+    };
+    let agent = scripted(
+        kb,
+        vec![
+            ("rag_search", json!({"query": "the ghost of the dead king"})),
+            (
+                "finish",
+                json!({"answer": "A ghost in the king's likeness walks [1]."}),
+            ),
+        ],
+    );
+    let r = agent
+        .run(
+            "What do the guards see on the platform?",
+            None,
+            &NoHooks,
+            None,
+        )
+        .await;
+    let data = Value::Object(r.data.clone().expect("data"));
+    let kps = data["key_points"].as_array().expect("key points");
+    assert!(!kps.is_empty() && kps.len() <= 5, "{kps:#?}");
+    for kp in kps {
+        let c = &kp["citation"];
+        let (s, e) = (
+            c["start"].as_u64().unwrap() as usize,
+            c["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(
+            text[s..e].split_whitespace().collect::<Vec<_>>().join(" "),
+            kp["text"].as_str().unwrap(),
+            "a key point quotes the document at its offsets"
+        );
+    }
+
+    let out = std::env::temp_dir().join(format!("agentry-kinds-deck-{}", std::process::id()));
+    let ppt = agentry_specialists::agents::PptSpecialist::new(
+        agentry_specialists::pptx::ppt_tools(&agentry_specialists::pptx::Decks::new(&out)),
+    );
+    let mut ask = agentry_core::a2a::Ask::text("");
+    ask.data = json!({"title": "The Ghost", "slides": 3, "research": data})
+        .as_object()
+        .cloned();
+    let reply = agentry_core::a2a::AgentHandle::ask(&ppt, ask)
+        .await
+        .expect("the PPT agent takes the answer as research");
+    let path = reply.data[0]["path"].as_str().expect("deck path");
+    let deck = std::fs::read(path).unwrap();
+    assert_eq!(&deck[..2], b"PK", "a .pptx (zip) was written");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cite_sources_narrows_the_sources_to_the_models_choice() {
     let Some((kb, text)) = knowledge_base().await else {
