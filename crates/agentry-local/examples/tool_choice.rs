@@ -22,8 +22,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         suite.tools.len(),
         model.name()
     );
-    println!("| mode | right tool | valid calls | time |");
-    println!("|---|---|---|---|");
+    println!("| mode | right tool | valid calls | right tool, arguments from the request | time |");
+    println!("|---|---|---|---|---|");
     for mode in modes.split(',') {
         if mode == "router" {
             // The embedding ranking alone: is the right tool first, or in the top two?
@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             println!(
-                "| router only (top 1 / top 2) | {top1}/{n} / {top2}/{n} | - | {:.1} s |",
+                "| router only (top 1 / top 2) | {top1}/{n} / {top2}/{n} | - | - | {:.1} s |",
                 t0.elapsed().as_secs_f64(),
                 n = suite.cases.len()
             );
@@ -70,12 +70,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let p = LocalProvider::from_parts(model.clone(), router, cfg);
         let r = run_tool_choice(&p, &suite).await?;
         println!(
-            "| {mode} | {}/{} ({:.0}%) | {}/{} | {:.1} s |",
+            "| {mode} | {}/{} ({:.0}%) | {}/{} | {}/{} | {:.1} s |",
             r.right(),
             r.cases.len(),
             100.0 * r.accuracy(),
             r.valid(),
             r.cases.len(),
+            r.grounded(),
+            r.right(),
             r.elapsed.as_secs_f64()
         );
         if std::env::var_os("VERBOSE").is_some() {

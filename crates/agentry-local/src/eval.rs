@@ -35,6 +35,9 @@ pub struct CaseResult {
     pub tokens: u64,
     /// The call names a tool of the suite and its arguments match the tool's schema.
     pub valid: bool,
+    /// The call's text arguments draw on the request (share a content word with it) rather than
+    /// on the prompt's tool descriptions; true when the call has no text argument.
+    pub grounded: bool,
 }
 
 /// Scores over a suite.
@@ -53,6 +56,13 @@ impl ToolChoiceReport {
     }
     pub fn valid(&self) -> usize {
         self.cases.iter().filter(|c| c.valid).count()
+    }
+    /// Right-tool calls whose text arguments draw on the request.
+    pub fn grounded(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| c.grounded && c.called.as_deref() == Some(c.expected.as_str()))
+            .count()
     }
     pub fn accuracy(&self) -> f64 {
         self.right() as f64 / self.cases.len().max(1) as f64
@@ -99,13 +109,76 @@ pub async fn run_tool_choice(
             request: case.request.clone(),
             expected: case.tool.clone(),
             arguments: call.as_ref().map(|c| c.1.clone()),
-            called: call.map(|c| c.0),
+            called: call.as_ref().map(|c| c.0.clone()),
             tokens: resp.usage.completion_tokens,
             valid,
+            grounded: call
+                .as_ref()
+                .is_none_or(|(_, args)| draws_on(args, &case.request)),
         });
     }
     Ok(ToolChoiceReport {
         cases,
         elapsed: started.elapsed(),
     })
+}
+
+/// Lower-cased words of three letters or more (and numbers), minus the commonest words.
+fn content_words(text: &str) -> Vec<String> {
+    const COMMON: &[&str] = &[
+        "the", "and", "for", "with", "this", "that", "what", "from", "into", "about", "are", "you",
+        "give", "get", "please", "can", "how", "which", "make", "new",
+    ];
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() >= 3 || (!w.is_empty() && w.chars().all(|c| c.is_ascii_digit())))
+        .map(str::to_lowercase)
+        .filter(|w| !COMMON.contains(&w.as_str()))
+        .collect()
+}
+
+/// Whether some text argument shares a content word with the request (true with no text
+/// argument: nothing to draw on).
+fn draws_on(args: &serde_json::Value, request: &str) -> bool {
+    fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::String(s) if !s.trim().is_empty() => out.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    let mut texts = Vec::new();
+    strings(args, &mut texts);
+    if texts.is_empty() {
+        return true;
+    }
+    let asked = content_words(request);
+    texts
+        .iter()
+        .any(|t| content_words(t).iter().any(|w| asked.contains(w)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_draw_on_the_request_or_not() {
+        let q = "Who is Hamlet?";
+        assert!(draws_on(&json!({"query": "Hamlet"}), q));
+        assert!(!draws_on(
+            &json!({"query": "What to look for, in words."}),
+            q
+        ));
+        assert!(draws_on(&json!({}), q));
+        assert!(draws_on(
+            &json!({"expression": "17 * 23"}),
+            "What is 17 * 23?"
+        ));
+        assert!(draws_on(
+            &json!({"bullets": ["x", "the agenda"]}),
+            "Add the agenda items."
+        ));
+    }
 }
