@@ -22,9 +22,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Waits until something listens on `port`.
+/// Waits until something listens on `port` (up to 30 s: a debug build loading the embedded
+/// model on a busy 2-core machine took over 5 s).
 fn wait_for(port: u16) {
-    for _ in 0..100 {
+    for _ in 0..600 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
             return;
         }
