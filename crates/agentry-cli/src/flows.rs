@@ -3,16 +3,12 @@
 
 use std::path::Path;
 
-use agentry_a2a::A2aError;
-use agentry_flow::{FlowEvent, RunState, RunStatus, Workflow};
+use agentry::Setup;
+use agentry::flow::{FlowEvent, RunState, RunStatus, Workflow};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-use crate::configured::Setup;
-
-fn other(e: impl std::fmt::Display) -> A2aError {
-    A2aError::Other(e.to_string())
-}
+use crate::error::CliError;
 
 /// Prints each event as a line: the live view.
 async fn show(mut rx: mpsc::UnboundedReceiver<FlowEvent>, json: bool) {
@@ -31,7 +27,7 @@ async fn show(mut rx: mpsc::UnboundedReceiver<FlowEvent>, json: bool) {
     }
 }
 
-pub fn finish(state: RunState, json: bool) -> Result<(), A2aError> {
+pub(crate) fn finish(state: RunState, json: bool) -> Result<(), CliError> {
     if json {
         println!("{}", serde_json::to_string(&state).unwrap_or_default());
     }
@@ -42,11 +38,11 @@ pub fn finish(state: RunState, json: bool) -> Result<(), A2aError> {
             }
             Ok(())
         }
-        RunStatus::Canceled => Err(other(format!(
+        RunStatus::Canceled => Err(CliError::Failed(format!(
             "run {} canceled; resume with `agentry workflow resume {}`",
             state.run_id, state.run_id
         ))),
-        _ => Err(other(format!(
+        _ => Err(CliError::Failed(format!(
             "run {} failed: {}",
             state.run_id,
             state.error.unwrap_or_default()
@@ -66,19 +62,19 @@ fn cancel_on_ctrl_c() -> watch::Receiver<bool> {
     rx
 }
 
-async fn execute(setup: &Setup, wf: Workflow, input: Value, json: bool) -> Result<(), A2aError> {
+async fn execute(setup: &Setup, wf: Workflow, input: Value, json: bool) -> Result<(), CliError> {
     let state = execute_on(&setup.engine()?, wf, input, json).await?;
     finish(state, json)
 }
 
 /// Runs `wf` on `engine` with the live step view; Ctrl-C cancels.
-pub async fn execute_on(
-    engine: &agentry_flow::Engine,
+pub(crate) async fn execute_on(
+    engine: &agentry::flow::Engine,
     wf: Workflow,
     input: Value,
     json: bool,
-) -> Result<RunState, A2aError> {
-    let state = engine.prepare(wf, input).map_err(other)?;
+) -> Result<RunState, CliError> {
+    let state = engine.prepare(wf, input).map_err(agentry::Error::from)?;
     eprintln!(
         "agentry: run {} of `{}` ({} steps); after a crash: agentry workflow resume {}",
         state.run_id,
@@ -95,25 +91,26 @@ pub async fn execute_on(
     Ok(state)
 }
 
-fn parse_input(input: Option<&str>) -> Result<Value, A2aError> {
+fn parse_input(input: Option<&str>) -> Result<Value, CliError> {
     match input {
         None => Ok(Value::Object(Default::default())),
-        Some(s) => serde_json::from_str(s).map_err(|e| other(format!("--input is not JSON: {e}"))),
+        Some(s) => serde_json::from_str(s)
+            .map_err(|e| CliError::Usage(format!("--input is not JSON: {e}"))),
     }
 }
 
-pub async fn run_file(
+pub(crate) async fn run_file(
     file: &Path,
     config: &Path,
     input: Option<&str>,
     json: bool,
-) -> Result<(), A2aError> {
+) -> Result<(), CliError> {
     let setup = Setup::load(config).await?;
-    let wf = Workflow::from_file(file).map_err(other)?;
+    let wf = Workflow::from_file(file).map_err(agentry::Error::from)?;
     execute(&setup, wf, parse_input(input)?, json).await
 }
 
-pub async fn resume(run_id: &str, config: &Path, json: bool) -> Result<(), A2aError> {
+pub(crate) async fn resume(run_id: &str, config: &Path, json: bool) -> Result<(), CliError> {
     let setup = Setup::load(config).await?;
     let engine = setup.engine()?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -121,21 +118,21 @@ pub async fn resume(run_id: &str, config: &Path, json: bool) -> Result<(), A2aEr
     let state = engine
         .resume(run_id, Some(tx), Some(cancel_on_ctrl_c()))
         .await
-        .map_err(other)?;
+        .map_err(agentry::Error::from)?;
     let _ = view.await;
     finish(state, json)
 }
 
-pub async fn plan(task: &str, config: &Path) -> Result<Workflow, A2aError> {
+pub(crate) async fn plan(task: &str, config: &Path) -> Result<Workflow, CliError> {
     let setup = Setup::load(config).await?;
-    setup
+    Ok(setup
         .planner()?
         .plan(task, &setup.registry)
         .await
-        .map_err(other)
+        .map_err(agentry::Error::from)?)
 }
 
-pub async fn plan_and_show(task: &str, config: &Path, json: bool) -> Result<(), A2aError> {
+pub(crate) async fn plan_and_show(task: &str, config: &Path, json: bool) -> Result<(), CliError> {
     let wf = plan(task, config).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&wf).unwrap_or_default());
@@ -145,18 +142,18 @@ pub async fn plan_and_show(task: &str, config: &Path, json: bool) -> Result<(), 
     Ok(())
 }
 
-pub async fn plan_and_run(
+pub(crate) async fn plan_and_run(
     task: &str,
     config: &Path,
     input: Option<&str>,
     json: bool,
-) -> Result<(), A2aError> {
+) -> Result<(), CliError> {
     let setup = Setup::load(config).await?;
     let wf = setup
         .planner()?
         .plan(task, &setup.registry)
         .await
-        .map_err(other)?;
+        .map_err(agentry::Error::from)?;
     eprintln!("agentry: planned `{}`:", wf.name);
     for s in &wf.steps {
         let deps = if s.depends_on.is_empty() {

@@ -1,51 +1,13 @@
-//! `agentry ingest` and the built-in team behind `agentry run`: the RAG and PPT specialists over
-//! the knowledge base in `$AGENTRY_HOME/knowledge.db`, on the embedded embedder.
+//! `agentry ingest` and the built-in team behind `agentry run`, with a progress bar and the
+//! live step list.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use agentry_a2a::A2aError;
-use agentry_core::embed::DynEmbedder;
-use agentry_flow::Engine;
-use agentry_specialists::agents::{PptSpecialist, RagSpecialist};
-use agentry_specialists::job::{Team, plan, plan_request, understand_with};
-use agentry_specialists::pptx::{Decks, ppt_tools};
-use agentry_specialists::rag::{KnowledgeBase, Progress, RagAgent};
+use agentry::specialists::rag::Progress;
+use agentry::team::{TeamOptions, prepare};
 
-fn other(e: impl std::fmt::Display) -> A2aError {
-    A2aError::Other(e.to_string())
-}
-
-/// The knowledge base file.
-pub fn kb_path(db: Option<&Path>) -> PathBuf {
-    db.map(Path::to_owned)
-        .unwrap_or_else(|| crate::data_dir().join("knowledge.db"))
-}
-
-/// Opens the knowledge base with the embedded embedder (MiniLM), or with an OpenAI-compatible
-/// embeddings endpoint when `AGENTRY_EMBED_URL` is set (model `AGENTRY_EMBED_API_MODEL`, key
-/// `OPENAI_API_KEY`).
-pub async fn open_kb(db: Option<&Path>) -> Result<KnowledgeBase, A2aError> {
-    if let Ok(url) = std::env::var("AGENTRY_EMBED_URL") {
-        let model = std::env::var("AGENTRY_EMBED_API_MODEL").unwrap_or_else(|_| "default".into());
-        let e = agentry_core::llm::OpenAiEmbedder::connect(agentry_core::llm::OpenAiConfig {
-            base_url: url.clone(),
-            model: model.clone(),
-            ..Default::default()
-        })
-        .await
-        .map_err(other)?;
-        return KnowledgeBase::open(&kb_path(db), Arc::new(e), &format!("openai:{model}"))
-            .map_err(other);
-    }
-    let embedder = agentry_local::provider::shared_embedder(None).map_err(other)?;
-    let id = agentry_local::paths::embedder_path()
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "all-minilm-l6-v2".into());
-    KnowledgeBase::open(&kb_path(db), embedder as Arc<dyn DynEmbedder>, &id).map_err(other)
-}
+use crate::error::CliError;
 
 fn bar(p: &Progress) {
     const W: usize = 24;
@@ -75,17 +37,20 @@ fn bar(p: &Progress) {
     let _ = std::io::stderr().flush();
 }
 
-pub async fn ingest(
+pub(crate) async fn ingest(
     paths: &[PathBuf],
     collection: &str,
     db: Option<&Path>,
     json: bool,
-) -> Result<(), A2aError> {
-    let kb = open_kb(db).await?;
+) -> Result<(), CliError> {
+    let kb = agentry::knowledge::open(db).await?;
     for path in paths {
         eprintln!("agentry: ingesting {} into `{collection}`", path.display());
         let t = std::time::Instant::now();
-        let r = kb.ingest(path, collection, &bar).await.map_err(other)?;
+        let r = kb
+            .ingest(path, collection, &bar)
+            .await
+            .map_err(agentry::Error::from)?;
         eprintln!();
         if json {
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
@@ -103,7 +68,7 @@ pub async fn ingest(
             eprintln!("  skipped {f}: {why}");
         }
     }
-    for c in kb.collections().map_err(other)? {
+    for c in kb.collections().map_err(agentry::Error::from)? {
         eprintln!(
             "  collection `{}`: {} documents, {} chunks ({}, {} dims)",
             c.name, c.documents, c.chunks, c.embedder, c.dimensions
@@ -112,56 +77,16 @@ pub async fn ingest(
     Ok(())
 }
 
-/// Options of the built-in team.
-pub struct RunOpts {
-    pub collection: String,
-    pub output: PathBuf,
-    pub db: Option<PathBuf>,
-    pub in_process: bool,
-    pub json: bool,
-    /// Reads the request and writes the cited summary; `None`: rules and extractive answers.
-    pub model: Option<agentry_core::agent::ModelConfig>,
-}
-
-/// `agentry run TASK` without a config file: plan with the built-in planner, run RAG → PPT.
-pub async fn run_builtin(task: &str, o: RunOpts) -> Result<(), A2aError> {
-    let kb = open_kb(o.db.as_deref()).await?;
-    let known = kb.collections().map_err(other)?;
-    if !known.iter().any(|c| c.name == o.collection && c.chunks > 0) {
-        return Err(other(format!(
-            "the knowledge base {} has no documents in collection `{}`; add some with \
-             `agentry ingest PATH --collection {}` (the demo corpus: bash scripts/fetch-data.sh)",
-            kb_path(o.db.as_deref()).display(),
-            o.collection,
-            o.collection
-        )));
+/// `agentry run TASK` with the built-in team: plan, show the plan, run it live, write the
+/// cited summary beside the deck.
+pub(crate) async fn run_team(task: &str, o: TeamOptions, json: bool) -> Result<(), CliError> {
+    let run = prepare(task, o).await?;
+    if run.read_by_model == Some(false) {
+        eprintln!("agentry: the model's reading of the request was unusable; using rules");
     }
-    let llm = match &o.model {
-        None => None,
-        Some(m) => Some(crate::configured::factory().model(m).map_err(other)?),
-    };
-    let mut rag_agent = RagAgent::new(kb, &o.collection);
-    rag_agent.writer = llm.clone();
-    let rag = RagSpecialist::new(rag_agent);
-    let ppt = PptSpecialist::new(ppt_tools(&Decks::new(&o.output)));
-    let team = if o.in_process {
-        Team::in_process(rag, ppt)
-    } else {
-        Team::over_a2a(rag, ppt).await.map_err(other)?
-    };
-    let (wf, input) = match &llm {
-        None => plan(task),
-        Some(llm) => {
-            let (request, by_model) = understand_with(&**llm, task).await;
-            if !by_model {
-                eprintln!("agentry: the model's reading of the request was unusable; using rules");
-            }
-            plan_request(task, request)
-        }
-    };
-    eprintln!("agentry: planned `{}`:", wf.name);
-    for s in &wf.steps {
-        let url = team
+    eprintln!("agentry: planned `{}`:", run.workflow.name);
+    for s in &run.workflow.steps {
+        let url = run
             .urls
             .iter()
             .find(|(n, _)| *n == s.agent)
@@ -169,40 +94,11 @@ pub async fn run_builtin(task: &str, o: RunOpts) -> Result<(), A2aError> {
             .unwrap_or_else(|| " in-process".into());
         eprintln!("  - {} ({}{url})", s.id, s.agent);
     }
-    let engine = Engine::new(team.registry.clone());
-    let state = crate::flows::execute_on(&engine, wf, input, o.json).await?;
-    // The cited summary beside the deck.
-    if let Some(research) = state
-        .steps
-        .get("research")
-        .or_else(|| state.steps.get("answer"))
-        .and_then(|r| r.output.as_ref())
-    {
-        std::fs::create_dir_all(&o.output).map_err(other)?;
-        let path = o.output.join("summary.md");
-        let topic = state.input["topic"].as_str().unwrap_or(task);
-        std::fs::write(&path, format!("# {topic}\n\n{}\n", research.text)).map_err(other)?;
+    let state =
+        crate::flows::execute_on(&run.engine, run.workflow.clone(), run.input.clone(), json)
+            .await?;
+    if let Some(path) = run.write_summary(&state)? {
         eprintln!("agentry: cited summary in {}", path.display());
     }
-    crate::flows::finish(state, o.json)
-}
-
-/// The built-in specialists, for `agentry serve --agent rag|ppt`.
-pub async fn rag_agent(collection: &str, db: Option<&Path>) -> Result<RagSpecialist, A2aError> {
-    Ok(RagSpecialist::new(RagAgent::new(
-        open_kb(db).await?,
-        collection,
-    )))
-}
-
-pub fn ppt_agent(output: &Path) -> PptSpecialist {
-    PptSpecialist::new(ppt_tools(&Decks::new(output)))
-}
-
-/// A researcher from its configuration file.
-pub fn researcher(path: &Path) -> Result<agentry_specialists::research::Researcher, A2aError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| other(format!("cannot read {}: {e}", path.display())))?;
-    let cfg = agentry_core::agent::parse_config(path, &text).map_err(other)?;
-    Ok(agentry_specialists::research::Researcher::new(cfg))
+    crate::flows::finish(state, json)
 }

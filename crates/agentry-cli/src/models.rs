@@ -3,14 +3,15 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentry_a2a::A2aError;
-use agentry_local::provider::{LocalConfig, shared_chat_model, shared_embedder};
-use agentry_local::serve::{ServeState, router};
-use agentry_local::{LocalProvider, ToolRouter};
+use agentry::local::provider::{LocalConfig, shared_chat_model, shared_embedder};
+use agentry::local::serve::{ServeState, router};
+use agentry::local::{LocalProvider, ToolRouter};
 use clap::Subcommand;
 
+use crate::error::CliError;
+
 #[derive(Subcommand)]
-pub enum ModelCommand {
+pub(crate) enum ModelCommand {
     /// Serve the local chat model and embedder over an OpenAI-compatible API
     /// (/v1/chat/completions, /v1/embeddings, /v1/models).
     Serve {
@@ -27,11 +28,7 @@ pub enum ModelCommand {
     },
 }
 
-fn other(e: impl std::fmt::Display) -> A2aError {
-    A2aError::Other(e.to_string())
-}
-
-pub async fn run(cmd: ModelCommand) -> Result<(), A2aError> {
+pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
     match cmd {
         ModelCommand::Serve {
             port,
@@ -40,14 +37,14 @@ pub async fn run(cmd: ModelCommand) -> Result<(), A2aError> {
             embedder,
         } => {
             let (chat, emb) = tokio::task::spawn_blocking(move || {
-                Ok::<_, agentry_local::LocalError>((
+                Ok::<_, agentry::local::LocalError>((
                     shared_chat_model(model)?,
                     shared_embedder(embedder.clone())?,
                 ))
             })
             .await
-            .map_err(other)?
-            .map_err(other)?;
+            .map_err(|e| CliError::Failed(format!("loading the models: {e}")))?
+            .map_err(agentry::Error::from)?;
             let provider = LocalProvider::from_parts(
                 chat.clone(),
                 Some(ToolRouter::new(emb.clone() as Arc<_>)),
@@ -60,16 +57,28 @@ pub async fn run(cmd: ModelCommand) -> Result<(), A2aError> {
             };
             let listener = tokio::net::TcpListener::bind((host.as_str(), port))
                 .await
-                .map_err(|e| other(format!("cannot listen on {host}:{port}: {e}")))?;
-            let addr = listener.local_addr().map_err(other)?;
+                .map_err(|source| agentry::Error::Listen {
+                    addr: format!("{host}:{port}"),
+                    source,
+                })?;
+            let addr = listener.local_addr().map_err(|e| agentry::Error::Io {
+                what: "listener".into(),
+                source: e,
+            })?;
             eprintln!(
                 "serving {} (OpenAI-compatible) at http://{addr}/v1",
                 chat.name()
             );
             axum::serve(listener, router(state))
-                .with_graceful_shutdown(crate::shutdown_signal())
+                .with_graceful_shutdown(agentry::shutdown_signal())
                 .await
-                .map_err(other)
+                .map_err(|e| {
+                    agentry::Error::Io {
+                        what: "model server failed".into(),
+                        source: e,
+                    }
+                    .into()
+                })
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What the CLI prints: text for people, JSON (`--json`) for scripts.
 
-use agentry_a2a::model::*;
+use agentry::a2a::model::*;
 use serde::Serialize;
 
 fn json<T: Serialize>(v: &T) {
@@ -31,7 +31,7 @@ fn parts_text(parts: &[Part]) -> String {
         .join("\n")
 }
 
-pub fn card(card: &AgentCard, as_json: bool) {
+pub(crate) fn card(card: &AgentCard, as_json: bool) {
     if as_json {
         return json(card);
     }
@@ -70,14 +70,14 @@ pub fn card(card: &AgentCard, as_json: bool) {
     }
 }
 
-pub fn message(m: &Message, as_json: bool) {
+pub(crate) fn message(m: &Message, as_json: bool) {
     if as_json {
         return json(m);
     }
     println!("{}", parts_text(&m.parts));
 }
 
-pub fn task(t: &Task, as_json: bool) {
+pub(crate) fn task(t: &Task, as_json: bool) {
     if as_json {
         return json(t);
     }
@@ -97,7 +97,7 @@ pub fn task(t: &Task, as_json: bool) {
     }
 }
 
-pub fn event(ev: &StreamEvent, as_json: bool) {
+pub(crate) fn event(ev: &StreamEvent, as_json: bool) {
     if as_json {
         println!("{}", serde_json::to_string(ev).unwrap_or_default());
         return;

@@ -1,32 +1,45 @@
-//! Agents over A2A, both ways: any [`Agent`] served as an A2A executor, any remote A2A agent
-//! used like a local one ([`RemoteAgent`]), and any agent, local or remote, as a tool of another
-//! ([`AgentTool`]).
+//! Agents over A2A, both ways: any [`AgentHandle`] served as an A2A executor ([`Served`]),
+//! any remote A2A agent used like a local one ([`RemoteAgent`]), and any agent, local or
+//! remote, as a tool of another ([`AgentTool`]). Also the [`AgentHandle`] of the ReAct
+//! [`Agent`]: its steps stream as updates.
 
 use std::sync::Arc;
 
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{self, AgentExecutor, EventSink, RequestContext};
-use serde_json::{Value, json};
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 
 use crate::agent::{Agent, AgentError};
+use crate::handle::progress_stream;
+pub use crate::handle::{AgentHandle, Ask, Reply, Update, UpdateStream};
 use crate::llm::{BoxFuture, ToolSpec};
 use crate::react::{Outcome, ReactState, Step};
-use crate::run::{Checkpoints, NoHooks, RunHooks};
+use crate::run::{Checkpoints, RunHooks};
 use crate::tools::{DynTool, ToolError, ToolOutput};
 
-/// An [`Agent`] as an A2A executor: steps stream as `working` updates (a text line and the
-/// step as a data part), the answer is an `answer` artifact and the final message,
-/// `ask_user` becomes `input-required`, a cancel stops the loop at the next step, and each
-/// contextId has its own conversation memory. The loop is checkpointed under the task id after
-/// every step; a turn that finds an unfinished checkpoint resumes it.
+/// Any [`AgentHandle`] as an A2A executor, the one adapter every agent is served through:
+/// progress becomes `working` status updates (a text line and a data part), artifacts
+/// artifact updates, the reply an `answer` artifact (text, data parts, the reply's artifacts,
+/// then the steps reported) and the final message; a question back becomes `input-required`.
+/// A cancel of the task reaches the agent through [`Ask::cancel`]; the task id is
+/// [`Ask::task_id`], under which a ReAct agent checkpoints and resumes its run.
 #[derive(Clone)]
-pub struct ServedAgent(pub Arc<Agent>);
+pub struct Served(pub Arc<dyn AgentHandle>);
 
-struct A2aHooks<'a> {
-    events: &'a EventSink,
-    checkpoints: &'a dyn Checkpoints,
-    run_id: &'a str,
+impl Served {
+    /// Serves `agent`.
+    pub fn new(agent: impl AgentHandle) -> Self {
+        Served(Arc::new(agent))
+    }
+}
+
+/// Sends a ReAct run's steps as updates and checkpoints it.
+struct UpdateHooks<'a> {
+    updates: mpsc::UnboundedSender<Update>,
+    checkpoints: Option<(&'a dyn Checkpoints, &'a str)>,
 }
 
 /// A file a tool returned (`{"kind", "mimeType", "data" | "blob" | "text" | "uri"}`) as an A2A
@@ -82,151 +95,108 @@ pub fn describe_step(step: &Step) -> String {
     }
 }
 
-impl RunHooks for A2aHooks<'_> {
+impl RunHooks for UpdateHooks<'_> {
     fn on_steps<'a>(&'a self, steps: &'a [Step]) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            for step in steps {
-                if matches!(step, Step::Answer { .. }) {
-                    continue; // The answer comes as an artifact.
-                }
-                let data = serde_json::to_value(step)
-                    .ok()
-                    .and_then(|v| v.as_object().cloned())
-                    .unwrap_or_default();
-                let msg = self
-                    .events
-                    .agent_message(vec![Part::text(describe_step(step)), Part::data(data)]);
-                let _ = self.events.working(Some(msg)).await;
-                // Files a tool produced (MCP images, audio, embedded resources) become artifacts.
-                if let Step::Observation {
-                    tool,
-                    data: Some(d),
-                    ..
-                } = step
-                    && let Some(files) = d.get("files").and_then(Value::as_array)
-                {
-                    let parts: Vec<Part> = files.iter().filter_map(file_part).collect();
-                    if !parts.is_empty() {
-                        let _ = self
-                            .events
-                            .artifact(Artifact::new(Some(tool), parts), false, true)
-                            .await;
-                    }
+        for step in steps {
+            if matches!(step, Step::Answer { .. }) {
+                continue; // The answer comes as the reply.
+            }
+            let data = serde_json::to_value(step)
+                .ok()
+                .and_then(|v| v.as_object().cloned());
+            let _ = self.updates.send(Update::Progress {
+                text: describe_step(step),
+                data,
+            });
+            // Files a tool produced (MCP images, audio, embedded resources) become artifacts.
+            if let Step::Observation {
+                tool,
+                data: Some(d),
+                ..
+            } = step
+                && let Some(files) = d.get("files").and_then(Value::as_array)
+            {
+                let parts: Vec<Part> = files.iter().filter_map(file_part).collect();
+                if !parts.is_empty() {
+                    let _ = self
+                        .updates
+                        .send(Update::Artifact(Artifact::new(Some(tool), parts)));
                 }
             }
-        })
+        }
+        Box::pin(async {})
     }
 
     fn checkpoint<'a>(&'a self, state: &'a ReactState) -> BoxFuture<'a, ()> {
-        self.checkpoints.save(self.run_id, state)
+        match self.checkpoints {
+            Some((c, run_id)) => c.save(run_id, state),
+            None => Box::pin(async {}),
+        }
     }
 }
 
-impl AgentExecutor for ServedAgent {
+impl AgentExecutor for Served {
     async fn execute(
         &self,
         ctx: RequestContext,
         events: EventSink,
     ) -> Result<(), server::AgentError> {
-        let agent = &self.0;
-        let query = ctx.message.text_content();
         events.working(None).await?;
-        let checkpoints = agent.checkpoints.clone();
-        agent.refresh_tools().await;
-        let mut state = match checkpoints.load(&ctx.task_id).await {
-            Some(s) if !s.is_done() => s,
-            _ => agent.start(&query, Some(&ctx.context_id)),
-        };
-        let hooks = A2aHooks {
-            events: &events,
-            checkpoints: checkpoints.as_ref(),
-            run_id: &ctx.task_id,
-        };
-        let result = agent
-            .drive(
-                &mut state,
-                Some(&ctx.context_id),
-                &hooks,
-                Some(ctx.cancel_signal()),
-            )
-            .await;
-        checkpoints.remove(&ctx.task_id).await;
-        match result.outcome {
-            Outcome::Answered { answer } => {
-                let steps = serde_json::to_value(&result.steps).unwrap_or(Value::Null);
-                let mut data = serde_json::Map::new();
-                data.insert("steps".into(), steps);
-                let mut parts = vec![Part::text(answer.clone())];
-                // The type's structured result first: clients read the first data part.
-                parts.extend(result.data.map(Part::data));
-                parts.push(Part::data(data));
-                let artifact = Artifact::new(Some("answer"), parts);
-                events.artifact(artifact, false, true).await?;
-                events.complete(Some(events.agent_text(answer))).await
+        let data = ctx.message.parts.iter().find_map(|p| match p {
+            Part::Data(d) => Some(d.data.clone()),
+            _ => None,
+        });
+        let cancel = ctx.cancel_signal();
+        let mut updates = self.0.stream(Ask {
+            text: ctx.message.text_content(),
+            data,
+            context_id: Some(ctx.context_id.clone()),
+            task_id: Some(ctx.task_id.clone()),
+            cancel: Some(cancel.clone()),
+        });
+        let mut steps = Vec::new();
+        while let Some(update) = updates.next().await {
+            match update {
+                Ok(Update::Progress { text, data }) => {
+                    let mut parts = vec![Part::text(text)];
+                    if let Some(d) = data {
+                        steps.push(Value::Object(d.clone()));
+                        parts.push(Part::data(d));
+                    }
+                    events.working(Some(events.agent_message(parts))).await?;
+                }
+                Ok(Update::Artifact(a)) => events.artifact(a, false, true).await?,
+                Ok(Update::Reply(reply)) if reply.needs_input => {
+                    return events
+                        .input_required(Some(events.agent_text(reply.text)))
+                        .await;
+                }
+                Ok(Update::Reply(reply)) => {
+                    let mut parts = vec![Part::text(reply.text.clone())];
+                    // The agent's structured results first: clients read the first data part.
+                    parts.extend(reply.data.into_iter().map(Part::data));
+                    for a in reply.artifacts {
+                        parts.extend(a.parts);
+                    }
+                    if !steps.is_empty() {
+                        let mut m = Map::new();
+                        m.insert("steps".into(), Value::Array(steps));
+                        parts.push(Part::data(m));
+                    }
+                    events
+                        .artifact(Artifact::new(Some("answer"), parts), false, true)
+                        .await?;
+                    return events.complete(Some(events.agent_text(reply.text))).await;
+                }
+                Err(_) if *cancel.borrow() => return Ok(()),
+                Err(e) => return Err(server::AgentError::failed(e.to_string())),
             }
-            Outcome::NeedsInput { question } => {
-                events
-                    .input_required(Some(events.agent_text(question)))
-                    .await
-            }
-            Outcome::Canceled => Ok(()),
-            Outcome::MaxIterations => Err(server::AgentError::failed(format!(
-                "stopped after {} model calls without an answer (max_iterations)",
-                state.iteration
-            ))),
-            Outcome::TokenBudget => Err(server::AgentError::failed(format!(
-                "stopped after {} tokens without an answer (token_budget)",
-                state.usage.total()
-            ))),
-            Outcome::Stopped => Err(server::AgentError::failed(
-                "stopped by the agent's should_continue policy",
-            )),
-            Outcome::Failed { error } => Err(server::AgentError::failed(error)),
         }
+        Err(server::AgentError::failed(format!(
+            "agent {} ended without a reply",
+            self.0.name()
+        )))
     }
-}
-
-/// An agent's answer, local or remote.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Reply {
-    pub text: String,
-    /// Structured results (data parts of the answer).
-    pub data: Vec<serde_json::Map<String, Value>>,
-    pub artifacts: Vec<Artifact>,
-    /// The agent asked a question instead of answering.
-    pub needs_input: bool,
-    pub context_id: Option<String>,
-}
-
-/// What to ask an agent.
-#[derive(Debug, Clone, Default)]
-pub struct Ask {
-    pub text: String,
-    /// Structured input, sent as a data part.
-    pub data: Option<serde_json::Map<String, Value>>,
-    pub context_id: Option<String>,
-    /// Turns `true` to cancel (a remote agent's task is canceled with `tasks/cancel`).
-    pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
-}
-
-impl Ask {
-    pub fn text(text: impl Into<String>) -> Self {
-        Ask {
-            text: text.into(),
-            ..Default::default()
-        }
-    }
-}
-
-/// The interface local and remote agents share.
-pub trait AgentHandle: Send + Sync + 'static {
-    fn name(&self) -> String;
-    fn description(&self) -> String;
-    /// Skill ids (from the card).
-    fn skills(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>>;
 }
 
 impl AgentHandle for Agent {
@@ -239,42 +209,62 @@ impl AgentHandle for Agent {
     fn skills(&self) -> Vec<String> {
         self.card("").skills.into_iter().map(|s| s.id).collect()
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
-            let mut text = ask.text.clone();
-            if let Some(d) = &ask.data {
-                text.push_str(&format!("\n\nInput data: {}", Value::Object(d.clone())));
+    /// Each step of the loop as it happens. With a task id, the run is checkpointed under it
+    /// after every step, and a turn that finds an unfinished checkpoint resumes it.
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        progress_stream(rx, async move {
+            let mut text = ask.text;
+            if let Some(d) = ask.data {
+                text.push_str(&format!("\n\nInput data: {}", Value::Object(d)));
             }
-            let r = self
-                .run(
-                    &text,
-                    ask.context_id.as_deref(),
-                    &NoHooks,
-                    ask.cancel.clone(),
-                )
-                .await;
-            let context_id = ask.context_id.clone();
-            match r.outcome {
+            let context = ask.context_id.as_deref();
+            self.refresh_tools().await;
+            let resumed = match &ask.task_id {
+                Some(id) => self.checkpoints.load(id).await.filter(|s| !s.is_done()),
+                None => None,
+            };
+            let mut state = match resumed {
+                Some(s) => s,
+                None => self.start(&text, context),
+            };
+            let hooks = UpdateHooks {
+                updates: tx,
+                checkpoints: ask
+                    .task_id
+                    .as_deref()
+                    .map(|id| (self.checkpoints.as_ref(), id)),
+            };
+            let result = self.drive(&mut state, context, &hooks, ask.cancel).await;
+            if let Some(id) = &ask.task_id {
+                self.checkpoints.remove(id).await;
+            }
+            let name = &self.config.name;
+            let ended = |why: String| Err(AgentError::Other(format!("agent {name} {why}")));
+            match result.outcome {
                 Outcome::Answered { answer } => Ok(Reply {
                     text: answer,
-                    data: r.data.into_iter().collect(),
-                    context_id,
+                    data: result.data.into_iter().collect(),
+                    context_id: ask.context_id,
                     ..Default::default()
                 }),
                 Outcome::NeedsInput { question } => Ok(Reply {
                     text: question,
                     needs_input: true,
-                    context_id,
+                    context_id: ask.context_id,
                     ..Default::default()
                 }),
-                Outcome::Canceled => Err(AgentError::Other(format!(
-                    "agent {} was canceled",
-                    self.config.name
-                ))),
-                other => Err(AgentError::Other(format!(
-                    "agent {} ended without an answer: {other:?}",
-                    self.config.name
-                ))),
+                Outcome::Canceled => ended("was canceled".into()),
+                Outcome::MaxIterations => ended(format!(
+                    "stopped after {} model calls without an answer (max_iterations)",
+                    state.iteration
+                )),
+                Outcome::TokenBudget => ended(format!(
+                    "stopped after {} tokens without an answer (token_budget)",
+                    state.usage.total()
+                )),
+                Outcome::Stopped => ended("was stopped by its should_continue policy".into()),
+                Outcome::Failed { error } => ended(format!("failed: {error}")),
             }
         })
     }
@@ -377,6 +367,133 @@ fn reply_of_task(name: &str, t: Task) -> Result<Reply, AgentError> {
     }
 }
 
+impl RemoteAgent {
+    /// One turn. With a progress sender and a streaming agent it is `message/stream`, its
+    /// `working` messages forwarded as progress; otherwise, without a cancel signal, one
+    /// blocking `message/send`; with one, a non-blocking send whose task is followed and
+    /// canceled (`tasks/cancel`) when the signal turns.
+    async fn turn(
+        &self,
+        ask: Ask,
+        progress: Option<mpsc::UnboundedSender<Update>>,
+    ) -> Result<Reply, AgentError> {
+        let mut parts = vec![Part::text(ask.text.clone())];
+        if let Some(d) = &ask.data {
+            parts.push(Part::data(d.clone()));
+        }
+        let mut m = Message::new(Role::User, parts);
+        m.context_id = ask.context_id.clone();
+        let err = |e: agentry_a2a::A2aError| {
+            AgentError::Other(format!("remote agent {}: {e}", self.name))
+        };
+        let message_reply = |m: Message| Reply {
+            text: m.text_content(),
+            data: data_of(&m.parts),
+            context_id: m.context_id,
+            ..Default::default()
+        };
+        let canceled = async {
+            match ask.cancel.clone() {
+                Some(mut c) => {
+                    let _ = c.wait_for(|c| *c).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(canceled);
+        let streams = self
+            .client
+            .card()
+            .and_then(|c| c.capabilities.streaming)
+            .unwrap_or(false);
+        if let (Some(tx), true) = (&progress, streams) {
+            // message/stream from the first event: every working message arrives.
+            let mut events = Box::pin(self.client.stream_message(MessageSendParams::new(m)));
+            let mut task_id = None;
+            loop {
+                tokio::select! {
+                    ev = events.next() => match ev {
+                        None => break,
+                        Some(Err(e)) => return Err(err(e)),
+                        Some(Ok(StreamEvent::Message(m))) => return Ok(message_reply(m)),
+                        Some(Ok(ev)) => {
+                            match &ev {
+                                StreamEvent::Task(t) => task_id = Some(t.id.clone()),
+                                StreamEvent::StatusUpdate(u) => {
+                                    task_id = Some(u.task_id.clone());
+                                    if u.status.state == TaskState::Working
+                                        && let Some(msg) = &u.status.message
+                                    {
+                                        let _ = tx.send(Update::Progress {
+                                            text: msg.text_content(),
+                                            data: data_of(&msg.parts).into_iter().next(),
+                                        });
+                                    }
+                                }
+                                StreamEvent::ArtifactUpdate(a) => task_id = Some(a.task_id.clone()),
+                                StreamEvent::Message(_) => {}
+                            }
+                            if ev.is_final() {
+                                break;
+                            }
+                        }
+                    },
+                    _ = &mut canceled => {
+                        if let Some(id) = &task_id {
+                            let _ = self.client.cancel_task(id).await;
+                        }
+                        return Err(AgentError::Other(format!("remote agent {}: canceled", self.name)));
+                    }
+                }
+            }
+            let id = task_id.ok_or_else(|| {
+                AgentError::Other(format!(
+                    "remote agent {}: the stream named no task",
+                    self.name
+                ))
+            })?;
+            let t = self.client.get_task(&id, Some(0)).await.map_err(err)?;
+            return reply_of_task(&self.name, t);
+        }
+        if ask.cancel.is_none() {
+            return match self
+                .client
+                .send_message(MessageSendParams::new(m))
+                .await
+                .map_err(err)?
+            {
+                SendMessageResult::Message(m) => Ok(message_reply(m)),
+                SendMessageResult::Task(t) => reply_of_task(&self.name, t),
+            };
+        }
+        let mut p = MessageSendParams::new(m);
+        p.configuration = Some(MessageSendConfiguration {
+            blocking: Some(false),
+            ..Default::default()
+        });
+        let task = match self.client.send_message(p).await.map_err(err)? {
+            SendMessageResult::Message(m) => return Ok(message_reply(m)),
+            SendMessageResult::Task(t) => t,
+        };
+        let wait = async {
+            let mut events = Box::pin(self.client.resubscribe(&task.id));
+            while let Some(ev) = events.next().await {
+                if ev.map_err(err)?.is_final() {
+                    break;
+                }
+            }
+            self.client.get_task(&task.id, Some(0)).await.map_err(err)
+        };
+        tokio::select! {
+            t = wait => reply_of_task(&self.name, t?),
+            _ = canceled => {
+                let _ = self.client.cancel_task(&task.id).await;
+                Err(AgentError::Other(format!("remote agent {}: canceled", self.name)))
+            }
+        }
+    }
+}
+
 impl AgentHandle for RemoteAgent {
     fn name(&self) -> String {
         self.name.clone()
@@ -387,69 +504,13 @@ impl AgentHandle for RemoteAgent {
     fn skills(&self) -> Vec<String> {
         self.skills.clone()
     }
+    /// The remote task's `working` messages as progress, then its reply.
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        progress_stream(rx, self.turn(ask, Some(tx)))
+    }
     fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
-            let mut parts = vec![Part::text(ask.text.clone())];
-            if let Some(d) = &ask.data {
-                parts.push(Part::data(d.clone()));
-            }
-            let mut m = Message::new(Role::User, parts);
-            m.context_id = ask.context_id.clone();
-            let err = |e: agentry_a2a::A2aError| {
-                AgentError::Other(format!("remote agent {}: {e}", self.name))
-            };
-            let Some(mut cancel) = ask.cancel.clone() else {
-                return match self
-                    .client
-                    .send_message(MessageSendParams::new(m))
-                    .await
-                    .map_err(err)?
-                {
-                    SendMessageResult::Message(m) => Ok(Reply {
-                        text: m.text_content(),
-                        data: data_of(&m.parts),
-                        context_id: m.context_id,
-                        ..Default::default()
-                    }),
-                    SendMessageResult::Task(t) => reply_of_task(&self.name, t),
-                };
-            };
-            // Cancellable: start without blocking, then wait on the task's stream; a cancel
-            // reaches the remote task through tasks/cancel.
-            let mut p = MessageSendParams::new(m);
-            p.configuration = Some(MessageSendConfiguration {
-                blocking: Some(false),
-                ..Default::default()
-            });
-            let task = match self.client.send_message(p).await.map_err(err)? {
-                SendMessageResult::Message(m) => {
-                    return Ok(Reply {
-                        text: m.text_content(),
-                        data: data_of(&m.parts),
-                        context_id: m.context_id,
-                        ..Default::default()
-                    });
-                }
-                SendMessageResult::Task(t) => t,
-            };
-            let wait = async {
-                let mut events = Box::pin(self.client.resubscribe(&task.id));
-                use futures_util::StreamExt;
-                while let Some(ev) = events.next().await {
-                    if ev.map_err(err)?.is_final() {
-                        break;
-                    }
-                }
-                self.client.get_task(&task.id, Some(0)).await.map_err(err)
-            };
-            tokio::select! {
-                t = wait => reply_of_task(&self.name, t?),
-                _ = async { let _ = cancel.wait_for(|c| *c).await; } => {
-                    let _ = self.client.cancel_task(&task.id).await;
-                    Err(AgentError::Other(format!("remote agent {}: canceled", self.name)))
-                }
-            }
-        })
+        Box::pin(self.turn(ask, None))
     }
 }
 

@@ -9,12 +9,15 @@
 //! - [`react`]: the ReAct loop as a serializable state machine that performs no I/O.
 //! - [`run`]: the driver that performs the loop's I/O and checkpoints it.
 //! - [`agent`]: `AgentConfig` (TOML/YAML), `AgentFactory`, `Agent`.
-//! - [`a2a`]: agents served over A2A, remote A2A agents used as local ones, agents as tools.
+//! - [`handle`]: `AgentHandle`, the one interface of local and remote agents: a stream of
+//!   updates ending in a reply.
+//! - [`a2a`]: any agent served over A2A, remote A2A agents used as local ones, agents as tools.
 
 pub mod a2a;
 pub mod agent;
 pub mod builtin;
 pub mod embed;
+pub mod handle;
 pub mod llm;
 pub mod parse;
 pub mod react;

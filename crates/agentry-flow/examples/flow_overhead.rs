@@ -7,9 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentry_core::a2a::{AgentHandle, Ask, Reply};
-use agentry_core::agent::AgentError;
-use agentry_core::llm::BoxFuture;
+use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
 use agentry_flow::*;
 use serde_json::json;
 
@@ -21,8 +19,8 @@ impl AgentHandle for Instant0 {
     fn description(&self) -> String {
         String::new()
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        single(async move {
             Ok(Reply {
                 text: format!("{}+", ask.text.len()),
                 ..Default::default()
@@ -39,8 +37,8 @@ impl AgentHandle for Sleeper {
     fn description(&self) -> String {
         String::new()
     }
-    fn ask(&self, _ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
+    fn stream(&self, _ask: Ask) -> UpdateStream<'_> {
+        single(async move {
             tokio::time::sleep(Duration::from_millis(100)).await;
             Ok(Reply {
                 text: "slept".into(),

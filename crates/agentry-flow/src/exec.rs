@@ -660,6 +660,7 @@ async fn run_step(
                 data: None,
                 context_id: Some(context_id.clone()),
                 cancel: Some(stop.clone()),
+                ..Default::default()
             };
             let call = agents.ask(&agent, ask);
             let result = match step.timeout_secs {

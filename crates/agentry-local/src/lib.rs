@@ -47,6 +47,7 @@ pub enum LocalError {
 ///
 /// # Safety
 /// Writes an environment variable: call it before other threads start (at the top of `main`).
+#[allow(unsafe_code)]
 pub unsafe fn set_threads(n: usize) {
     // SAFETY: the caller guarantees no other thread reads or writes the environment now.
     unsafe { std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string()) };

@@ -1,14 +1,10 @@
 //! The specialists as agents: [`RagSpecialist`] and [`PptSpecialist`] implement
-//! [`AgentHandle`] (so workflows use them in-process) and [`Served`] puts any handle behind an
-//! A2A server, its answer as an artifact of text, data and file parts.
-
-use std::sync::Arc;
+//! [`AgentHandle`], so workflows use them in-process and `agentry_core::a2a::Served` serves
+//! them over A2A like any other agent.
 
 use agentry_a2a::model::*;
-use agentry_a2a::server::{self, AgentExecutor, EventSink, RequestContext};
-use agentry_core::a2a::{AgentHandle, Ask, Reply};
 use agentry_core::agent::AgentError;
-use agentry_core::llm::BoxFuture;
+use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
 use agentry_core::tools::ToolRegistry;
 use serde_json::{Map, Value, json};
 
@@ -93,8 +89,8 @@ impl AgentHandle for RagSpecialist {
     fn skills(&self) -> Vec<String> {
         vec!["answer".into()]
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        single(async move {
             let input = structured(&ask);
             let question = input
                 .as_ref()
@@ -249,8 +245,8 @@ impl AgentHandle for PptSpecialist {
     fn skills(&self) -> Vec<String> {
         vec!["build_deck".into()]
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        single(async move {
             let outline = match structured(&ask) {
                 Some(m) if m.contains_key("research") => {
                     let title = m
@@ -310,53 +306,5 @@ impl AgentHandle for PptSpecialist {
                 ..Default::default()
             })
         })
-    }
-}
-
-/// Any [`AgentHandle`] served over A2A: the message's text and first data part go in; the reply
-/// comes back as one artifact (text, data parts, file parts).
-pub struct Served(pub Arc<dyn AgentHandle>);
-
-impl AgentExecutor for Served {
-    async fn execute(
-        &self,
-        ctx: RequestContext,
-        events: EventSink,
-    ) -> Result<(), server::AgentError> {
-        let data = ctx.message.parts.iter().find_map(|p| match p {
-            Part::Data(d) => Some(d.data.clone()),
-            _ => None,
-        });
-        events
-            .working(Some(
-                events.agent_text(format!("{} is working", self.0.name())),
-            ))
-            .await?;
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let mut canceled = ctx.cancel_signal();
-        tokio::spawn(async move {
-            if canceled.wait_for(|c| *c).await.is_ok() {
-                let _ = stop_tx.send(true);
-            }
-        });
-        let reply = self
-            .0
-            .ask(Ask {
-                text: ctx.message.text_content(),
-                data,
-                context_id: Some(ctx.context_id.clone()),
-                cancel: Some(stop_rx),
-            })
-            .await
-            .map_err(|e| server::AgentError::failed(e.to_string()))?;
-        let mut parts = vec![Part::text(reply.text)];
-        parts.extend(reply.data.into_iter().map(Part::data));
-        for a in reply.artifacts {
-            parts.extend(a.parts);
-        }
-        events
-            .artifact(Artifact::new(Some("answer"), parts), false, true)
-            .await?;
-        events.complete(None).await
     }
 }

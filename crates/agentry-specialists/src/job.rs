@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use agentry_a2a::server::{A2aServer, AgentService};
 use agentry_a2a::store::MemoryStore;
-use agentry_core::a2a::AgentHandle;
+use agentry_core::a2a::{AgentHandle, Served};
 use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
 use agentry_flow::{AgentRegistry, Mode, Workflow};
 use serde_json::{Value, json};
 
-use crate::agents::{PptSpecialist, RagSpecialist, Served};
+use crate::agents::{PptSpecialist, RagSpecialist};
 
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]

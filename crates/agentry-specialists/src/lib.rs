@@ -3,7 +3,7 @@
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
 //! - [`data`]: read-only SQL over files and databases, statistics, charts (feature `data`).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
-//! - [`research`]: one question asked of several MCP servers at once, or of a remote researcher.
+//! - [`research`] (feature `mcp`): one question asked of several MCP servers at once, or of a remote researcher.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`agents`]: the specialists as agents, in-process or served over A2A.
 //! - [`kinds`]: the specialists as agent types of the core factory, for models that drive the
@@ -16,6 +16,7 @@ pub mod job;
 pub mod kinds;
 pub mod pptx;
 pub mod rag;
+#[cfg(feature = "mcp")]
 pub mod research;
 
 use std::path::PathBuf;

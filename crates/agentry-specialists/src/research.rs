@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use agentry_a2a::client::ClientConfig;
 use agentry_a2a::model::*;
-use agentry_a2a::server::{self, AgentExecutor, EventSink, RequestContext};
-use agentry_core::a2a::{AgentHandle, Ask, RemoteAgent, Reply};
+use agentry_core::a2a::RemoteAgent;
 use agentry_core::agent::AgentError;
-use agentry_core::llm::BoxFuture;
+use agentry_core::handle::{AgentHandle, Ask, Reply, Update, UpdateStream, progress_stream};
 use agentry_mcp::{LaunchPolicy, McpClient, McpServerSpec, fan_out};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -283,7 +282,25 @@ impl AgentHandle for Researcher {
     fn skills(&self) -> Vec<String> {
         vec!["research".into()]
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
+    /// The fallback note (A2A researcher unreachable) comes as progress before the reply.
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        progress_stream(rx, async move {
+            let mut reply = self
+                .research(&ask.text, &move |n| {
+                    let _ = tx.send(Update::Progress {
+                        text: n,
+                        data: None,
+                    });
+                })
+                .await?;
+            reply.context_id = ask.context_id;
+            Ok(reply)
+        })
+    }
+
+    /// In-process, the notes head the reply's text.
+    fn ask(&self, ask: Ask) -> agentry_core::llm::BoxFuture<'_, Result<Reply, AgentError>> {
         Box::pin(async move {
             let notes = std::sync::Mutex::new(Vec::new());
             let mut reply = self
@@ -291,47 +308,12 @@ impl AgentHandle for Researcher {
                     notes.lock().unwrap_or_else(|p| p.into_inner()).push(n)
                 })
                 .await?;
-            let notes = notes.into_inner().unwrap_or_default();
+            let notes = notes.into_inner().unwrap_or_else(|p| p.into_inner());
             if !notes.is_empty() {
                 reply.text = format!("{}\n\n{}", notes.join("\n"), reply.text);
             }
             reply.context_id = ask.context_id;
             Ok(reply)
         })
-    }
-}
-
-/// Served over A2A, the fallback note is a `working` status update of the task.
-pub struct ServedResearcher(pub Arc<Researcher>);
-
-impl AgentExecutor for ServedResearcher {
-    async fn execute(
-        &self,
-        ctx: RequestContext,
-        events: EventSink,
-    ) -> Result<(), server::AgentError> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let query = ctx.message.text_content();
-        let researcher = self.0.clone();
-        let work = tokio::spawn(async move {
-            researcher
-                .research(&query, &move |n| {
-                    let _ = tx.send(n);
-                })
-                .await
-        });
-        while let Some(n) = rx.recv().await {
-            events.working(Some(events.agent_text(n))).await?;
-        }
-        let reply = work
-            .await
-            .map_err(|e| server::AgentError::failed(e.to_string()))?
-            .map_err(|e| server::AgentError::failed(e.to_string()))?;
-        let mut parts = vec![Part::text(reply.text)];
-        parts.extend(reply.data.into_iter().map(Part::data));
-        events
-            .artifact(Artifact::new(Some("research"), parts), false, true)
-            .await?;
-        events.complete(None).await
     }
 }

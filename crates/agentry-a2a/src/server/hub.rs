@@ -255,7 +255,7 @@ pub(crate) struct Turn {
 }
 
 impl AgentTasks {
-    pub fn new(
+    pub(super) fn new(
         store: Arc<dyn TaskStore>,
         executor: Arc<dyn DynAgentExecutor>,
         push: Option<PushSender>,
@@ -297,7 +297,7 @@ impl AgentTasks {
     }
 
     /// The live hub of a task, or one loaded from the store.
-    pub async fn open(self: &Arc<Self>, task_id: &str) -> Result<HubLease, RpcError> {
+    pub(super) async fn open(self: &Arc<Self>, task_id: &str) -> Result<HubLease, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
             return Ok(self.lease(hub));
@@ -317,7 +317,10 @@ impl AgentTasks {
     }
 
     /// Starts a turn for `params`: a new task, or the next turn of an interrupted one.
-    pub async fn start(self: &Arc<Self>, params: MessageSendParams) -> Result<Turn, RpcError> {
+    pub(super) async fn start(
+        self: &Arc<Self>,
+        params: MessageSendParams,
+    ) -> Result<Turn, RpcError> {
         let MessageSendParams {
             mut message,
             configuration,
@@ -404,7 +407,7 @@ impl AgentTasks {
 
     /// The current task: from its live hub when it has one (fresher than the store while a
     /// turn runs), else from the store.
-    pub async fn snapshot(&self, task_id: &str) -> Result<Task, RpcError> {
+    pub(super) async fn snapshot(&self, task_id: &str) -> Result<Task, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
             let st = hub.state.lock().await;
@@ -420,7 +423,7 @@ impl AgentTasks {
     }
 
     /// Cancels a task that is not yet final; returns it canceled.
-    pub async fn cancel(self: &Arc<Self>, task_id: &str) -> Result<Task, RpcError> {
+    pub(super) async fn cancel(self: &Arc<Self>, task_id: &str) -> Result<Task, RpcError> {
         let lease = self.open(task_id).await?;
         let hub = &lease.hub;
         let task = {
@@ -455,7 +458,7 @@ impl AgentTasks {
     }
 
     /// Subscribes to a task: its snapshot now, and a receiver for every change after it.
-    pub async fn subscribe(
+    pub(super) async fn subscribe(
         self: &Arc<Self>,
         task_id: &str,
     ) -> Result<(HubLease, Task, broadcast::Receiver<Arc<StreamEvent>>), RpcError> {
@@ -468,7 +471,7 @@ impl AgentTasks {
     }
 
     /// Adds a push config to a task (live or stored).
-    pub async fn set_push(
+    pub(super) async fn set_push(
         self: &Arc<Self>,
         task_id: &str,
         cfg: PushNotificationConfig,
@@ -484,7 +487,7 @@ impl AgentTasks {
         Ok(cfg)
     }
 
-    pub async fn delete_push(
+    pub(super) async fn delete_push(
         self: &Arc<Self>,
         task_id: &str,
         config_id: &str,

@@ -10,9 +10,8 @@ pub mod stats;
 use std::path::PathBuf;
 
 use agentry_a2a::model::{Artifact, File, FileContent, Part};
-use agentry_core::a2a::{AgentHandle, Ask, Reply};
 use agentry_core::agent::AgentError;
-use agentry_core::llm::BoxFuture;
+use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
 use agentry_core::tools::{Tool, ToolRegistry};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -279,8 +278,8 @@ impl AgentHandle for DataSpecialist {
     fn skills(&self) -> Vec<String> {
         vec!["analyze_data".into()]
     }
-    fn ask(&self, ask: Ask) -> BoxFuture<'_, Result<Reply, AgentError>> {
-        Box::pin(async move {
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        single(async move {
             let input = match ask.data.clone() {
                 Some(d) => Value::Object(d),
                 None => serde_json::from_str(ask.text.trim()).map_err(|_| {

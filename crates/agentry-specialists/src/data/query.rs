@@ -375,7 +375,7 @@ mod files {
         Ok(target)
     }
 
-    pub async fn query(
+    pub(super) async fn query(
         files: &BTreeMap<String, PathBuf>,
         sql: &str,
         limit: usize,

@@ -120,7 +120,7 @@ fn register_sqlite_vec() {
     ONCE.call_once(|| {
         // SAFETY: sqlite-vec's init function has the signature SQLite expects of an extension
         // entry point; the crate declares it without parameters, hence the transmute.
-        #[allow(clippy::missing_transmute_annotations)]
+        #[allow(clippy::missing_transmute_annotations, unsafe_code)]
         unsafe {
             rusqlite::ffi::sqlite3_auto_extension(Some(std::mem::transmute(
                 sqlite_vec::sqlite3_vec_init as *const (),

@@ -1,0 +1,433 @@
+//! Bad input from the network: clear protocol errors, no panics, nothing lost.
+
+use crate::common;
+
+use std::time::Duration;
+
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+use agentry_a2a::server::ServerConfig;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+async fn post_raw(url: &str, ct: Option<&str>, body: Vec<u8>) -> (u16, String) {
+    let mut req = reqwest::Client::new().post(url).body(body);
+    if let Some(ct) = ct {
+        req = req.header("content-type", ct);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+fn error_code(body: &str) -> i64 {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no error in {body}"))
+}
+
+#[tokio::test]
+async fn malformed_requests_get_jsonrpc_errors() {
+    let s = common::echo_server().await;
+    let json = Some("application/json");
+    for (body, code) in [
+        (&b"{"[..], -32700),
+        (b"\xff\xfe", -32700),
+        (b"", -32700),
+        (b"[1,2]", -32600),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/list\",\"params\":{}}",
+            -32601,
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{\"id\":[]}}",
+            -32602,
+        ),
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/get\",\"params\":{\"id\":\"nope\"}}",
+            -32001,
+        ),
+    ] {
+        let (status, text) = post_raw(&s.base, json, body.to_vec()).await;
+        assert_eq!(status, 200, "{text}");
+        assert_eq!(error_code(&text), code, "{}", String::from_utf8_lossy(body));
+    }
+    let (_, text) = post_raw(&s.base, Some("text/plain"), b"{}".to_vec()).await;
+    assert_eq!(error_code(&text), -32005);
+    // Charset parameters are fine.
+    let (_, text) = post_raw(
+        &s.base,
+        Some("application/json; charset=utf-8"),
+        br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(error_code(&text), -32001);
+}
+
+#[tokio::test]
+async fn oversize_bodies_get_413_and_the_server_goes_on() {
+    let (listener, url) = common::bind().await;
+    let svc = agentry_a2a::server::AgentService::new(
+        agentry_a2a::agents::Echo::card(&url),
+        agentry_a2a::agents::Echo::default(),
+        std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
+    );
+    let config = ServerConfig {
+        body_limit: 1024,
+        ..Default::default()
+    };
+    let s = common::serve_on(listener, svc, config).await;
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "x".repeat(4096)}]}}});
+    let (status, _) = post_raw(
+        &s.base,
+        Some("application/json"),
+        big.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 413);
+    let c = A2aClient::discover(&s.base, ClientConfig::default())
+        .await
+        .unwrap();
+    assert!(
+        c.send_message(MessageSendParams::new(Message::text(Role::User, "small")))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn streams_send_keep_alive_comments() {
+    let (listener, url) = common::bind().await;
+    let agent = agentry_a2a::agents::Conformance {
+        resubscribe_window: Duration::from_secs(2),
+    };
+    let svc = agentry_a2a::server::AgentService::new(
+        agentry_a2a::agents::Conformance::card(&url),
+        agent,
+        std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
+    );
+    let config = ServerConfig {
+        keep_alive: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let s = common::serve_on(listener, svc, config).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": {
+        "role": "user", "messageId": "test-resubscribe-message-id-1", "parts": [{"kind": "text", "text": "x"}]}}});
+    let resp = reqwest::Client::new()
+        .post(&s.base)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    assert!(
+        text.contains(": keep-alive"),
+        "no keep-alive comment in {text}"
+    );
+    assert!(text.contains("\"final\":true"));
+}
+
+/// A fake agent whose stream stops mid-event, then (on resubscribe) finishes properly.
+async fn truncating_server() -> String {
+    use axum::{Router, body::Bytes, routing::post};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", l.local_addr().unwrap());
+    async fn handle(body: Bytes) -> axum::response::Response {
+        let req: Value = serde_json::from_slice(&body).unwrap();
+        let id = &req["id"];
+        let method = req["method"].as_str().unwrap();
+        let task =
+            json!({"kind": "task", "id": "t1", "contextId": "c1", "status": {"state": "working"}});
+        let ev = |result: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            )
+        };
+        let body = match method {
+            // A task event, then half an event and the connection closes.
+            "message/stream" => format!("{}data: {{\"jsonrpc\":", ev(task)),
+            "tasks/get" => {
+                return axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": task}))
+                    .into_response();
+            }
+            "tasks/resubscribe" => format!(
+                "{}{}",
+                ev(task.clone()),
+                ev(
+                    json!({"kind": "status-update", "taskId": "t1", "contextId": "c1",
+                          "status": {"state": "completed"}, "final": true})
+                )
+            ),
+            _ => String::new(),
+        };
+        ([("content-type", "text/event-stream")], body).into_response()
+    }
+    use axum::response::IntoResponse;
+    tokio::spawn(async move {
+        axum::serve(l, Router::new().route("/", post(handle)))
+            .await
+            .unwrap()
+    });
+    base
+}
+
+#[tokio::test]
+async fn truncated_streams_are_resubscribed_while_the_task_runs() {
+    let base = truncating_server().await;
+    let c = A2aClient::new(&base, ClientConfig::default()).unwrap();
+    let evs: Vec<_> = c
+        .stream_message(MessageSendParams::new(Message::text(Role::User, "x")))
+        .collect()
+        .await;
+    let evs: Vec<StreamEvent> = evs.into_iter().map(|e| e.expect("no error")).collect();
+    assert!(
+        matches!(evs.last(), Some(StreamEvent::StatusUpdate(s)) if s.is_final && s.status.state == TaskState::Completed),
+        "{evs:?}"
+    );
+
+    // Without auto-resubscribe the truncation is a clear error, not a hang or a panic.
+    let c = A2aClient::new(
+        &base,
+        ClientConfig {
+            auto_resubscribe: false,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let evs: Vec<_> = c
+        .stream_message(MessageSendParams::new(Message::text(Role::User, "x")))
+        .collect()
+        .await;
+    let err = evs.last().unwrap().as_ref().unwrap_err().to_string();
+    assert!(err.contains("closed before the final event"), "{err}");
+}
+
+#[tokio::test]
+async fn client_errors_are_distinct() {
+    use agentry_a2a::A2aError;
+    // Nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = ClientConfig {
+        retries: 0,
+        ..Default::default()
+    };
+    let e = A2aClient::discover(&format!("http://127.0.0.1:{port}"), cfg.clone())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, A2aError::Connect { .. }), "{e}");
+    // 404 on both card paths.
+    let s = common::echo_server().await;
+    let e = A2aClient::discover(&format!("{}nowhere", s.base), cfg.clone())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, A2aError::CardNotFound { .. }), "{e}");
+    // An invalid card names the field.
+    use axum::{Router, routing::get};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    let app = Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            get(|| async { axum::Json(json!({"name": "x"})) }),
+        )
+        .route(
+            "/slow/.well-known/agent-card.json",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "{}"
+            }),
+        )
+        .route(
+            "/locked/.well-known/agent-card.json",
+            get(|| async { (axum::http::StatusCode::UNAUTHORIZED, "no") }),
+        );
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let e = A2aClient::discover(&base, cfg.clone()).await.err().unwrap();
+    assert!(
+        matches!(&e, A2aError::InvalidCard { reason, .. } if reason.contains("description")),
+        "{e}"
+    );
+    let e = A2aClient::discover(&format!("{base}/locked"), cfg.clone())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, A2aError::Unauthorized { .. }), "{e}");
+    let quick = ClientConfig {
+        request_timeout: Duration::from_millis(200),
+        ..cfg
+    };
+    let e = A2aClient::discover(&format!("{base}/slow"), quick)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, A2aError::Timeout { .. }), "{e}");
+}
+
+#[tokio::test]
+async fn card_has_cache_headers_and_legacy_path() {
+    let s = common::echo_server().await;
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{}.well-known/agent-card.json", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "application/json");
+    assert!(
+        r.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("max-age")
+    );
+    let etag = r.headers()["etag"].clone();
+    let r = http
+        .get(format!("{}.well-known/agent-card.json", s.base))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    let legacy: AgentCard = http
+        .get(format!("{}.well-known/agent.json", s.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(legacy.name, "echo");
+}
+
+/// `A2A-Version`: absent or empty means 0.3, the query parameter works too, an unknown version
+/// is -32009 with HTTP 400 and an `ErrorInfo`, and the answer follows the version asked.
+#[tokio::test]
+async fn version_negotiation() {
+    let s = common::echo_server().await;
+    let http = reqwest::Client::new();
+    let send = |version: Option<&str>, url: &str, method: &str, params: Value| {
+        let mut req = http.post(url).json(&json!({
+            "jsonrpc": "2.0", "id": 7, "method": method, "params": params,
+        }));
+        if let Some(v) = version {
+            req = req.header("A2A-Version", v);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let v03 = json!({"message": {"kind": "message", "role": "user", "messageId": "m1",
+                                 "parts": [{"kind": "text", "text": "hi"}]}});
+    let v10 =
+        json!({"message": {"role": "ROLE_USER", "messageId": "m2", "parts": [{"text": "hi"}]}});
+
+    for header in [None, Some(""), Some("0.3"), Some("0.3.0")] {
+        let (status, body) = send(header, &s.base, "message/send", v03.clone()).await;
+        assert_eq!(status, 200, "{header:?}: {body}");
+        assert_eq!(
+            body["result"]["status"]["state"], "completed",
+            "{header:?}: {body}"
+        );
+    }
+    for (header, url) in [
+        (Some("1.0"), s.base.clone()),
+        (Some("1.0.1"), s.base.clone()),
+        (None, format!("{}?A2A-Version=1.0", s.base)),
+        // No header and a v1.0 method name: the names say which codec.
+        (None, s.base.clone()),
+    ] {
+        let (status, body) = send(header, &url, "SendMessage", v10.clone()).await;
+        assert_eq!(status, 200, "{header:?} {url}: {body}");
+        assert_eq!(
+            body["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{body}"
+        );
+        assert!(body["result"]["task"].get("kind").is_none(), "{body}");
+    }
+    let (status, body) = send(Some("99.0"), &s.base, "SendMessage", v10.clone()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_i64()),
+        (400, Some(-32009)),
+        "{body}"
+    );
+    assert_eq!(body["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    assert_eq!(body["id"], Value::Null);
+    // A version header that names the other generation's method: method not found.
+    let (_, body) = send(Some("1.0"), &s.base, "message/send", v03).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    assert_eq!(body["id"], 7);
+    let (_, body) = send(Some("0.3"), &s.base, "SendMessage", v10).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    // The REST binding answers the version error as a google.rpc.Status.
+    let r = http
+        .get(format!("{}tasks/x", s.base))
+        .header("A2A-Version", "7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "FAILED_PRECONDITION", "{body}");
+}
+
+/// `A2A-Extensions`: a required extension missing from the request is -32008; requested
+/// extensions the agent supports are echoed; unknown ones are ignored.
+#[tokio::test]
+async fn extensions_are_required_and_echoed() {
+    const REQUIRED: &str = "https://example.com/ext/required/v1";
+    const OPTIONAL: &str = "https://example.com/ext/optional/v1";
+    let s = common::agent_server(
+        |url| {
+            let mut card = agentry_a2a::agents::Echo::card(url);
+            for (uri, required) in [(REQUIRED, true), (OPTIONAL, false)] {
+                card.capabilities.extensions.push(AgentExtension {
+                    uri: uri.into(),
+                    description: None,
+                    required: Some(required),
+                    params: None,
+                });
+            }
+            card
+        },
+        agentry_a2a::agents::Echo::default(),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "none"}});
+    let r = http
+        .post(&s.base)
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32008, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains(REQUIRED),
+        "{v}"
+    );
+    let r = http
+        .post(&s.base)
+        .header("A2A-Version", "1.0")
+        .header(
+            "A2A-Extensions",
+            format!("{REQUIRED}, {OPTIONAL}, https://unknown.example/x"),
+        )
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let echoed = r.headers()["a2a-extensions"].to_str().unwrap().to_owned();
+    assert_eq!(echoed, format!("{REQUIRED}, {OPTIONAL}"));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32001, "past the extension check: {v}");
+}

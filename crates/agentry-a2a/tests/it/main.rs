@@ -1,0 +1,13 @@
+//! Integration tests of the A2A protocol layer.
+//!
+//! One test binary per crate (each binary links the whole dependency tree): the files
+//! below are its modules, grouped by concern.
+
+mod bindings;
+mod common;
+mod hardening;
+mod interop_sdk03;
+mod interop_v1;
+mod persistence;
+mod server;
+mod wire;

@@ -1,0 +1,682 @@
+//! The `agentry` binary end to end: serve a built-in agent, call it with the CLI.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentry");
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on `port` (up to 30 s: a debug build loading the embedded
+/// model on a busy 2-core machine took over 5 s).
+fn wait_for(port: u16) {
+    for _ in 0..600 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on port {port}");
+}
+
+fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
+    let child = Command::new(BIN)
+        .args(["serve", "--agent", agent, "--port", &port.to_string()])
+        .args(extra)
+        .env("AGENTRY_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    wait_for(port);
+    (server, format!("http://127.0.0.1:{port}"))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn serve_then_card_send_stream_get_cancel() {
+    let (_server, url) = serve("echo", &[]);
+    let card = run(&["a2a", "card", &url]);
+    assert!(card.status.success());
+    assert!(
+        stdout(&card).starts_with("echo v") && stdout(&card).contains("(A2A 1.0, 0.3)"),
+        "{}",
+        stdout(&card)
+    );
+
+    let sent = run(&["a2a", "send", &url, "hello from the cli"]);
+    assert!(sent.status.success());
+    let text = stdout(&sent);
+    assert!(
+        text.contains("(completed)") && text.contains("hello from the cli"),
+        "{text}"
+    );
+
+    let streamed = run(&["a2a", "send", &url, "streamed", "--stream"]);
+    let text = stdout(&streamed);
+    assert!(
+        text.contains("[working]")
+            && text.contains("[artifact echo] streamed")
+            && text.contains("[completed]"),
+        "{text}"
+    );
+
+    let json = run(&["a2a", "send", &url, "as json", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(task["kind"], "task");
+
+    let got = run(&["a2a", "get", &url, id, "--json"]);
+    let again: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(again["status"]["state"], "completed");
+
+    let cancel = run(&["a2a", "cancel", &url, id]);
+    assert!(!cancel.status.success());
+    let err = String::from_utf8_lossy(&cancel.stderr);
+    assert!(
+        err.contains("cannot be canceled") && err.contains("-32002"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a2a_calls_pick_binding_and_version() {
+    let (_server, url) = serve("echo", &[]);
+    let card = stdout(&run(&["a2a", "card", &url]));
+    for iface in [
+        "JSONRPC 1.0",
+        "JSONRPC 0.3",
+        "HTTP+JSON 1.0",
+        "HTTP+JSON 0.3",
+    ] {
+        assert!(card.contains(&format!("interface: {iface}")), "{card}");
+    }
+    for extra in [
+        &["--binding", "rest"][..],
+        &["--a2a-version", "0.3"][..],
+        &["--binding", "rest", "--a2a-version", "0.3"][..],
+    ] {
+        let mut args = vec!["a2a", "send", &url, "over any binding", "--stream"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        let text = stdout(&out);
+        assert!(
+            out.status.success() && text.contains("[artifact echo] over any binding"),
+            "{extra:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bad = run(&["a2a", "send", &url, "x", "--a2a-version", "2.0"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("use 1.0 or 0.3"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+#[test]
+fn conformance_agent_continues_and_cancels_a_task() {
+    let (_server, url) = serve("conformance", &["--store", "memory"]);
+    let first = run(&["a2a", "send", &url, "turn one", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(task["status"]["state"], "input-required");
+    let id = task["id"].as_str().unwrap();
+    let next = run(&["a2a", "send", &url, "turn two", "--task", id, "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(task["history"].as_array().unwrap().len(), 4);
+    let canceled = run(&["a2a", "cancel", &url, id]);
+    assert!(canceled.status.success());
+    assert!(stdout(&canceled).contains("(canceled)"));
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let port = free_port();
+    let out = run(&["a2a", "card", &format!("http://127.0.0.1:{port}")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot connect") && err.contains("agentry serve"),
+        "{err}"
+    );
+
+    let (_server, url) = serve("echo", &["--store", "memory", "--token", "s3cret"]);
+    let out = run(&["a2a", "send", &url, "hi"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--token"), "{err}");
+    let ok = run(&["a2a", "send", &url, "hi", "--token", "s3cret"]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
+
+fn examples() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents")
+}
+
+#[test]
+fn chat_with_a_configured_agent_shows_its_tool_calls() {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args(["chat", "--config"])
+        .arg(examples().join("calculator.toml"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"What is (2 + 3) * 4?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).trim(), "(2 + 3) * 4 = 20");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("calling calculate({\"expression\":\"(2 + 3) * 4\"})")
+            && err.contains("calculate returned: 20"),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_config_serves_each_agent_at_its_path_with_an_index() {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("agentry.toml"))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for(port);
+    let card = run(&["a2a", "card", &format!("{base}/calculator"), "--json"]);
+    let card: serde_json::Value = serde_json::from_slice(&card.stdout).unwrap();
+    assert_eq!(card["name"], "calculator");
+    assert_eq!(card["url"], format!("{base}/calculator"));
+    assert_eq!(card["skills"][0]["examples"][0], "What is (2 + 3) * 4?");
+    let sent = run(&[
+        "a2a",
+        "send",
+        &format!("{base}/calculator"),
+        "What is (2 + 3) * 4?",
+    ]);
+    assert!(
+        stdout(&sent).contains("(2 + 3) * 4 = 20"),
+        "{}",
+        stdout(&sent)
+    );
+    let echo = run(&["a2a", "send", &format!("{base}/echo-bot"), "hello"]);
+    assert!(stdout(&echo).contains("You said hello."));
+    // The index lists both agents.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET /agents HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(
+        resp.contains("\"name\":\"calculator\"") && resp.contains("\"name\":\"echo-bot\""),
+        "{resp}"
+    );
+}
+
+/// `--token` guards configured agents as it guards built-in ones (it was silently ignored with
+/// `--config`), and `--agent` with `--config` is refused instead of one of them being dropped.
+#[test]
+fn serve_config_with_a_token_requires_it() {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("agentry.toml"))
+        .args(["--port", &port.to_string(), "--token", "s3cret"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    let url = format!("http://127.0.0.1:{port}/echo-bot");
+    wait_for(port);
+    let denied = run(&["a2a", "send", &url, "hello"]);
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(!denied.status.success() && err.contains("--token"), "{err}");
+    let ok = run(&["a2a", "send", &url, "hello", "--token", "s3cret"]);
+    assert!(stdout(&ok).contains("You said hello."), "{}", stdout(&ok));
+
+    let both = run(&["serve", "--config", "x.toml", "--agent", "echo"]);
+    assert!(!both.status.success());
+    assert!(
+        String::from_utf8_lossy(&both.stderr).contains("cannot be used with"),
+        "{}",
+        String::from_utf8_lossy(&both.stderr)
+    );
+}
+
+fn run_in(home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("AGENTRY_HOME", home)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn workflows_run_plan_and_resume_from_the_cli() {
+    let home = std::env::temp_dir().join(format!("agentry-cli-flow-{}", std::process::id()));
+    let cfg = examples().join("agentry.toml");
+    let cfg = cfg.to_str().unwrap();
+    let flow = examples().join("compute-report.yaml");
+    let out = run_in(
+        &home,
+        &["workflow", "run", flow.to_str().unwrap(), "--config", cfg],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout(&out).trim(),
+        "(2 + 3) * 4 = 20 (report: You said hello.)"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("▶ compute (calculator)") && err.contains("✓ report: You said hello."),
+        "{err}"
+    );
+
+    // A finished run resumes to the same result without running anything again.
+    let run_id = err
+        .split("agentry workflow resume ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let again = run_in(&home, &["workflow", "resume", run_id, "--config", cfg]);
+    assert!(again.status.success());
+    assert_eq!(
+        stdout(&again).trim(),
+        "(2 + 3) * 4 = 20 (report: You said hello.)"
+    );
+    assert!(
+        !String::from_utf8_lossy(&again.stderr).contains("▶"),
+        "nothing re-ran"
+    );
+    let missing = run_in(
+        &home,
+        &["workflow", "resume", "no-such-run", "--config", cfg],
+    );
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no run no-such-run to resume"));
+
+    let plan = run_in(
+        &home,
+        &["plan", "Compute (2+3)*4 and report it", "--config", cfg],
+    );
+    let yaml = stdout(&plan);
+    assert!(
+        yaml.contains("agent: calculator") && yaml.contains("- compute"),
+        "{yaml}"
+    );
+    let planned = run_in(
+        &home,
+        &["run", "Compute (2+3)*4 and report it", "--config", cfg],
+    );
+    assert!(
+        planned.status.success(),
+        "{}",
+        String::from_utf8_lossy(&planned.stderr)
+    );
+    assert_eq!(stdout(&planned).trim(), "You said hello.");
+}
+
+#[test]
+fn the_orchestrator_is_served_as_an_a2a_agent() {
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-cli-orch-{port}"));
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(examples().join("agentry.toml"))
+        .args(["--port", &port.to_string()])
+        .env("AGENTRY_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    wait_for(port);
+    let url = format!("http://127.0.0.1:{port}/orchestrator");
+    let card: serde_json::Value =
+        serde_json::from_slice(&run(&["a2a", "card", &url, "--json"]).stdout).unwrap();
+    let skills: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(skills, ["compute-and-report", "plan"]);
+    let out = run(&[
+        "a2a",
+        "send",
+        &url,
+        "Compute (2+3)*4 and report it",
+        "--stream",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("planned 2 steps")
+            && text.contains("step compute done")
+            && text.contains("[completed] You said hello."),
+        "{text}"
+    );
+}
+
+#[test]
+fn mcp_serve_is_usable_by_the_python_and_typescript_sdk_clients() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join(".venv-mcp/bin/python");
+    if !python.exists() {
+        if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+            panic!("PyPI mcp missing in .venv-mcp: run scripts/test.sh");
+        }
+        eprintln!("SKIPPED: PyPI mcp not installed; run scripts/test.sh");
+        return;
+    }
+    let script = root.join("tests/interop/mcp_py_client.py");
+    let check = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["tools"], serde_json::json!(["calculate", "current_time"]));
+        assert_eq!(v["result"], serde_json::json!(["20.0"]));
+        assert_eq!(v["structured"], serde_json::json!({"result": 20.0}));
+        assert_eq!(v["bad"]["isError"], true);
+        assert!(
+            v["bad"]["text"][0]
+                .as_str()
+                .unwrap()
+                .contains("$.expression must be string")
+        );
+    };
+    // stdio: the SDK client launches `agentry mcp serve builtin`.
+    check(
+        Command::new(&python)
+            .arg(&script)
+            .args(["stdio", BIN, "mcp", "serve", "builtin"])
+            .output()
+            .unwrap(),
+    );
+    // Streamable HTTP.
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args([
+            "mcp",
+            "serve",
+            "builtin",
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = Server(child);
+    wait_for(port);
+    check(
+        Command::new(&python)
+            .arg(&script)
+            .args(["http", &format!("http://127.0.0.1:{port}/mcp")])
+            .output()
+            .unwrap(),
+    );
+
+    // The official TypeScript SDK client, both transports.
+    let ts = root.join("tests/mcp-peers/ts_client_checks.mjs");
+    if !root
+        .join("tests/mcp-peers/node_modules/@modelcontextprotocol/sdk")
+        .exists()
+    {
+        assert_ne!(
+            std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref(),
+            Ok("1"),
+            "npm MCP SDK missing: run scripts/test.sh"
+        );
+        eprintln!("SKIPPED: npm @modelcontextprotocol/sdk not installed");
+        return;
+    }
+    let ts_check = |out: Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["tools"], serde_json::json!(["calculate", "current_time"]));
+        assert_eq!(v["result"], serde_json::json!(["20.0"]));
+        assert_eq!(v["bad"]["isError"], true);
+    };
+    ts_check(
+        Command::new("node")
+            .arg(&ts)
+            .args(["stdio", BIN, "mcp", "serve", "builtin"])
+            .output()
+            .unwrap(),
+    );
+    ts_check(
+        Command::new("node")
+            .arg(&ts)
+            .args(["http", &format!("http://127.0.0.1:{port}/mcp")])
+            .output()
+            .unwrap(),
+    );
+}
+
+#[tokio::test]
+async fn agentry_agents_use_agentry_tools_over_mcp() {
+    let spec = agentry::mcp::McpServerSpec::stdio("agentry", BIN, &["mcp", "serve", "builtin"]);
+    let client = agentry::mcp::McpClient::connect(spec, &agentry::mcp::LaunchPolicy::any())
+        .await
+        .unwrap();
+    assert_eq!(client.protocol_version().await.unwrap(), "2026-07-28");
+    let mut args = serde_json::Map::new();
+    args.insert("expression".into(), serde_json::json!("2^10"));
+    let r = client.call("calculate", args).await.unwrap();
+    assert_eq!(
+        agentry::mcp::map_result("agentry", "calculate", r)
+            .unwrap()
+            .text,
+        "1024.0"
+    );
+}
+
+/// The embedded models are fetched (`scripts/fetch-models.sh`); say SKIPPED when not, unless
+/// the test command requires them.
+fn have_models() -> bool {
+    let dir = std::env::var_os("AGENTRY_MODELS").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/agentry/models")
+        },
+        std::path::PathBuf::from,
+    );
+    let ok = dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf").exists();
+    if !ok {
+        assert_ne!(
+            std::env::var("AGENTRY_REQUIRE_MODELS").as_deref(),
+            Ok("1"),
+            "embedded models missing in {}: run scripts/fetch-models.sh",
+            dir.display()
+        );
+        eprintln!("SKIPPED: embedded models missing in {}", dir.display());
+    }
+    ok
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn an_agent_on_the_embedded_model_and_the_openai_compatible_endpoint() {
+    if !have_models() {
+        return;
+    }
+    // An agent on the local model, served over A2A, answers through its calculator tool.
+    let port = free_port();
+    let config = examples().join("local.toml");
+    let server = Server(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let url = format!("http://127.0.0.1:{port}/assistant");
+    let o = run(&["a2a", "send", &url, "What is 17 * 23?", "--stream"]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("calculate"), "{out}");
+    assert!(
+        out.contains("391"),
+        "the tool's result is in the stream: {out}"
+    );
+    assert!(out.contains("completed"), "{out}");
+    drop(server);
+
+    // `agentry model serve`: the OpenAI-compatible endpoint lists both models.
+    let port = free_port();
+    let _server = Server(
+        Command::new(BIN)
+            .args(["model", "serve", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let models = http_get(port, "/v1/models");
+    assert!(models.starts_with("HTTP/1.1 200"), "{models}");
+    assert!(
+        models.contains("all-minilm-l6-v2") && models.contains("\"object\":\"list\""),
+        "{models}"
+    );
+}
+
+/// The data agent served over A2A: a JSON request in; rows, statistics and a chart (PNG and SVG
+/// file parts, also saved in --output) out.
+#[test]
+fn the_data_agent_over_a2a() {
+    let penguins = std::env::var_os("AGENTRY_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/agentry/data")
+        })
+        .join("penguins/penguins.csv");
+    if !penguins.exists() {
+        assert!(
+            std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() != Ok("1"),
+            "penguins.csv missing: run scripts/fetch-data.sh"
+        );
+        eprintln!("SKIPPED: penguins.csv missing");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("agentry-cli-data-{}", std::process::id()));
+    let (_server, url) = serve(
+        "data",
+        &["--store", "memory", "--output", out.to_str().unwrap()],
+    );
+    let card = stdout(&run(&["a2a", "card", &url]));
+    assert!(
+        card.contains("Data Analyst") && card.contains("analyze_data"),
+        "{card}"
+    );
+    let request = serde_json::json!({
+        "source": penguins,
+        "sql": "SELECT island, avg(flipper_length_mm) AS flipper FROM penguins GROUP BY island ORDER BY island",
+        "analyze": true,
+        "chart": {"kind": "bar", "x": "island", "y": "flipper", "title": "Flipper by island"}
+    });
+    let o = run(&["a2a", "send", &url, &request.to_string(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let task: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(task["status"]["state"], "completed", "{task}");
+    let parts = task["artifacts"][0]["parts"].as_array().unwrap();
+    let text = parts[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("| Biscoe |") && text.contains("Statistics:"),
+        "{text}"
+    );
+    assert_eq!(parts[1]["data"]["rows"].as_array().unwrap().len(), 3);
+    let files: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p["file"]["mimeType"].as_str())
+        .collect();
+    assert_eq!(files, ["image/png", "image/svg+xml"]);
+    assert!(out.join("flipper-by-island.png").exists());
+    // A request that is not one gets a failed task with the reason, not a crash.
+    let o = run(&["a2a", "send", &url, "what about penguins?", "--json"]);
+    let task: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let all = format!("{task}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(all.contains("send a data request as JSON"), "{all}");
+}

@@ -1,0 +1,7 @@
+//! The `agentry` binary end to end.
+//!
+//! One test binary per crate (each binary links the whole dependency tree): the files
+//! below are its modules, grouped by concern.
+
+mod cli;
+mod main_job;

@@ -1,0 +1,187 @@
+//! Steps on remote A2A agents: transparent use, fallback to a local implementation when the
+//! remote is down (with a circuit breaker), and cancellation reaching the remote task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentry_a2a::model::*;
+use agentry_a2a::server::{
+    A2aServer, AgentError as ServerError, AgentExecutor, AgentService, EventSink, RequestContext,
+};
+use agentry_a2a::store::{MemoryStore, TaskStore};
+use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
+use agentry_flow::*;
+use serde_json::json;
+
+/// A remote agent that upper-cases, or waits until canceled when told "wait".
+struct Upper(Arc<std::sync::atomic::AtomicBool>);
+impl AgentExecutor for Upper {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ServerError> {
+        let text = ctx.message.text_content();
+        if text == "wait" {
+            ev.working(None).await?;
+            ctx.canceled().await;
+            self.0.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        ev.artifact(
+            Artifact::new(Some("out"), vec![Part::text(text.to_uppercase())]),
+            false,
+            true,
+        )
+        .await?;
+        ev.complete(None).await
+    }
+}
+
+async fn remote(store: Arc<dyn TaskStore>) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    let canceled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let mut card = AgentCard::new("upper", "Upper-cases text", &url);
+    card.skills.push(AgentSkill {
+        id: "shout".into(),
+        name: "Shout".into(),
+        description: "upper-case".into(),
+        tags: vec![],
+        examples: vec![],
+        input_modes: None,
+        output_modes: None,
+        security: vec![],
+    });
+    let svc = AgentService::new(card, Upper(canceled.clone()), store);
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc)
+            .serve(l, std::future::pending()),
+    );
+    (url, canceled)
+}
+
+struct LocalUpper(AtomicUsize);
+impl AgentHandle for LocalUpper {
+    fn name(&self) -> String {
+        "upper".into()
+    }
+    fn description(&self) -> String {
+        "local upper".into()
+    }
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        single(async move {
+            Ok(Reply {
+                text: format!("local:{}", ask.text.to_uppercase()),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+fn wf(yaml: &str) -> Workflow {
+    serde_yaml::from_str(yaml).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_agents_by_name_or_url_and_skills_from_their_cards() {
+    let (url, _) = remote(Arc::new(MemoryStore::default())).await;
+    let mut reg = AgentRegistry::new(Mode::A2a);
+    reg.add_remote("upper", &url, "Upper-cases text", vec!["shout".into()]);
+    let w = wf(&format!(
+        "name: r\nsteps:\n  - {{id: a, agent: upper, skill: shout, input: hello}}\n  - {{id: b, agent: \"{url}\", depends_on: [a], input: \"${{steps.a.output}} again\"}}\n"
+    ));
+    let state = Engine::new(Arc::new(reg))
+        .run(w, json!({}), None, None)
+        .await
+        .unwrap();
+    assert_eq!(state.status, RunStatus::Completed, "{state:#?}");
+    assert_eq!(state.final_output.as_deref(), Some("HELLO AGAIN"));
+    assert_eq!(
+        state.steps["a"].output.as_ref().unwrap().artifacts[0]
+            .name
+            .as_deref(),
+        Some("out")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_remote_falls_back_to_the_local_agent_and_opens_its_circuit() {
+    let dead = {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        format!("http://127.0.0.1:{port}/")
+    };
+    let local = Arc::new(LocalUpper(AtomicUsize::new(0)));
+    let mut reg = AgentRegistry::new(Mode::A2a).with_cooldown(Duration::from_secs(60));
+    reg.add_local(local.clone());
+    reg.add_remote("upper", &dead, "Upper-cases text", vec![]);
+    let steps: String = (0..5)
+        .map(|i| format!("  - {{id: s{i}, agent: upper, input: x{i}}}\n"))
+        .collect();
+    let w = wf(&format!("name: f\nmax_parallel: 1\nsteps:\n{steps}"));
+    let reg = Arc::new(reg);
+    let state = Engine::new(reg.clone())
+        .run(w, json!({}), None, None)
+        .await
+        .unwrap();
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(state.steps["s4"].output.as_ref().unwrap().text, "local:X4");
+    assert_eq!(
+        local.0.load(Ordering::SeqCst),
+        5,
+        "every step fell back to the local agent"
+    );
+    assert!(
+        reg.breaker_open(&dead),
+        "three failures in a row open the circuit"
+    );
+
+    // Direct mode never tries the remote.
+    let mut direct = AgentRegistry::new(Mode::Direct);
+    direct.add_local(local.clone());
+    direct.add_remote("upper", "http://127.0.0.1:9/", "", vec![]);
+    let w = wf("name: d\nsteps:\n  - {id: a, agent: upper, input: y}\n");
+    let state = Engine::new(Arc::new(direct))
+        .run(w, json!({}), None, None)
+        .await
+        .unwrap();
+    assert_eq!(state.final_output.as_deref(), Some("local:Y"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canceling_a_run_cancels_the_remote_task() {
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::default());
+    let (url, remote_canceled) = remote(store).await;
+    let mut reg = AgentRegistry::new(Mode::A2a);
+    reg.add_remote("upper", &url, "", vec![]);
+    let w = wf("name: c\nsteps:\n  - {id: a, agent: upper, input: wait}\n");
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let (etx, mut erx) = tokio::sync::mpsc::unbounded_channel();
+    let engine = Engine::new(Arc::new(reg));
+    let run =
+        tokio::spawn(async move { engine.run(w, json!({}), Some(etx), Some(rx)).await.unwrap() });
+    // Wait until the step runs, then cancel the run.
+    while let Some(e) = erx.recv().await {
+        if matches!(e, FlowEvent::StepStarted { .. }) {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tx.send(true).unwrap();
+    let state = run.await.unwrap();
+    assert_eq!(state.status, RunStatus::Canceled);
+    // The remote task was canceled through tasks/cancel: its agent saw the cancel.
+    for _ in 0..100 {
+        if remote_canceled.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        remote_canceled.load(Ordering::SeqCst),
+        "the remote task was canceled"
+    );
+}

@@ -1,0 +1,296 @@
+//! Decks from the PPT tools, checked by other people's software: every deck is opened with
+//! python-pptx (PyPI), and one is rendered to PDF by LibreOffice and to PNG by poppler.
+//! `scripts/test.sh` installs both; without them these tests say SKIPPED (and fail when
+//! `AGENTRY_REQUIRE_INTEROP=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use agentry_core::llm::ToolCall;
+use agentry_specialists::pptx::{Decks, Outline, OutlineSlide, build_outline, ppt_tools};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python with python-pptx (and Pillow), or `None` with a SKIPPED line.
+pub(crate) fn pptx_python() -> Option<PathBuf> {
+    let py = std::env::var_os("AGENTRY_PPTX_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".venv-pptx/bin/python"));
+    let ok = Command::new(&py)
+        .args(["-c", "import pptx, PIL"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let msg = format!(
+            "python-pptx not found at {}: run scripts/test.sh",
+            py.display()
+        );
+        if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED: {msg}");
+        return None;
+    }
+    Some(py)
+}
+
+pub(crate) fn inspect(py: &Path, deck: &Path) -> Value {
+    let out = Command::new(py)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pptx_inspect.py"))
+        .arg(deck)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "python-pptx could not open {}: {}",
+        deck.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone()
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("agentry-pptx-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[tokio::test]
+async fn an_outline_becomes_a_deck_python_pptx_and_libreoffice_open() {
+    let Some(py) = pptx_python() else { return };
+    let dir = tempdir("outline");
+    // A chart-like PNG drawn by Pillow, 640x400.
+    let png = dir.join("chart.png");
+    let st = Command::new(&py)
+        .args([
+            "-c",
+            "import sys; from PIL import Image, ImageDraw; im = Image.new('RGB', (640, 400), 'white'); d = ImageDraw.Draw(im); [d.rectangle([60 + i * 110, 380 - h, 140 + i * 110, 380], fill=(47, 85, 151)) for i, h in enumerate([120, 300, 200, 260, 90])]; im.save(sys.argv[1])",
+        ])
+        .arg(&png)
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let decks = Decks::new(dir.join("out"));
+    let tools = ppt_tools(&decks);
+    let outline = Outline {
+        title: "Hamlet & the <Danes>".into(),
+        subtitle: "Key points, cited".into(),
+        slides: vec![
+            OutlineSlide {
+                title: "Who is Hamlet?".into(),
+                bullets: vec![
+                    "\"Hamlet, Son to the former, and Nephew to the present King.\" [1]".into(),
+                    "\tPERSONS REPRESENTED".into(),
+                ],
+                notes: "[1] hamlet_gut.txt, PERSONS REPRESENTED, bytes 103-161".into(),
+                pictures: vec![],
+            },
+            OutlineSlide {
+                title: "Speeches per act".into(),
+                bullets: vec!["Act III has the most [2]".into()],
+                notes: "[2] counted from hamlet_gut.txt".into(),
+                pictures: vec![png.clone()],
+            },
+        ],
+        file_name: None,
+    };
+    let built = build_outline(&tools, &outline).await.unwrap();
+    assert_eq!(built.slides, 3);
+    assert!(built.path.ends_with("hamlet-the-danes.pptx"), "{built:?}");
+    let names: Vec<&str> = built
+        .calls
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[0], "create_presentation");
+    assert_eq!(*names.last().unwrap(), "save_presentation");
+    assert!(
+        names.contains(&"add_text")
+            && names.contains(&"populate_placeholder")
+            && names.contains(&"add_picture")
+    );
+
+    let d = inspect(&py, &built.path);
+    assert_eq!(d["title"], "Hamlet & the <Danes>");
+    let slides = d["slides"].as_array().unwrap();
+    assert_eq!(slides.len(), 3);
+    assert_eq!(slides[0]["layout"], "Title Slide");
+    assert_eq!(slides[0]["title"], "Hamlet & the <Danes>");
+    assert_eq!(slides[0]["texts"], json!(["Key points, cited"]));
+    assert_eq!(slides[1]["layout"], "Title and Content");
+    assert_eq!(slides[1]["title"], "Who is Hamlet?");
+    assert_eq!(
+        slides[1]["texts"],
+        json!([
+            "\"Hamlet, Son to the former, and Nephew to the present King.\" [1]",
+            "PERSONS REPRESENTED"
+        ])
+    );
+    assert!(
+        slides[1]["notes"]
+            .as_str()
+            .unwrap()
+            .contains("bytes 103-161")
+    );
+    let pics = slides[2]["pictures"].as_array().unwrap();
+    assert_eq!(pics.len(), 1);
+    assert_eq!(pics[0]["type"], "image/png");
+    // Aspect ratio kept (640:400).
+    let ratio = pics[0]["width"].as_f64().unwrap() / pics[0]["height"].as_f64().unwrap();
+    assert!((ratio - 1.6).abs() < 0.01, "{ratio}");
+
+    // LibreOffice renders it: one PDF page per slide, and the pages rasterize.
+    let soffice = Command::new("soffice").arg("--version").output();
+    if soffice.is_err() {
+        let msg = "LibreOffice (soffice) not found: scripts/test.sh installs libreoffice-impress";
+        if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED (render): {msg}");
+        return;
+    }
+    let pdf_dir = dir.join("pdf");
+    let out = Command::new("soffice")
+        .arg(format!(
+            "-env:UserInstallation=file://{}/lo-profile",
+            dir.display()
+        ))
+        .args(["--headless", "--convert-to", "pdf", "--outdir"])
+        .arg(&pdf_dir)
+        .arg(&built.path)
+        .output()
+        .unwrap();
+    let pdf = pdf_dir.join("hamlet-the-danes.pdf");
+    assert!(pdf.exists(), "LibreOffice did not convert: {out:?}");
+    let info = Command::new("pdfinfo").arg(&pdf).output().unwrap();
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert!(
+        info.lines()
+            .any(|l| l.starts_with("Pages:") && l.trim_end().ends_with(" 3")),
+        "{info}"
+    );
+    let st = Command::new("pdftoppm")
+        .args(["-png", "-r", "40"])
+        .arg(&pdf)
+        .arg(dir.join("page"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let pngs = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("page"))
+        .count();
+    assert_eq!(pngs, 3);
+}
+
+#[tokio::test]
+async fn bad_tool_calls_get_clear_errors_and_leave_the_deck_intact() {
+    let dir = tempdir("errors");
+    let decks = Decks::new(dir.join("out"));
+    let tools = ppt_tools(&decks);
+    let call = |name: &str, args: Value| ToolCall {
+        id: "1".into(),
+        name: name.into(),
+        arguments: args,
+    };
+    let id = tools
+        .call(&call("create_presentation", json!({"title": "T"})))
+        .await
+        .output
+        .unwrap()
+        .data
+        .unwrap()["presentation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let e = tools
+        .call(&call(
+            "add_text",
+            json!({"presentation_id": id, "slide": 1, "text": "x"}),
+        ))
+        .await
+        .output
+        .unwrap_err();
+    assert!(e.to_string().contains("no slide 1; the deck has 0"), "{e}");
+    let e = tools
+        .call(&call("add_slide", json!({"presentation_id": "pres_nope"})))
+        .await
+        .output
+        .unwrap_err();
+    assert!(e.to_string().contains("no presentation `pres_nope`"), "{e}");
+    let e = tools
+        .call(&call(
+            "add_slide",
+            json!({"presentation_id": id, "layout": "diagonal"}),
+        ))
+        .await
+        .output
+        .unwrap_err();
+    assert!(e.to_string().contains("invalid arguments"), "{e}");
+    tools
+        .call(&call(
+            "add_slide",
+            json!({"presentation_id": id, "title": "One"}),
+        ))
+        .await
+        .output
+        .unwrap();
+    for bad in [
+        "../escape.pptx",
+        "/tmp/abs.pptx",
+        "sub/dir.pptx",
+        "notes.txt",
+    ] {
+        let e = tools
+            .call(&call(
+                "save_presentation",
+                json!({"presentation_id": id, "file_name": bad}),
+            ))
+            .await
+            .output
+            .unwrap_err();
+        assert!(e.to_string().contains("plain name"), "{bad}: {e}");
+    }
+    assert!(!dir.join("escape.pptx").exists());
+    let e = tools
+        .call(&call(
+            "add_picture",
+            json!({"presentation_id": id, "slide": 1, "path": dir.join("none.png")}),
+        ))
+        .await
+        .output
+        .unwrap_err();
+    assert!(e.to_string().contains("cannot read"), "{e}");
+    // The deck survived the bad calls.
+    let saved = tools
+        .call(&call(
+            "save_presentation",
+            json!({"presentation_id": id, "file_name": "t.pptx"}),
+        ))
+        .await
+        .output
+        .unwrap()
+        .data
+        .unwrap();
+    assert_eq!(saved["slides"], 1);
+}
+
+#[test]
+fn markdown_outlines_parse() {
+    let o = Outline::from_markdown(
+        "# Hamlet\nA tragedy\n\n## Plot\n- Ghost appears\n  - on the platform\n> [1] Act I\n## Ending\n- All die\n",
+    )
+    .unwrap();
+    assert_eq!(o.title, "Hamlet");
+    assert_eq!(o.subtitle, "A tragedy");
+    assert_eq!(o.slides.len(), 2);
+    assert_eq!(o.slides[0].bullets, ["Ghost appears", "\ton the platform"]);
+    assert_eq!(o.slides[0].notes, "[1] Act I");
+    assert!(Outline::from_markdown("just text").is_none());
+}

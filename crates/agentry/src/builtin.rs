@@ -1,0 +1,84 @@
+//! The agents agentry ships, made ready to serve: a card and an executor for each
+//! [`BuiltinAgent`].
+
+use std::sync::Arc;
+
+use agentry_a2a::agents::{Conformance, Echo};
+use agentry_a2a::model::AgentCard;
+use agentry_a2a::server::DynAgentExecutor;
+
+use crate::Error;
+use crate::config::{BuiltinAgent, EchoMode};
+
+/// A built-in agent's card (advertising `url`) and executor. Everything that can fail on the
+/// agent's own inputs (a knowledge base, a researcher config) fails here, before any store
+/// is created.
+pub async fn make(
+    agent: &BuiltinAgent,
+    url: &str,
+) -> Result<(AgentCard, Arc<dyn DynAgentExecutor>), Error> {
+    Ok(match agent {
+        BuiltinAgent::Echo { mode } => {
+            let mode = match mode {
+                EchoMode::Task => agentry_a2a::agents::EchoMode::Task,
+                EchoMode::Message => agentry_a2a::agents::EchoMode::Message,
+            };
+            (Echo::card(url), Arc::new(Echo { mode }))
+        }
+        BuiltinAgent::Conformance => (Conformance::card(url), Arc::new(Conformance::default())),
+        #[cfg(feature = "specialists")]
+        BuiltinAgent::Rag { collection, db } => {
+            use agentry_core::a2a::Served;
+            use agentry_specialists::agents::RagSpecialist;
+            let kb = crate::knowledge::open(db.as_deref()).await?;
+            let rag = Arc::new(RagSpecialist::new(agentry_specialists::rag::RagAgent::new(
+                kb, collection,
+            )));
+            (rag.card(url), Arc::new(Served(rag)))
+        }
+        #[cfg(feature = "specialists")]
+        BuiltinAgent::Ppt { output } => {
+            use agentry_core::a2a::Served;
+            use agentry_specialists::agents::PptSpecialist;
+            use agentry_specialists::pptx::{Decks, ppt_tools};
+            let ppt = Arc::new(PptSpecialist::new(ppt_tools(&Decks::new(output))));
+            (ppt.card(url), Arc::new(Served(ppt)))
+        }
+        #[cfg(feature = "data")]
+        BuiltinAgent::Data { output } => {
+            use agentry_core::a2a::Served;
+            let data = Arc::new(agentry_specialists::data::DataSpecialist {
+                out_dir: output.clone(),
+            });
+            (data.card(url), Arc::new(Served(data)))
+        }
+        #[cfg(all(feature = "specialists", feature = "mcp"))]
+        BuiltinAgent::Researcher { config } => {
+            use agentry_core::a2a::Served;
+            use agentry_specialists::research::Researcher;
+            let text = std::fs::read_to_string(config).map_err(|source| Error::Read {
+                path: config.clone(),
+                source,
+            })?;
+            let cfg = agentry_core::agent::parse_config(config, &text).map_err(|reason| {
+                Error::Config {
+                    path: config.clone(),
+                    reason,
+                }
+            })?;
+            let r = Arc::new(Researcher::new(cfg));
+            (r.card(url), Arc::new(Served(r)))
+        }
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(Error::Disabled {
+                what: format!("the built-in `{}` agent", other.name()),
+                feature: match other {
+                    BuiltinAgent::Data { .. } => "data",
+                    BuiltinAgent::Researcher { .. } => "mcp",
+                    _ => "specialists",
+                },
+            });
+        }
+    })
+}

@@ -1,0 +1,347 @@
+//! The `agentry.toml` schema: the server, the agents it serves (configured or built-in), remote
+//! agents, the planner, the orchestrator and the built-in team.
+//!
+//! Relative paths in a file are resolved against the file's folder when it is loaded, so a
+//! config means the same wherever the program runs.
+//!
+//! ```
+//! let config: agentry::Config = toml::from_str(r#"
+//!     [server]
+//!     port = 9000
+//!     bearer_tokens = ["s3cret"]
+//!
+//!     [[agents]]
+//!     path = "/echo"
+//!     builtin = { kind = "echo" }
+//! "#).unwrap();
+//! assert_eq!(config.agents[0].path, "/echo");
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use agentry_core::agent::{AgentConfig, ModelConfig, parse_config};
+use serde::Deserialize;
+
+use crate::Error;
+
+/// `agentry.toml`: the server and everything it serves or uses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Config {
+    /// Where and how agents are served.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Agents served at their paths.
+    #[serde(default)]
+    pub agents: Vec<AgentEntry>,
+    /// Remote A2A agents workflows may use by name.
+    #[serde(default)]
+    pub remotes: Vec<RemoteEntry>,
+    /// The model that plans workflows (`agentry plan`, `agentry run`).
+    #[serde(default)]
+    pub planner: Option<PlannerSection>,
+    /// Serve an orchestrator agent running these workflows.
+    #[serde(default)]
+    pub orchestrator: Option<OrchestratorSection>,
+    /// The built-in RAG → PPT team behind `agentry run`.
+    #[serde(default)]
+    pub team: Option<TeamSection>,
+}
+
+impl Config {
+    /// Reads a TOML or YAML file (by extension) and resolves its relative paths.
+    pub fn load(path: impl AsRef<Path>) -> Result<Config, Error> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut config: Config = parse_config(path, &text).map_err(|reason| Error::Config {
+            path: path.to_owned(),
+            reason,
+        })?;
+        config.resolve(path.parent().unwrap_or(Path::new(".")));
+        Ok(config)
+    }
+
+    /// A config that serves one built-in agent at `/` (what `agentry serve --agent NAME` runs).
+    pub fn builtin(agent: BuiltinAgent, server: ServerSection) -> Config {
+        Config {
+            server,
+            agents: vec![AgentEntry {
+                path: "/".into(),
+                builtin: Some(agent),
+                config: None,
+                agent: None,
+                db: None,
+            }],
+            ..Config::default()
+        }
+    }
+
+    /// Makes every relative path of the file relative to `base` (the file's folder).
+    fn resolve(&mut self, base: &Path) {
+        let join = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(d) = &mut self.server.state_dir {
+            join(d);
+        }
+        for a in &mut self.agents {
+            if let Some(c) = &mut a.config {
+                join(c);
+            }
+            if let Some(c) = &mut a.agent {
+                resolve_model(&mut c.model, base);
+            }
+            if let Some(d) = &mut a.db {
+                join(d);
+            }
+            match &mut a.builtin {
+                Some(BuiltinAgent::Rag { db: Some(d), .. }) => join(d),
+                Some(BuiltinAgent::Ppt { output } | BuiltinAgent::Data { output }) => join(output),
+                Some(BuiltinAgent::Researcher { config }) => join(config),
+                _ => {}
+            }
+        }
+        if let Some(p) = &mut self.planner {
+            resolve_model(&mut p.model, base);
+        }
+        if let Some(o) = &mut self.orchestrator {
+            o.workflows.iter_mut().for_each(join);
+        }
+        if let Some(t) = &mut self.team {
+            if let Some(m) = &mut t.model {
+                resolve_model(m, base);
+            }
+            t.output.as_mut().map(join);
+            t.db.as_mut().map(join);
+        }
+    }
+}
+
+/// A scripted model's transcript path is relative to the file that names it.
+pub(crate) fn resolve_model(model: &mut ModelConfig, base: &Path) {
+    if let ModelConfig::Scripted { transcript } = model
+        && transcript.is_relative()
+    {
+        *transcript = base.join(&*transcript);
+    }
+}
+
+/// `[server]`: where agents are served and what they keep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerSection {
+    /// Address to listen on.
+    pub host: String,
+    /// Port to listen on.
+    pub port: u16,
+    /// Task store: `sqlite` (default; tasks survive a restart) or `memory`.
+    pub store: StoreKind,
+    /// Where SQLite files go (task stores, workflow runs); default [`crate::home_dir`].
+    #[serde(alias = "data_dir")]
+    pub state_dir: Option<PathBuf>,
+    /// Public base URL for the cards; default `http://HOST:PORT`.
+    pub public_url: Option<String>,
+    /// Where workflow steps go first for agents that are both local and remote: `a2a`
+    /// (remote, falling back to local) or `direct` (local). Default: `$AGENTRY_AGENT_MODE`,
+    /// else `a2a`.
+    pub agent_mode: Option<String>,
+    /// Bearer tokens of which every call must carry one; empty: no credentials required.
+    pub bearer_tokens: Vec<String>,
+    /// Let push-notification webhooks target loopback and private addresses (tests only).
+    pub allow_private_push: bool,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            store: StoreKind::Sqlite,
+            state_dir: None,
+            public_url: None,
+            agent_mode: None,
+            bearer_tokens: Vec::new(),
+            allow_private_push: false,
+        }
+    }
+}
+
+impl ServerSection {
+    /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(crate::home_dir)
+    }
+
+    /// The base URL the cards advertise, without a trailing slash.
+    pub fn public_base(&self) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}:{}", self.host, self.port))
+            .trim_end_matches('/')
+            .to_owned()
+    }
+}
+
+/// Where tasks are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// One SQLite file per agent under the state folder; tasks survive a restart.
+    Sqlite,
+    /// In memory: lost on exit (oldest finished tasks evicted past 10,000).
+    Memory,
+}
+
+/// `[[agents]]`: one served agent, from a config file, an inline table, or built in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct AgentEntry {
+    /// URL path the agent is served at (`/` or `/name`).
+    pub path: String,
+    /// An agent config file (TOML or YAML).
+    #[serde(default)]
+    pub config: Option<PathBuf>,
+    /// An inline agent config.
+    #[serde(default)]
+    pub agent: Option<AgentConfig>,
+    /// A built-in agent.
+    #[serde(default)]
+    pub builtin: Option<BuiltinAgent>,
+    /// The task store's SQLite file; default `<state_dir>/<name>.db`.
+    #[serde(default)]
+    pub db: Option<PathBuf>,
+}
+
+/// The agents agentry ships, servable without writing an agent config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum BuiltinAgent {
+    /// Echoes each message, as a task or (`mode = "message"`) as a direct message.
+    Echo {
+        /// `task` (default) or `message`.
+        #[serde(default)]
+        mode: EchoMode,
+    },
+    /// The agent conformance suites drive (behaviour chosen by messageId prefix).
+    Conformance,
+    /// The RAG specialist over one collection of a knowledge base.
+    Rag {
+        /// The collection it answers from.
+        collection: String,
+        /// The knowledge base file; default `$AGENTRY_HOME/knowledge.db`.
+        #[serde(default)]
+        db: Option<PathBuf>,
+    },
+    /// The PowerPoint specialist; decks are saved in `output`.
+    Ppt {
+        /// Where decks are saved.
+        output: PathBuf,
+    },
+    /// The data analyst (SQL, statistics, charts); charts are saved in `output`.
+    Data {
+        /// Where charts are saved.
+        output: PathBuf,
+    },
+    /// The researcher: a question fanned out to MCP servers, or delegated over A2A.
+    Researcher {
+        /// Its configuration (mode, a2a_url, `[[sources]]`).
+        config: PathBuf,
+    },
+}
+
+impl BuiltinAgent {
+    /// The agent's name: its task store's file name and its log name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BuiltinAgent::Echo { .. } => "echo",
+            BuiltinAgent::Conformance => "conformance",
+            BuiltinAgent::Rag { .. } => "rag",
+            BuiltinAgent::Ppt { .. } => "ppt",
+            BuiltinAgent::Data { .. } => "data",
+            BuiltinAgent::Researcher { .. } => "researcher",
+        }
+    }
+}
+
+/// How the echo agent answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EchoMode {
+    /// As a completed task.
+    #[default]
+    Task,
+    /// As a direct message, without a task.
+    Message,
+}
+
+/// `[[remotes]]`: a remote A2A agent workflows may use by name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RemoteEntry {
+    /// The name workflow steps use.
+    pub name: String,
+    /// Its base URL (the card is read from there).
+    pub url: String,
+    /// What it does, for the planner.
+    #[serde(default)]
+    pub description: String,
+    /// Its skill ids, for validation before its card is read.
+    #[serde(default)]
+    pub skills: Vec<String>,
+}
+
+/// `[planner]`: the model that plans workflows.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct PlannerSection {
+    /// Any provider.
+    pub model: ModelConfig,
+    /// Attempts to repair an invalid plan with the validator's errors.
+    #[serde(default)]
+    pub max_repairs: Option<u32>,
+}
+
+/// `[orchestrator]`: an A2A agent whose skills are workflows.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct OrchestratorSection {
+    /// Where it is served.
+    #[serde(default = "default_orchestrator_path")]
+    pub path: String,
+    /// Workflow files (YAML, JSON or TOML).
+    #[serde(default)]
+    pub workflows: Vec<PathBuf>,
+}
+
+fn default_orchestrator_path() -> String {
+    "/orchestrator".into()
+}
+
+/// `[team]`: the built-in RAG → PPT team behind `agentry run`. With a `model` (any provider)
+/// the model reads the request and writes the cited summary; without one the team is
+/// rule-based and extractive.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TeamSection {
+    /// Reads the request and writes the cited summary.
+    pub model: Option<ModelConfig>,
+    /// The document collection to draw on.
+    pub collection: Option<String>,
+    /// Where the deck and summary go.
+    pub output: Option<PathBuf>,
+    /// The knowledge base file.
+    pub db: Option<PathBuf>,
+}

@@ -1,0 +1,224 @@
+//! Serving: every agent of a [`Config`] (configured, built-in, the orchestrator) at its path,
+//! each with its card and task store, behind one listener, plus `GET /agents` listing them.
+//! This is the only serve path: `agentry serve --agent echo` is a one-agent config.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentry_a2a::model::AgentCard;
+use agentry_a2a::server::{A2aServer, AgentService, Credentials, DynAgentExecutor, ServerConfig};
+use agentry_a2a::store::{MemoryStore, TaskStore};
+use agentry_core::a2a::Served;
+use agentry_core::run::StoreCheckpoints;
+
+use crate::config::{Config, StoreKind};
+use crate::setup::{Setup, create_agent, open_store};
+use crate::{Error, builtin};
+
+/// One agent as served.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServedInfo {
+    /// The card's name.
+    pub name: String,
+    /// The URL clients use.
+    pub url: String,
+    /// Where its task store is (`None`: in memory).
+    pub store: Option<std::path::PathBuf>,
+}
+
+/// The agents of a config, ready to serve: an axum router and what it serves.
+pub struct Service {
+    /// Every agent's JSON-RPC, HTTP+JSON and card routes, and `GET /agents`.
+    pub router: axum::Router,
+    /// What is served, in order.
+    pub agents: Vec<ServedInfo>,
+}
+
+impl Service {
+    /// Makes every agent of `config` (connecting MCP servers, opening stores and knowledge
+    /// bases). Fails before anything is served when any agent cannot be made.
+    pub async fn build(config: Config) -> Result<Service, Error> {
+        let server = &config.server.clone();
+        let public = server.public_base();
+        let state_dir = server.state_dir();
+        let url_for = |p: &str| {
+            if p == "/" {
+                format!("{public}/")
+            } else {
+                format!("{public}{p}")
+            }
+        };
+        let store_for =
+            |name: &str,
+             file: Option<&Path>|
+             -> Result<(Arc<dyn TaskStore>, Option<std::path::PathBuf>), Error> {
+                Ok(match server.store {
+                    StoreKind::Memory => (Arc::new(MemoryStore::default()), None),
+                    StoreKind::Sqlite => {
+                        let path = file
+                            .map(Path::to_owned)
+                            .unwrap_or_else(|| state_dir.join(format!("{name}.db")));
+                        (Arc::new(open_store(&path)?), Some(path))
+                    }
+                })
+            };
+        let credentials = (!server.bearer_tokens.is_empty()).then(|| Credentials {
+            bearer_tokens: server.bearer_tokens.clone(),
+            required_for_all: true,
+            ..Default::default()
+        });
+        let mut server_config = ServerConfig::default();
+        server_config.push.allow_private = server.allow_private_push;
+        let mut a2a = A2aServer::new().config(server_config);
+        let mut served = Vec::new();
+        let mut add =
+            |path: String,
+             card: AgentCard,
+             executor: Arc<dyn DynAgentExecutor>,
+             (store, file): (Arc<dyn TaskStore>, Option<std::path::PathBuf>)| {
+                served.push((
+                    path.clone(),
+                    ServedInfo {
+                        name: card.name.clone(),
+                        url: url_for(&path),
+                        store: file,
+                    },
+                ));
+                let mut svc = AgentService {
+                    card,
+                    extended_card: None,
+                    executor,
+                    store,
+                    credentials: None,
+                };
+                if let Some(c) = &credentials {
+                    svc = svc.with_credentials(c.clone());
+                }
+                a2a = std::mem::take(&mut a2a).agent(&path, svc);
+            };
+
+        let setup = Setup::from_config(config).await?;
+        let factory = crate::setup::agent_factory(setup.agents.iter().map(|(_, c)| c)).await?;
+        for entry in &setup.config.agents {
+            let path = entry.normalized_path();
+            let url = url_for(&path);
+            if let Some(cfg) = entry.agent_config()? {
+                let store = store_for(&cfg.name, entry.db.as_deref())?;
+                // Runs are checkpointed beside their tasks, so an interrupted run resumes.
+                let agent = create_agent(&factory, cfg)
+                    .await?
+                    .with_checkpoints(Arc::new(StoreCheckpoints(store.0.clone())));
+                let card = agent.card(&url);
+                add(path, card, Arc::new(Served(Arc::new(agent))), store);
+            } else if let Some(b) = &entry.builtin {
+                let (card, executor) = builtin::make(b, &url).await?;
+                add(
+                    path,
+                    card,
+                    executor,
+                    store_for(b.name(), entry.db.as_deref())?,
+                );
+            }
+        }
+        if let Some(o) = &setup.config.orchestrator {
+            let engine = Arc::new(setup.engine()?);
+            let mut orch =
+                agentry_flow::a2a::Orchestrator::new("orchestrator", engine, setup.workflows()?);
+            if setup.config.planner.is_some() {
+                orch = orch.with_planner(Arc::new(setup.planner()?));
+            }
+            let path = format!("/{}", o.path.trim_matches('/'));
+            let card = orch.card(&url_for(&path));
+            add(path, card, Arc::new(orch), store_for("orchestrator", None)?);
+        }
+
+        let root_taken = served.iter().any(|(p, _)| p == "/");
+        let index = serde_json::json!({ "agents": served.iter().map(|(_, s)| serde_json::json!({
+            "name": s.name, "url": s.url,
+            "card": format!("{}/.well-known/agent-card.json", s.url.trim_end_matches('/')),
+        })).collect::<Vec<_>>() });
+        let index = Arc::new(index);
+        let list = move || {
+            let index = index.clone();
+            async move { axum::Json((*index).clone()) }
+        };
+        let mut router = a2a
+            .router()
+            .route("/agents", axum::routing::get(list.clone()));
+        if !root_taken {
+            router = router.route("/", axum::routing::get(list));
+        }
+        Ok(Service {
+            router,
+            agents: served.into_iter().map(|(_, s)| s).collect(),
+        })
+    }
+}
+
+/// Serves every agent of `config` on its `[server]` host and port until `shutdown` resolves,
+/// then finishes open requests and streams.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let service = Service::build(config).await?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: addr.clone(),
+            source,
+        })?;
+    for a in &service.agents {
+        let store = a
+            .store
+            .as_ref()
+            .map_or_else(|| "in memory".to_owned(), |p| p.display().to_string());
+        tracing::info!(
+            "agent `{}` at {} (card: {}/.well-known/agent-card.json; tasks {store})",
+            a.name,
+            a.url,
+            a.url.trim_end_matches('/')
+        );
+    }
+    axum::serve(listener, service.router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| Error::io("server failed", e))
+}
+
+/// Serves the agents of a config file until Ctrl-C or SIGTERM: the whole of a program that
+/// embeds agentry's server.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), agentry::Error> {
+/// agentry::serve_config("agentry.toml").await
+/// # }
+/// ```
+pub async fn serve_config(path: impl AsRef<Path>) -> Result<(), Error> {
+    serve(Config::load(path)?, shutdown_signal()).await
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down; finishing open requests and streams");
+}

@@ -1,0 +1,195 @@
+//! Agents from configuration: the factory with every agent type and model provider this build
+//! has, agents with their MCP tools connected, and [`Setup`], everything an `agentry.toml`
+//! sets up for workflows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentry_a2a::store::SqliteStore;
+use agentry_core::agent::{Agent, AgentConfig, AgentFactory};
+use agentry_flow::{AgentRegistry, Engine, Mode, Planner, Workflow};
+
+use crate::Error;
+use crate::config::{AgentEntry, Config};
+
+/// The factory every entry point uses: the built-in tools and `base` type, and the embedded
+/// model provider (`provider = "local"`) when the `local` feature is on.
+pub fn factory() -> AgentFactory {
+    #[allow(unused_mut)]
+    let mut f = AgentFactory::with_builtins();
+    #[cfg(feature = "local")]
+    agentry_local::provider::register(&mut f);
+    f
+}
+
+/// [`factory`] plus the specialist agent types (`rag`, `ppt`, `data`) for these configs. The
+/// knowledge base is opened only when one of them is a `rag` agent: the first such agent's
+/// `options.db`, else `$AGENTRY_HOME/knowledge.db` (one knowledge base per process).
+pub async fn agent_factory<'a>(
+    configs: impl IntoIterator<Item = &'a AgentConfig>,
+) -> Result<AgentFactory, Error> {
+    #[allow(unused_mut)]
+    let mut f = factory();
+    #[cfg(feature = "specialists")]
+    {
+        let kb = match configs.into_iter().find(|c| c.agent_type == "rag") {
+            Some(c) => {
+                let db = c.options.get("db").and_then(|v| v.as_str()).map(Path::new);
+                Some(crate::knowledge::open(db).await?)
+            }
+            None => None,
+        };
+        agentry_specialists::kinds::register(&mut f, agentry_specialists::kinds::Resources { kb });
+    }
+    #[cfg(not(feature = "specialists"))]
+    let _ = configs;
+    Ok(f)
+}
+
+/// Makes the agent a config describes, connecting its MCP servers (with the `mcp` feature; the
+/// programs stdio servers may launch come from `AGENTRY_MCP_ALLOW`).
+pub async fn create_agent(factory: &AgentFactory, config: AgentConfig) -> Result<Agent, Error> {
+    #[cfg(feature = "mcp")]
+    {
+        Ok(
+            agentry_mcp::create_agent(factory, config, &agentry_mcp::LaunchPolicy::from_env())
+                .await?,
+        )
+    }
+    #[cfg(not(feature = "mcp"))]
+    {
+        if !config.mcp_servers.is_empty() {
+            return Err(Error::Disabled {
+                what: format!("agent `{}` names MCP servers, which", config.name),
+                feature: "mcp",
+            });
+        }
+        Ok(factory.create_agent(config)?)
+    }
+}
+
+/// The agent of one config file (TOML or YAML), with every type and tool source this build
+/// has: what `agentry chat` talks to.
+pub async fn agent_from_file(path: impl AsRef<Path>) -> Result<Agent, Error> {
+    let config = AgentConfig::from_file(path)?;
+    let factory = agent_factory([&config]).await?;
+    create_agent(&factory, config).await
+}
+
+impl AgentEntry {
+    /// The configured agent of this entry (from its file or inline table); `None` for a
+    /// built-in agent.
+    pub fn agent_config(&self) -> Result<Option<AgentConfig>, Error> {
+        match (&self.config, &self.agent, &self.builtin) {
+            (Some(file), None, None) => Ok(Some(AgentConfig::from_file(file)?)),
+            (None, Some(inline), None) => Ok(Some(inline.clone())),
+            (None, None, Some(_)) => Ok(None),
+            _ => Err(Error::Invalid(format!(
+                "agent at {}: give one of `config = \"file\"`, an inline [agents.agent] table, or \
+                 `builtin = {{ kind = \"...\" }}`",
+                self.path
+            ))),
+        }
+    }
+
+    /// The path, normalized to `/` or `/name`.
+    pub fn normalized_path(&self) -> String {
+        format!("/{}", self.path.trim_matches('/'))
+    }
+}
+
+/// Everything a config file sets up for workflows: its agents (each in-process) and remotes in
+/// one registry, the engine with durable runs, the planner, the orchestrator's workflows.
+pub struct Setup {
+    /// The file as loaded.
+    pub config: Config,
+    /// (path, config) of each configured (not built-in) agent.
+    pub agents: Vec<(String, AgentConfig)>,
+    /// Every agent workflows may use, by name.
+    pub registry: Arc<AgentRegistry>,
+}
+
+impl Setup {
+    /// Loads `path` and makes its agents.
+    pub async fn load(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::from_config(Config::load(path)?).await
+    }
+
+    /// Makes the agents of a loaded config.
+    pub async fn from_config(config: Config) -> Result<Self, Error> {
+        let mode = match config.server.agent_mode.as_deref() {
+            None => Mode::from_env(),
+            Some("direct") => Mode::Direct,
+            Some("a2a") => Mode::A2a,
+            Some(m) => {
+                return Err(Error::Invalid(format!(
+                    "agent_mode `{m}`: use direct or a2a"
+                )));
+            }
+        };
+        let mut registry = AgentRegistry::new(mode);
+        let mut agents = Vec::new();
+        for entry in &config.agents {
+            if let Some(c) = entry.agent_config()? {
+                agents.push((entry.normalized_path(), c));
+            }
+        }
+        let factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
+        for (_, cfg) in &agents {
+            // Workflows use their own in-process instance of each agent.
+            registry.add_local(Arc::new(create_agent(&factory, cfg.clone()).await?));
+        }
+        for r in &config.remotes {
+            registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
+        }
+        Ok(Setup {
+            config,
+            agents,
+            registry: Arc::new(registry),
+        })
+    }
+
+    /// The workflow engine over the registry, checkpointing runs in `<state_dir>/workflows.db`
+    /// so `resume` can continue them after a crash.
+    pub fn engine(&self) -> Result<Engine, Error> {
+        let path = self.config.server.state_dir().join("workflows.db");
+        let store = open_store(&path)?;
+        Ok(Engine::new(self.registry.clone()).with_store(Arc::new(store)))
+    }
+
+    /// The planner of the `[planner]` section.
+    pub fn planner(&self) -> Result<Planner, Error> {
+        let p = self.config.planner.as_ref().ok_or_else(|| {
+            Error::Invalid(
+                "no [planner] in the config: add one with a model, e.g. [planner.model] \
+                 provider = \"openai\" ..."
+                    .into(),
+            )
+        })?;
+        let llm = factory().model(&p.model)?;
+        let mut planner = Planner::new(llm);
+        if let Some(n) = p.max_repairs {
+            planner.max_repairs = n;
+        }
+        Ok(planner)
+    }
+
+    /// The orchestrator's workflows.
+    pub fn workflows(&self) -> Result<Vec<Workflow>, Error> {
+        let Some(o) = &self.config.orchestrator else {
+            return Ok(Vec::new());
+        };
+        o.workflows
+            .iter()
+            .map(|w| Ok(Workflow::from_file(w)?))
+            .collect()
+    }
+}
+
+/// Opens (creating) a SQLite task store.
+pub(crate) fn open_store(path: &Path) -> Result<SqliteStore, Error> {
+    SqliteStore::open(path).map_err(|source| Error::Store {
+        path: PathBuf::from(path),
+        source,
+    })
+}

@@ -1,0 +1,91 @@
+//! `agentry.toml` as a file: relative paths, built-in agents, errors that name the problem.
+
+use agentry::config::{BuiltinAgent, Config, StoreKind};
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("agentry-config-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn relative_paths_resolve_against_the_files_folder() {
+    let dir = temp("relative");
+    let file = write(
+        &dir,
+        "agentry.toml",
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "state"
+        bearer_tokens = ["t1"]
+
+        [[agents]]
+        path = "/calc"
+        config = "calc.toml"
+
+        [[agents]]
+        path = "decks"
+        builtin = { kind = "ppt", output = "out" }
+
+        [orchestrator]
+        workflows = ["flow.yaml"]
+
+        [team]
+        db = "kb.db"
+        "#,
+    );
+    let c = Config::load(&file).unwrap();
+    assert_eq!(c.server.store, StoreKind::Memory);
+    assert_eq!(c.server.state_dir(), dir.join("state"));
+    assert_eq!(c.server.bearer_tokens, ["t1"]);
+    assert_eq!(
+        c.agents[0].config.as_deref(),
+        Some(dir.join("calc.toml").as_path())
+    );
+    assert_eq!(c.agents[1].normalized_path(), "/decks");
+    match &c.agents[1].builtin {
+        Some(BuiltinAgent::Ppt { output }) => assert_eq!(output, &dir.join("out")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(c.orchestrator.unwrap().workflows, [dir.join("flow.yaml")]);
+    assert_eq!(c.team.unwrap().db, Some(dir.join("kb.db")));
+}
+
+#[test]
+fn the_old_data_dir_key_still_means_the_state_folder() {
+    let c: Config = toml::from_str("[server]\ndata_dir = \"/var/lib/agentry\"").unwrap();
+    assert_eq!(
+        c.server.state_dir(),
+        std::path::Path::new("/var/lib/agentry")
+    );
+}
+
+#[test]
+fn mistakes_are_named() {
+    let dir = temp("mistakes");
+    let typo = write(&dir, "typo.toml", "[server]\nprot = 9000\n");
+    let e = Config::load(&typo).unwrap_err().to_string();
+    assert!(e.contains("typo.toml") && e.contains("prot"), "{e}");
+
+    let missing = dir.join("nope.toml");
+    let e = Config::load(&missing).unwrap_err();
+    assert!(matches!(e, agentry::Error::Read { .. }), "{e:?}");
+    assert!(
+        std::error::Error::source(&e).is_some(),
+        "the io error is kept as the source"
+    );
+
+    let unknown = write(
+        &dir,
+        "kind.toml",
+        "[[agents]]\npath = \"/\"\nbuiltin = { kind = \"nope\" }\n",
+    );
+    let e = Config::load(&unknown).unwrap_err().to_string();
+    assert!(e.contains("nope"), "{e}");
+}

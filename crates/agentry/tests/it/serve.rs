@@ -1,0 +1,130 @@
+//! The one serve path: configured, built-in and orchestrator agents behind one listener, with
+//! the config's credentials enforced on every agent.
+
+use std::path::PathBuf;
+
+use agentry::a2a::A2aError;
+use agentry::a2a::client::{A2aClient, Auth, ClientConfig};
+use agentry::a2a::model::{Message, MessageSendParams, Role, SendMessageResult};
+use agentry::config::{AgentEntry, BuiltinAgent, Config, EchoMode, StoreKind};
+
+fn examples() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents")
+}
+
+/// Serves `config` on a free loopback port; returns the base URL.
+async fn start(mut config: Config) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    format!("http://{addr}")
+}
+
+async fn http_get(base: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+async fn ask(url: &str, token: Option<&str>, text: &str) -> Result<String, A2aError> {
+    let cfg = ClientConfig {
+        auth: token.map_or(Auth::None, |t| Auth::Bearer(t.into())),
+        ..ClientConfig::default()
+    };
+    let client = A2aClient::discover(url, cfg).await?;
+    let params = MessageSendParams::new(Message::text(Role::User, text));
+    Ok(match client.send_message(params).await? {
+        SendMessageResult::Task(t) => agentry::core::a2a::task_text(&t),
+        SendMessageResult::Message(m) => m.text_content(),
+    })
+}
+
+#[tokio::test]
+async fn a_config_file_and_a_builtin_agent_share_one_server_and_its_credentials() {
+    let mut config = Config::load(examples().join("agentry.toml")).unwrap();
+    config.server.store = StoreKind::Memory;
+    config.server.bearer_tokens = vec!["s3cret".into()];
+    let mut echo = Config::builtin(
+        BuiltinAgent::Echo {
+            mode: EchoMode::Task,
+        },
+        Default::default(),
+    );
+    let mut entry: AgentEntry = echo.agents.remove(0);
+    entry.path = "/echo".into();
+    config.agents.push(entry);
+    let base = start(config).await;
+
+    // The index lists every agent, configured, built-in and the orchestrator.
+    let index = http_get(&base, "/agents").await;
+    for name in [
+        "calculator",
+        "echo-bot",
+        "orchestrator",
+        "\"url\":\"http://",
+    ] {
+        assert!(index.contains(name), "{name} missing from {index}");
+    }
+    assert!(index.contains(&format!("{base}/echo")), "{index}");
+
+    // The token is required by configured agents as much as by built-in ones (before, `serve
+    // --config --token` ignored the token).
+    for path in ["/echo-bot", "/echo"] {
+        let url = format!("{base}{path}");
+        let denied = ask(&url, None, "hello").await;
+        assert!(
+            matches!(denied, Err(A2aError::Unauthorized { .. })),
+            "{path}: {denied:?}"
+        );
+        let wrong = ask(&url, Some("guess"), "hello").await;
+        assert!(
+            matches!(wrong, Err(A2aError::Unauthorized { .. })),
+            "{path}: {wrong:?}"
+        );
+    }
+    assert_eq!(
+        ask(&format!("{base}/echo-bot"), Some("s3cret"), "hello")
+            .await
+            .unwrap(),
+        "You said hello."
+    );
+    let echoed = ask(&format!("{base}/echo"), Some("s3cret"), "ping")
+        .await
+        .unwrap();
+    assert!(echoed.contains("ping"), "{echoed}");
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_be_made_fails_the_whole_setup_with_its_reason() {
+    let dir = std::env::temp_dir().join(format!("agentry-serve-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("agentry.toml");
+    std::fs::write(
+        &file,
+        "[server]\nstore = \"memory\"\n[[agents]]\npath = \"/x\"\nconfig = \"missing.toml\"\n",
+    )
+    .unwrap();
+    let err = match agentry::Service::build(Config::load(&file).unwrap()).await {
+        Ok(_) => panic!("an agent whose config is missing was served"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("missing.toml"), "{err}");
+
+    std::fs::write(
+        &file,
+        "[server]\nstore = \"memory\"\n[[agents]]\npath = \"/x\"\nconfig = \"a.toml\"\nbuiltin = { kind = \"conformance\" }\n",
+    )
+    .unwrap();
+    let err = match agentry::Service::build(Config::load(&file).unwrap()).await {
+        Ok(_) => panic!("an entry with two definitions was served"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("give one of"), "{err}");
+}
