@@ -450,7 +450,7 @@ impl AgentFactory {
 
 /// The result of a run, with everything a caller may want.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentState {
+pub struct RunReport {
     pub query: String,
     pub steps: Vec<Step>,
     pub final_answer: Option<String>,
@@ -575,7 +575,7 @@ impl Agent {
         context_id: Option<&str>,
         hooks: &dyn RunHooks,
         cancel: Option<watch::Receiver<bool>>,
-    ) -> AgentState {
+    ) -> RunReport {
         let guard = ShouldContinue {
             inner: hooks,
             extra: self.kind.should_continue.clone(),
@@ -618,7 +618,7 @@ impl Agent {
                 conv.drain(..cut);
             }
         }
-        AgentState {
+        RunReport {
             query,
             steps: state.steps.clone(),
             final_answer: match &outcome {
@@ -639,7 +639,7 @@ impl Agent {
         context_id: Option<&str>,
         hooks: &dyn RunHooks,
         cancel: Option<watch::Receiver<bool>>,
-    ) -> AgentState {
+    ) -> RunReport {
         self.refresh_tools().await;
         let mut state = self.start(query, context_id);
         self.drive(&mut state, context_id, hooks, cancel).await

@@ -50,7 +50,7 @@ impl AgentHandle for Sleeper {
 
 fn chain(n: usize) -> Workflow {
     let steps = (0..n)
-        .map(|i| Step {
+        .map(|i| WorkflowStep {
             id: format!("s{i}"),
             agent: "instant".into(),
             skill: None,
@@ -85,7 +85,7 @@ fn fanout(n: usize) -> Workflow {
     wf.name = "fanout".into();
     wf.max_parallel = Some(n);
     wf.steps = (0..n)
-        .map(|i| Step {
+        .map(|i| WorkflowStep {
             id: format!("f{i}"),
             agent: "sleeper".into(),
             skill: None,

@@ -20,7 +20,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use crate::registry::AgentRegistry;
 use crate::template::{condition_holds, render};
 use crate::validate::{ValidationError, validate};
-use crate::workflow::{OnFailure, Step, Workflow};
+use crate::workflow::{OnFailure, Workflow, WorkflowStep};
 
 /// Where a step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -637,7 +637,7 @@ type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
 /// One step: attempts with timeout and backoff, then the fallback agent if any.
 async fn run_step(
     agents: &AgentRegistry,
-    step: &Step,
+    step: &WorkflowStep,
     input: String,
     context_id: String,
     stop: watch::Receiver<bool>,

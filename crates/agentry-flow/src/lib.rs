@@ -24,4 +24,4 @@ pub mod workflow;
 pub use exec::{Engine, FlowError, FlowEvent, RunState, RunStatus, StepStatus};
 pub use planner::{PlanError, Planner};
 pub use registry::{AgentRegistry, Mode};
-pub use workflow::{OnFailure, Retry, Step, Workflow};
+pub use workflow::{OnFailure, Retry, Workflow, WorkflowStep};

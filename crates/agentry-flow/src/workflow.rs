@@ -31,7 +31,7 @@ pub struct Workflow {
     /// Names of the top-level input fields (`${input.NAME...}`); empty means any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<String>,
-    pub steps: Vec<Step>,
+    pub steps: Vec<WorkflowStep>,
     /// The final output, a template (default: the outputs of the steps nothing depends on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
@@ -42,7 +42,7 @@ pub struct Workflow {
 
 /// One step: ask an agent, with an input rendered from the run's context.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Step {
+pub struct WorkflowStep {
     /// Unique within the workflow: letters, digits, `_` and `-`.
     pub id: String,
     /// A registered agent name, or an A2A URL (`http://…`).
@@ -191,7 +191,7 @@ impl Workflow {
         serde_json::to_value(schemars::schema_for!(Workflow)).unwrap_or_default()
     }
 
-    pub fn step(&self, id: &str) -> Option<&Step> {
+    pub fn step(&self, id: &str) -> Option<&WorkflowStep> {
         self.steps.iter().find(|s| s.id == id)
     }
 }

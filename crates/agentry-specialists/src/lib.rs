@@ -23,7 +23,7 @@ use std::path::PathBuf;
 
 /// Where `scripts/fetch-data.sh` puts the demo data: `$AGENTRY_DATA`, else
 /// `~/.cache/agentry/data`.
-pub fn data_dir() -> PathBuf {
+pub fn demo_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("AGENTRY_DATA") {
         return PathBuf::from(d);
     }

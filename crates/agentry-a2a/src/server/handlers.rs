@@ -22,7 +22,7 @@ use crate::v1;
 use crate::version::{self, ProtocolVersion};
 
 /// Everything a request to one agent needs.
-pub(super) struct AgentState {
+pub(super) struct AgentEndpoint {
     pub(super) card_json: Bytes,
     card_etag: HeaderValue,
     pub(super) extended_card: Option<AgentCard>,
@@ -55,7 +55,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             .collect();
         let card_etag = HeaderValue::from_str(&format!("\"{:016x}\"", fnv1a(&card_json)))
             .unwrap_or(HeaderValue::from_static("\"0\""));
-        let state = Arc::new(AgentState {
+        let state = Arc::new(AgentEndpoint {
             card_json,
             card_etag,
             extended_card: svc.extended_card.map(with_rest_interface),
@@ -113,7 +113,7 @@ fn fnv1a(b: &[u8]) -> u64 {
     })
 }
 
-async fn card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response {
+async fn card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Response {
     let cache = [
         (
             header::CACHE_CONTROL,
@@ -216,7 +216,7 @@ fn requested_extensions(headers: &HeaderMap) -> Vec<String> {
 /// Refuses a request that leaves out an extension the agent requires (-32008); otherwise the
 /// requested extensions this agent supports, to echo in `A2A-Extensions`.
 pub(super) fn negotiate_extensions(
-    s: &AgentState,
+    s: &AgentEndpoint,
     headers: &HeaderMap,
 ) -> Result<Option<HeaderValue>, RpcError> {
     let asked = requested_extensions(headers);
@@ -240,7 +240,7 @@ pub(super) fn negotiate_extensions(
 }
 
 async fn rpc(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
@@ -281,7 +281,7 @@ async fn rpc(
 }
 
 async fn dispatch(
-    s: &AgentState,
+    s: &AgentEndpoint,
     headers: &HeaderMap,
     id: Value,
     req: Request,
@@ -314,7 +314,7 @@ async fn dispatch(
     }
 }
 
-fn check_push(s: &AgentState, p: &MessageSendParams) -> Result<(), RpcError> {
+fn check_push(s: &AgentEndpoint, p: &MessageSendParams) -> Result<(), RpcError> {
     if let Some(cfg) = p
         .configuration
         .as_ref()
@@ -333,7 +333,7 @@ fn history_limit(h: Option<i64>) -> Option<usize> {
 }
 
 /// Starts the SSE answer of `message/stream` or a resubscription.
-pub(super) async fn streaming(s: &AgentState, frame: stream::Frame, req: Request) -> Response {
+pub(super) async fn streaming(s: &AgentEndpoint, frame: stream::Frame, req: Request) -> Response {
     match req {
         Request::StreamMessage(p) => {
             if let Err(e) = check_push(s, &p) {
@@ -397,7 +397,7 @@ fn wire_config(mut c: TaskPushNotificationConfig) -> TaskPushNotificationConfig 
 }
 
 /// Methods answered with one JSON body.
-pub(super) async fn unary(s: &AgentState, req: Request) -> Result<Answer, RpcError> {
+pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, RpcError> {
     match req {
         Request::SendMessage(p) => {
             check_push(s, &p)?;
@@ -483,7 +483,7 @@ pub(super) async fn unary(s: &AgentState, req: Request) -> Result<Answer, RpcErr
 }
 
 /// One page of tasks; the page token is the offset of the page's first task.
-async fn list_tasks(s: &AgentState, l: ListTasksParams) -> Result<ListTasksResult, RpcError> {
+async fn list_tasks(s: &AgentEndpoint, l: ListTasksParams) -> Result<ListTasksResult, RpcError> {
     let offset = match l.page_token.as_deref().filter(|t| !t.is_empty()) {
         None => 0,
         Some(t) => t.parse::<usize>().map_err(|_| {
@@ -535,7 +535,7 @@ async fn list_tasks(s: &AgentState, l: ListTasksParams) -> Result<ListTasksResul
 }
 
 async fn push_configs(
-    s: &AgentState,
+    s: &AgentEndpoint,
     task_id: &str,
 ) -> Result<Vec<PushNotificationConfig>, RpcError> {
     if !s.push_supported {

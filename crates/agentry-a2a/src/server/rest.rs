@@ -26,7 +26,7 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
-use super::handlers::{self, AgentState};
+use super::handlers::{self, AgentEndpoint};
 use super::stream::Frame;
 use crate::error::RpcError;
 use crate::jsonrpc::Request;
@@ -35,8 +35,11 @@ use crate::v1::{self, method};
 use crate::version::{self, ProtocolVersion};
 
 /// The binding's routes under an agent's path (`""` for the root), v1.0 and v0.3 (`/v1/…`).
-pub(super) fn routes(path: &str) -> Router<Arc<AgentState>> {
-    fn add<const V03: bool>(r: Router<Arc<AgentState>>, base: &str) -> Router<Arc<AgentState>> {
+pub(super) fn routes(path: &str) -> Router<Arc<AgentEndpoint>> {
+    fn add<const V03: bool>(
+        r: Router<Arc<AgentEndpoint>>,
+        base: &str,
+    ) -> Router<Arc<AgentEndpoint>> {
         r.route(&format!("{base}/message:send"), post(send::<V03>))
             .route(
                 &format!("{base}/message:stream"),
@@ -161,7 +164,7 @@ fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, 
 /// Checks version, credentials and extensions, decodes `params` as the v1.0 operation
 /// `op`, and answers.
 async fn call(
-    s: &AgentState,
+    s: &AgentEndpoint,
     headers: &HeaderMap,
     query: Option<&str>,
     op: &str,
@@ -259,7 +262,7 @@ fn send_params(
 }
 
 async fn send<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Bytes,
@@ -269,7 +272,7 @@ async fn send<const V03: bool>(
 }
 
 async fn send_streaming<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
     body: Bytes,
@@ -279,7 +282,7 @@ async fn send_streaming<const V03: bool>(
 }
 
 async fn list(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
@@ -294,7 +297,7 @@ fn with_id(mut p: Map<String, Value>, key: &str, id: &str) -> Map<String, Value>
 
 /// `GET /tasks/{id}` and `GET /tasks/{id}:subscribe`.
 async fn task_get<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -309,7 +312,7 @@ async fn task_get<const V03: bool>(
 
 /// `POST /tasks/{id}:cancel` and `POST /tasks/{id}:subscribe`.
 async fn task_post<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -333,7 +336,7 @@ async fn task_post<const V03: bool>(
 }
 
 async fn push_list<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -343,7 +346,7 @@ async fn push_list<const V03: bool>(
 }
 
 async fn push_create<const V03: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -361,7 +364,7 @@ async fn push_create<const V03: bool>(
 
 /// `GET` (`DELETE = false`) or `DELETE` of `/tasks/{id}/pushNotificationConfigs/{config}`.
 async fn push_one<const V03: bool, const DELETE: bool>(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     Path((id, config)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
@@ -376,7 +379,7 @@ async fn push_one<const V03: bool, const DELETE: bool>(
 }
 
 async fn extended_card(
-    State(s): State<Arc<AgentState>>,
+    State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
@@ -393,7 +396,7 @@ async fn extended_card(
 
 /// `GET /v1/card` (v0.3): the authenticated extended card, or the public one when the agent
 /// has none; both in the v0.3 card form.
-async fn legacy_card(State(s): State<Arc<AgentState>>, headers: HeaderMap) -> Response {
+async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Response {
     match &s.extended_card {
         Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(&headers)) => {
             handlers::json_body(serde_json::to_vec(&v1::merged_card(card)).unwrap_or_default())

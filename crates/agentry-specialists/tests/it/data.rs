@@ -13,7 +13,7 @@ use agentry_specialists::data::{DataSpecialist, Source};
 use serde_json::{Value, json};
 
 fn data() -> Option<PathBuf> {
-    let d = agentry_specialists::data_dir();
+    let d = agentry_specialists::demo_data_dir();
     if d.join("penguins/penguins.csv").exists() && d.join("vega/flights-3m.parquet").exists() {
         return Some(d);
     }

