@@ -99,20 +99,14 @@ impl Service {
                 a2a = std::mem::take(&mut a2a).agent(&path, svc);
             };
 
-        let setup = Setup::from_config(config).await?;
-        let factory = crate::setup::agent_factory(setup.agents.iter().map(|(_, c)| c)).await?;
+        // The workflow registry's own agents are made only when an orchestrator uses them.
+        let orchestrated = config.orchestrator.is_some();
+        let setup = Setup::prepare(config, orchestrated).await?;
+        let mut configured = setup.agents.iter();
         for entry in &setup.config.agents {
             let path = entry.normalized_path();
             let url = url_for(&path);
-            if let Some(cfg) = entry.agent_config()? {
-                let store = store_for(&cfg.name, entry.db.as_deref())?;
-                // Runs are checkpointed beside their tasks, so an interrupted run resumes.
-                let agent = create_agent(&factory, cfg)
-                    .await?
-                    .with_checkpoints(Arc::new(StoreCheckpoints(store.0.clone())));
-                let card = agent.card(&url);
-                add(path, card, Arc::new(Served(Arc::new(agent))), store);
-            } else if let Some(b) = &entry.builtin {
+            if let Some(b) = &entry.builtin {
                 let (card, executor) = builtin::make(b, &url).await?;
                 add(
                     path,
@@ -120,6 +114,14 @@ impl Service {
                     executor,
                     store_for(b.name(), entry.db.as_deref())?,
                 );
+            } else if let Some((_, cfg)) = configured.next() {
+                let store = store_for(&cfg.name, entry.db.as_deref())?;
+                // Runs are checkpointed beside their tasks, so an interrupted run resumes.
+                let agent = create_agent(&setup.factory, cfg.clone())
+                    .await?
+                    .with_checkpoints(Arc::new(StoreCheckpoints(store.0.clone())));
+                let card = agent.card(&url);
+                add(path, card, Arc::new(Served(Arc::new(agent))), store);
             }
         }
         if let Some(o) = &setup.config.orchestrator {

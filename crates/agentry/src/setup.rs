@@ -107,6 +107,8 @@ pub struct Setup {
     pub agents: Vec<(String, AgentConfig)>,
     /// Every agent workflows may use, by name.
     pub registry: Arc<AgentRegistry>,
+    /// The factory the agents were made with (its knowledge base opened once).
+    pub factory: AgentFactory,
 }
 
 impl Setup {
@@ -117,6 +119,12 @@ impl Setup {
 
     /// Makes the agents of a loaded config.
     pub async fn from_config(config: Config) -> Result<Self, Error> {
+        Self::prepare(config, true).await
+    }
+
+    /// Reads the agent configs and makes the factory; with `workflows`, also the in-process
+    /// agents of the registry (MCP servers connected), which only workflows use.
+    pub(crate) async fn prepare(config: Config, workflows: bool) -> Result<Self, Error> {
         let mode = match config.server.agent_mode.as_deref() {
             None => Mode::from_env(),
             Some("direct") => Mode::Direct,
@@ -135,7 +143,7 @@ impl Setup {
             }
         }
         let factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
-        for (_, cfg) in &agents {
+        for (_, cfg) in agents.iter().filter(|_| workflows) {
             // Workflows use their own in-process instance of each agent.
             registry.add_local(Arc::new(create_agent(&factory, cfg.clone()).await?));
         }
@@ -146,6 +154,7 @@ impl Setup {
             config,
             agents,
             registry: Arc::new(registry),
+            factory,
         })
     }
 

@@ -210,20 +210,27 @@ fn chat_with_a_configured_agent_shows_its_tool_calls() {
     );
 }
 
-#[test]
-fn serve_config_serves_each_agent_at_its_path_with_an_index() {
+/// `agentry serve --config examples/agents/agentry.toml` on a free port, once it listens.
+fn serve_examples(extra: &[&str]) -> (Server, u16) {
     let port = free_port();
     let child = Command::new(BIN)
         .args(["serve", "--config"])
         .arg(examples().join("agentry.toml"))
         .args(["--port", &port.to_string()])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _server = Server(child);
-    let base = format!("http://127.0.0.1:{port}");
+    let server = Server(child);
     wait_for(port);
+    (server, port)
+}
+
+#[test]
+fn serve_config_serves_each_agent_at_its_path_with_an_index() {
+    let (_server, port) = serve_examples(&[]);
+    let base = format!("http://127.0.0.1:{port}");
     let card = run(&["a2a", "card", &format!("{base}/calculator"), "--json"]);
     let card: serde_json::Value = serde_json::from_slice(&card.stdout).unwrap();
     assert_eq!(card["name"], "calculator");
@@ -262,18 +269,8 @@ fn serve_config_serves_each_agent_at_its_path_with_an_index() {
 /// `--config`), and `--agent` with `--config` is refused instead of one of them being dropped.
 #[test]
 fn serve_config_with_a_token_requires_it() {
-    let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(examples().join("agentry.toml"))
-        .args(["--port", &port.to_string(), "--token", "s3cret"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _server = Server(child);
+    let (_server, port) = serve_examples(&["--token", "s3cret"]);
     let url = format!("http://127.0.0.1:{port}/echo-bot");
-    wait_for(port);
     let denied = run(&["a2a", "send", &url, "hello"]);
     let err = String::from_utf8_lossy(&denied.stderr);
     assert!(!denied.status.success() && err.contains("--token"), "{err}");
