@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::models::llama::{MAX_SEQ_LEN, ModelWeights};
 use candle_core::quantized::{GgmlDType, QTensor, gguf_file};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::quantized_llama::{MAX_SEQ_LEN, ModelWeights};
 use minijinja::Environment;
 use serde::Serialize;
 use tokenizers::Tokenizer;

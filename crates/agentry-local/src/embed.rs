@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::models::bert::{BertModel, Config};
 use agentry_core::embed::{EmbedError, Embedder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::{LocalError, paths};
@@ -113,10 +113,7 @@ impl LocalEmbedder {
         let types = Tensor::from_vec(flat(&|e| e.get_type_ids()), (n, len), dev).map_err(err)?;
         let mask =
             Tensor::from_vec(flat(&|e| e.get_attention_mask()), (n, len), dev).map_err(err)?;
-        let hidden = inner
-            .model
-            .forward(&ids, &types, Some(&mask))
-            .map_err(err)?;
+        let hidden = inner.model.forward(&ids, &types, &mask).map_err(err)?;
         // Mean over real tokens, then L2 normalization.
         let m = mask
             .to_dtype(DType::F32)

@@ -19,6 +19,7 @@ pub mod chat;
 pub mod constrain;
 pub mod embed;
 pub mod eval;
+mod models;
 pub mod paths;
 pub mod provider;
 pub mod route;

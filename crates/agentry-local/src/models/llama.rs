@@ -1,0 +1,290 @@
+//! Llama-family decoder over GGUF weights (SmolLM2, Qwen2 and the like), quantized matmuls,
+//! a KV cache per layer. Dense models only: a GGUF with experts is refused when loading.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek};
+
+use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
+use candle_nn::Embedding;
+
+/// Longest context the rotary tables are built for.
+pub(crate) const MAX_SEQ_LEN: usize = 4096;
+
+#[derive(Debug, Clone)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn new(weight: QTensor, eps: f64) -> Result<Self> {
+        Ok(Self {
+            weight: weight.dequantize(&weight.device())?,
+            eps: eps as f32,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::rms_norm(x, &self.weight, self.eps)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Layer {
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    wo: QMatMul,
+    attn_norm: RmsNorm,
+    gate: QMatMul,
+    down: QMatMul,
+    up: QMatMul,
+    ffn_norm: RmsNorm,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    /// NEOX rotary (pairs i, i+d/2: Qwen, Phi, ...) or the interleaved Llama one (2i, 2i+1);
+    /// the wrong one silently degrades the output.
+    rope_is_neox: bool,
+    cos: Tensor,
+    sin: Tensor,
+    neg_inf: Tensor,
+    kv_cache: Option<(Tensor, Tensor)>,
+}
+
+impl Layer {
+    fn rotary(&self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, _h, seq_len, _d) = x.dims4()?;
+        let cos = self.cos.narrow(0, index_pos, seq_len)?;
+        let sin = self.sin.narrow(0, index_pos, seq_len)?;
+        let x = x.contiguous()?;
+        if self.rope_is_neox {
+            candle_nn::rotary_emb::rope(&x, &cos, &sin)
+        } else {
+            candle_nn::rotary_emb::rope_i(&x, &cos, &sin)
+        }
+    }
+
+    fn attention(&mut self, x: &Tensor, mask: Option<&Tensor>, index_pos: usize) -> Result<Tensor> {
+        let (b, seq_len, n_embd) = x.dims3()?;
+        let heads = |w: &QMatMul, n: usize| -> Result<Tensor> {
+            w.forward(x)?
+                .reshape((b, seq_len, n, self.head_dim))?
+                .transpose(1, 2)
+        };
+        let q = self.rotary(&heads(&self.wq, self.n_head)?, index_pos)?;
+        let k = self.rotary(&heads(&self.wk, self.n_kv_head)?, index_pos)?;
+        let v = heads(&self.wv, self.n_kv_head)?.contiguous()?;
+        let (k, v) = match &self.kv_cache {
+            Some((kc, vc)) if index_pos > 0 => {
+                (Tensor::cat(&[kc, &k], 2)?, Tensor::cat(&[vc, &v], 2)?)
+            }
+            _ => (k, v),
+        };
+        self.kv_cache = Some((k.clone(), v.clone()));
+        // Grouped-query attention: each key/value head serves n_head / n_kv_head query heads.
+        let k = repeat_kv(k, self.n_head / self.n_kv_head)?;
+        let v = repeat_kv(v, self.n_head / self.n_kv_head)?;
+        let att = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
+        let att = match mask {
+            None => att,
+            Some(mask) => {
+                let mask = mask.broadcast_as(att.shape())?;
+                mask.where_cond(&self.neg_inf.broadcast_as(att.shape().dims())?, &att)?
+            }
+        };
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let y = att.matmul(&v.contiguous()?)?;
+        let y = y.transpose(1, 2)?.reshape(&[b, seq_len, n_embd])?;
+        self.wo.forward(&y)
+    }
+
+    fn mlp(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = candle_nn::ops::silu(&self.gate.forward(x)?)?;
+        self.down.forward(&(gate * self.up.forward(x)?)?)
+    }
+}
+
+fn repeat_kv(x: Tensor, n_rep: usize) -> Result<Tensor> {
+    if n_rep == 1 {
+        return Ok(x);
+    }
+    let (b, n_kv_head, seq_len, head_dim) = x.dims4()?;
+    // `cat` then reshape avoids a strided copy (candle PR #2043).
+    Tensor::cat(&vec![&x; n_rep], 2)?.reshape((b, n_kv_head * n_rep, seq_len, head_dim))
+}
+
+/// The weights, the KV caches and a cache of causal masks; `Clone` is cheap for the weights
+/// (shared) and copies the caches, which is how a prompt prefix is reused.
+#[derive(Debug, Clone)]
+pub(crate) struct ModelWeights {
+    tok_embeddings: Embedding,
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    output: QMatMul,
+    masks: HashMap<(usize, usize), Tensor>,
+}
+
+fn rotary_tables(head_dim: usize, freq_base: f32, device: &Device) -> Result<(Tensor, Tensor)> {
+    let theta: Vec<_> = (0..head_dim)
+        .step_by(2)
+        .map(|i| 1f32 / freq_base.powf(i as f32 / head_dim as f32))
+        .collect();
+    let theta = Tensor::new(theta.as_slice(), device)?;
+    let angles = Tensor::arange(0, MAX_SEQ_LEN as u32, device)?
+        .to_dtype(DType::F32)?
+        .reshape((MAX_SEQ_LEN, 1))?
+        .matmul(&theta.reshape((1, theta.elem_count()))?)?;
+    Ok((angles.cos()?, angles.sin()?))
+}
+
+/// Architectures whose GGUF uses the NEOX rotary layout (llama.cpp's `llama_model_rope_type`).
+const NEOX_ARCHITECTURES: &[&str] = &[
+    "qwen",
+    "qwen2",
+    "qwen2moe",
+    "qwen3",
+    "qwen3moe",
+    "falcon",
+    "grok",
+    "dbrx",
+    "phi2",
+    "phi3",
+    "phimoe",
+    "stablelm",
+    "starcoder2",
+    "olmo2",
+    "olmoe",
+    "codeshell",
+    "plamo",
+];
+
+impl ModelWeights {
+    /// Reads a GGUF file's tensors (`ct` is its already-read header).
+    pub(crate) fn from_gguf<R: Seek + Read>(
+        ct: gguf_file::Content,
+        reader: &mut R,
+        device: &Device,
+    ) -> Result<Self> {
+        let md = |key: &str| match ct.metadata.get(key) {
+            Some(v) => Ok(v),
+            None => candle_core::bail!("cannot find {key} in the GGUF metadata"),
+        };
+        let n_expert = md("llama.expert_count")
+            .and_then(|v| v.to_u32())
+            .unwrap_or(0);
+        if n_expert > 1 {
+            candle_core::bail!("mixture-of-experts models are not supported ({n_expert} experts)");
+        }
+        let n_head = md("llama.attention.head_count")?.to_u32()? as usize;
+        let n_kv_head = md("llama.attention.head_count_kv")?.to_u32()? as usize;
+        let block_count = md("llama.block_count")?.to_u32()? as usize;
+        let embedding_length = md("llama.embedding_length")?.to_u32()? as usize;
+        let rope_dim = md("llama.rope.dimension_count")?.to_u32()? as usize;
+        let eps = md("llama.attention.layer_norm_rms_epsilon")?.to_f32()? as f64;
+        let freq_base = md("llama.rope.freq_base")
+            .and_then(|m| m.to_f32())
+            .unwrap_or(10000.);
+        if n_head == 0 || n_kv_head == 0 || !n_head.is_multiple_of(n_kv_head) {
+            candle_core::bail!("bad head counts in the GGUF metadata: {n_head} / {n_kv_head}");
+        }
+        let arch = ct
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        let rope_is_neox = NEOX_ARCHITECTURES.contains(&arch.as_str());
+        let (cos, sin) = rotary_tables(rope_dim, freq_base, device)?;
+        let neg_inf = Tensor::new(f32::NEG_INFINITY, device)?;
+
+        let mut tensor = |name: &str| ct.tensor(reader, name, device);
+        let tok_embeddings_q = tensor("token_embd.weight")?;
+        let tok_embeddings = tok_embeddings_q.dequantize(device)?;
+        let norm = RmsNorm::new(tensor("output_norm.weight")?, eps)?;
+        // Models with tied embeddings have no output matrix.
+        let output = tensor("output.weight").unwrap_or(tok_embeddings_q);
+        let mut layers = Vec::with_capacity(block_count);
+        for i in 0..block_count {
+            let mut q = |suffix: &str| -> Result<QMatMul> {
+                QMatMul::from_qtensor(tensor(&format!("blk.{i}.{suffix}.weight"))?)
+            };
+            let (wq, wk, wv, wo) = (q("attn_q")?, q("attn_k")?, q("attn_v")?, q("attn_output")?);
+            let (gate, down, up) = (q("ffn_gate")?, q("ffn_down")?, q("ffn_up")?);
+            layers.push(Layer {
+                wq,
+                wk,
+                wv,
+                wo,
+                gate,
+                down,
+                up,
+                attn_norm: RmsNorm::new(tensor(&format!("blk.{i}.attn_norm.weight"))?, eps)?,
+                ffn_norm: RmsNorm::new(tensor(&format!("blk.{i}.ffn_norm.weight"))?, eps)?,
+                n_head,
+                n_kv_head,
+                head_dim: embedding_length / n_head,
+                rope_is_neox,
+                cos: cos.clone(),
+                sin: sin.clone(),
+                neg_inf: neg_inf.clone(),
+                kv_cache: None,
+            });
+        }
+        Ok(Self {
+            tok_embeddings: Embedding::new(tok_embeddings, embedding_length),
+            layers,
+            norm,
+            output: QMatMul::from_qtensor(output)?,
+            masks: HashMap::new(),
+        })
+    }
+
+    /// A `(seq_len, index_pos + seq_len)` mask, 1 where a query must not see a key: the cached
+    /// prefix is visible to every query, the new tokens form the causal triangle.
+    fn mask(&mut self, seq_len: usize, index_pos: usize, device: &Device) -> Result<Tensor> {
+        let kv_len = index_pos + seq_len;
+        if let Some(mask) = self.masks.get(&(seq_len, kv_len)) {
+            return Ok(mask.clone());
+        }
+        let mask: Vec<u8> = (0..seq_len)
+            .flat_map(|i| (0..kv_len).map(move |j| u8::from(j > index_pos + i)))
+            .collect();
+        let mask = Tensor::from_slice(&mask, (seq_len, kv_len), device)?;
+        self.masks.insert((seq_len, kv_len), mask.clone());
+        Ok(mask)
+    }
+
+    /// Forgets the KV caches (the next `forward` starts at position 0).
+    pub(crate) fn clear_kv_cache(&mut self) {
+        for layer in &mut self.layers {
+            layer.kv_cache = None;
+        }
+    }
+
+    /// Feeds `x` (`(1, seq_len)` token ids) at position `index_pos`; returns the logits of the
+    /// last position.
+    pub(crate) fn forward(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
+        if index_pos + seq_len > MAX_SEQ_LEN {
+            candle_core::bail!(
+                "{} tokens exceed the context of {MAX_SEQ_LEN}",
+                index_pos + seq_len
+            );
+        }
+        let mask = if seq_len == 1 {
+            None
+        } else {
+            Some(self.mask(seq_len, index_pos, x.device())?)
+        };
+        let mut h = self.tok_embeddings.forward(x)?;
+        for layer in &mut self.layers {
+            let attn = layer.attention(&layer.attn_norm.forward(&h)?, mask.as_ref(), index_pos)?;
+            let h1 = (attn + &h)?;
+            h = (layer.mlp(&layer.ffn_norm.forward(&h1)?)? + h1)?;
+        }
+        let last = self.norm.forward(&h)?.i((.., seq_len - 1, ..))?;
+        self.output.forward(&last)
+    }
+}
