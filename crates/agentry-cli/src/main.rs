@@ -121,7 +121,27 @@ enum McpCommand {
         /// Listen for Streamable HTTP on this address (e.g. 127.0.0.1:8090).
         #[arg(long)]
         http: Option<String>,
+        /// ppt: a folder pictures may be taken from (repeatable; none by default).
+        #[arg(long, value_name = "FOLDER")]
+        pictures: Vec<PathBuf>,
+        #[command(flatten)]
+        data: DataArgs,
     },
+}
+
+/// What the data agent or toolset may read: nothing unless given here.
+#[derive(Args, Clone, Default)]
+struct DataArgs {
+    /// data: a folder whose data files (CSV, Parquet, JSON) and SQLite files requests may name,
+    /// by path relative to it (repeatable). Without one the data agent reads nothing.
+    #[arg(long = "data", value_name = "FOLDER")]
+    folders: Vec<PathBuf>,
+    /// data: a postgres:// URL requests may name (repeatable).
+    #[arg(long = "database", value_name = "URL")]
+    databases: Vec<String>,
+    /// data: time budget of one query, in seconds (default 30).
+    #[arg(long, value_name = "SECONDS")]
+    query_seconds: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -216,6 +236,11 @@ struct ServeArgs {
     /// researcher: its configuration (TOML or YAML: mode, a2a_url, [[sources]]).
     #[arg(long)]
     researcher: Option<PathBuf>,
+    /// ppt: a folder pictures may be taken from (repeatable; none by default).
+    #[arg(long, value_name = "FOLDER")]
+    pictures: Vec<PathBuf>,
+    #[command(flatten)]
+    data: DataArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -291,7 +316,12 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
             config,
             json,
         }) => flows::resume(&run_id, &config, json).await,
-        Command::Mcp(McpCommand::Serve { toolset, http }) => mcp_serve(&toolset, http).await,
+        Command::Mcp(McpCommand::Serve {
+            toolset,
+            http,
+            pictures,
+            data,
+        }) => mcp_serve(&toolset, http, pictures, data).await,
         #[cfg(feature = "local")]
         Command::Model(cmd) => models::run(cmd).await,
         Command::Plan { task, config, json } => flows::plan_and_show(&task, &config, json).await,
@@ -374,9 +404,14 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
                 },
                 AgentName::Ppt => BuiltinAgent::Ppt {
                     output: args.output.clone(),
+                    pictures: args.pictures.clone(),
                 },
                 AgentName::Data => BuiltinAgent::Data {
                     output: args.output.clone(),
+                    folders: args.data.folders.clone(),
+                    sources: Default::default(),
+                    databases: args.data.databases.clone(),
+                    query_seconds: args.data.query_seconds,
                 },
                 AgentName::Researcher => BuiltinAgent::Researcher {
                     config: args.researcher.clone().ok_or_else(|| {
@@ -416,7 +451,12 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
     Ok(config)
 }
 
-async fn mcp_serve(name: &str, http: Option<String>) -> Result<(), CliError> {
+async fn mcp_serve(
+    name: &str,
+    http: Option<String>,
+    pictures: Vec<PathBuf>,
+    data: DataArgs,
+) -> Result<(), CliError> {
     #[cfg(feature = "mcp")]
     {
         // Decks go to $AGENTRY_PPT_OUTPUT, charts to $AGENTRY_DATA_OUTPUT; else the current
@@ -427,7 +467,17 @@ async fn mcp_serve(name: &str, http: Option<String>) -> Result<(), CliError> {
             "AGENTRY_PPT_OUTPUT"
         };
         let out = std::env::var_os(var).unwrap_or_else(|| ".".into());
-        let tools = agentry::toolsets::toolset(name, out.into())?;
+        let options = agentry::toolsets::ToolsetOptions {
+            output: out.into(),
+            data: agentry::toolsets::DataOptions {
+                folders: data.folders,
+                databases: data.databases,
+                query_seconds: data.query_seconds,
+                ..Default::default()
+            },
+            pictures,
+        };
+        let tools = agentry::toolsets::toolset(name, &options)?;
         let server = agentry::mcp::ToolServer::new(&format!("agentry-{name}"), tools);
         match http {
             None => server
@@ -455,7 +505,7 @@ async fn mcp_serve(name: &str, http: Option<String>) -> Result<(), CliError> {
     }
     #[cfg(not(feature = "mcp"))]
     {
-        let _ = (name, http);
+        let _ = (name, http, pictures, data);
         Err(agentry::Error::Disabled {
             what: "`agentry mcp serve`".into(),
             feature: "mcp",

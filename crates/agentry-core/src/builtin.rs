@@ -50,10 +50,25 @@ impl Tool for CurrentTime {
     }
 }
 
+/// Nesting (parentheses, unary minus, exponent chains) at most: the parser recurses once per
+/// level, and an expression from the network must not exhaust the stack.
+const MAX_DEPTH: usize = 64;
+/// Longest expression accepted, in characters.
+const MAX_LEN: usize = 4096;
+
 /// Evaluates `+ - * / % ^` with parentheses and unary minus.
 pub fn eval(expr: &str) -> Result<f64, String> {
+    if expr.len() > MAX_LEN {
+        return Err(format!(
+            "the expression is longer than {MAX_LEN} characters"
+        ));
+    }
     let tokens: Vec<char> = expr.chars().filter(|c| !c.is_whitespace()).collect();
-    let mut p = Parser { t: &tokens, i: 0 };
+    let mut p = Parser {
+        t: &tokens,
+        i: 0,
+        depth: 0,
+    };
     let v = p.sum()?;
     if p.i != tokens.len() {
         return Err(format!(
@@ -71,11 +86,25 @@ pub fn eval(expr: &str) -> Result<f64, String> {
 struct Parser<'a> {
     t: &'a [char],
     i: usize,
+    depth: usize,
 }
 
 impl Parser<'_> {
     fn peek(&self) -> Option<char> {
         self.t.get(self.i).copied()
+    }
+
+    /// Runs `f` one nesting level deeper, refusing past [`MAX_DEPTH`].
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<f64, String>) -> Result<f64, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!(
+                "the expression nests deeper than {MAX_DEPTH} levels"
+            ));
+        }
+        self.depth += 1;
+        let v = f(self);
+        self.depth -= 1;
+        v
     }
 
     fn sum(&mut self) -> Result<f64, String> {
@@ -106,7 +135,7 @@ impl Parser<'_> {
     fn unary(&mut self) -> Result<f64, String> {
         if self.peek() == Some('-') {
             self.i += 1;
-            return Ok(-self.unary()?);
+            return Ok(-self.nested(Self::unary)?);
         }
         self.power()
     }
@@ -115,7 +144,7 @@ impl Parser<'_> {
         let base = self.atom()?;
         if self.peek() == Some('^') {
             self.i += 1;
-            let exp = self.unary()?;
+            let exp = self.nested(Self::unary)?;
             return Ok(base.powf(exp));
         }
         Ok(base)
@@ -125,7 +154,7 @@ impl Parser<'_> {
         match self.peek() {
             Some('(') => {
                 self.i += 1;
-                let v = self.sum()?;
+                let v = self.nested(Self::sum)?;
                 if self.peek() != Some(')') {
                     return Err("missing `)`".into());
                 }
@@ -160,5 +189,26 @@ mod tests {
         assert!(eval("2 +").is_err());
         assert!(eval("(1").is_err());
         assert!(eval("x").is_err());
+    }
+
+    /// Issue 18, item 7: 10k nested parentheses aborted `mcp serve builtin` (stack overflow).
+    #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        let deep = format!("{}1{}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(eval(&deep).unwrap_err().contains("longer than"));
+        let nested = format!("{}1{}", "(".repeat(1_000), ")".repeat(1_000));
+        assert!(eval(&nested).unwrap_err().contains("nests deeper"));
+        assert!(
+            eval(&"-".repeat(3000))
+                .unwrap_err()
+                .contains("nests deeper")
+        );
+        assert!(
+            eval(&format!("2{}", "^2".repeat(1000)))
+                .unwrap_err()
+                .contains("nests deeper")
+        );
+        let fine = format!("{}1{}", "(".repeat(60), ")".repeat(60));
+        assert_eq!(eval(&fine).unwrap(), 1.0);
     }
 }

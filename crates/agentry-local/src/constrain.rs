@@ -23,7 +23,7 @@
 //! assert_eq!(allowed, vec![0]); // only "{" can start the object
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -82,11 +82,7 @@ impl Grammar {
     /// literals. A schema with no type (`{}`) is read as a string.
     pub fn from_schema(schema: &Value, max_string: usize) -> Result<Grammar, SchemaError> {
         let mut g = Grammar { nodes: Vec::new() };
-        let mut c = Compiler {
-            root: schema,
-            max_string,
-            depth: 0,
-        };
+        let mut c = Compiler::new(schema, max_string);
         c.node(&mut g, schema, "$")?;
         // The root was pushed last among its subtree; move it to index 0.
         let root = g.nodes.len() - 1;
@@ -99,11 +95,7 @@ impl Grammar {
         let mut g = Grammar { nodes: Vec::new() };
         let mut args = Vec::new();
         for (name, schema) in tools {
-            let mut c = Compiler {
-                root: schema,
-                max_string,
-                depth: 0,
-            };
+            let mut c = Compiler::new(schema, max_string);
             args.push(c.node(&mut g, schema, &format!("{name}.arguments"))?);
         }
         g.nodes.push(Node::ToolCall {
@@ -148,13 +140,29 @@ impl Grammar {
     }
 }
 
+/// Nodes one grammar may hold. With `$ref`s compiled once each the node count follows the
+/// schema's size; the cap bounds what a large schema from a request can cost.
+const MAX_NODES: usize = 10_000;
+
 struct Compiler<'a> {
     root: &'a Value,
     max_string: usize,
     depth: usize,
+    /// Each `$ref` target compiled once and shared: expanded inline, 31 levels of definitions
+    /// that each use the previous one twice made 2^31 nodes from a 2.8 KB request.
+    refs: HashMap<String, usize>,
 }
 
 impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, max_string: usize) -> Self {
+        Compiler {
+            root,
+            max_string,
+            depth: 0,
+            refs: HashMap::new(),
+        }
+    }
+
     fn err(path: &str, reason: impl Into<String>) -> SchemaError {
         SchemaError {
             path: path.to_owned(),
@@ -180,12 +188,22 @@ impl<'a> Compiler<'a> {
     }
 
     fn node(&mut self, g: &mut Grammar, schema: &Value, path: &str) -> Result<usize, SchemaError> {
+        if g.nodes.len() >= MAX_NODES {
+            return Err(Self::err(path, format!("more than {MAX_NODES} nodes")));
+        }
+        let reference = schema.get("$ref").and_then(Value::as_str);
+        if let Some(&n) = reference.and_then(|r| self.refs.get(r)) {
+            return Ok(n);
+        }
         self.depth += 1;
         if self.depth > 32 {
             return Err(Self::err(path, "nesting deeper than 32 (recursive $ref?)"));
         }
         let r = self.node_inner(g, schema, path);
         self.depth -= 1;
+        if let (Some(reference), Ok(n)) = (reference, &r) {
+            self.refs.insert(reference.to_owned(), *n);
+        }
         r
     }
 
@@ -1161,6 +1179,38 @@ mod tests {
         assert!(!c.feed(br#","opt""#), "optional properties are skipped");
         assert!(m.feed(br#","s":""}"#));
         assert!(m.is_done());
+    }
+
+    /// Issue 18, item 4: 31 definitions, each using the previous one twice, expanded to 2^31
+    /// nodes and aborted `model serve`; each `$ref` is now compiled once.
+    #[test]
+    fn shared_refs_compile_once() {
+        let mut defs = serde_json::Map::new();
+        defs.insert("d0".into(), json!({"type": "integer"}));
+        for i in 1..=31 {
+            let prev = format!("#/$defs/d{}", i - 1);
+            defs.insert(
+                format!("d{i}"),
+                json!({"type": "object", "properties": {"a": {"$ref": prev}, "b": {"$ref": prev}},
+                       "required": ["a", "b"]}),
+            );
+        }
+        let schema = json!({"$defs": defs, "$ref": "#/$defs/d31"});
+        assert!(schema.to_string().len() < 4000);
+        let g = Grammar::from_schema(&schema, 16).unwrap();
+        assert!(g.nodes.len() <= 40, "{} nodes", g.nodes.len());
+        // Still the same language: two levels spelled out.
+        let two = json!({"$defs": {"d0": {"type": "integer"}, "d1": {"type": "object",
+            "properties": {"a": {"$ref": "#/$defs/d0"}, "b": {"$ref": "#/$defs/d0"}},
+            "required": ["a", "b"]}}, "$ref": "#/$defs/d1"});
+        let g = Grammar::from_schema(&two, 16).unwrap();
+        assert!(accepts(&g, r#"{"a":1,"b":2}"#));
+        // A wide schema hits the node cap with an error, not an allocation failure.
+        let wide: serde_json::Map<String, Value> = (0..20_000)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        let e = Grammar::from_schema(&json!({"type": "object", "properties": wide}), 16);
+        assert!(e.unwrap_err().reason.contains("nodes"));
     }
 
     #[test]

@@ -36,10 +36,12 @@ use crate::rag::keypoints::key_points;
 use crate::rag::{Citation, KnowledgeBase, rag_tools};
 
 /// What the types need from the host: the knowledge base the `rag` type searches (opened by
-/// the host, which knows the embedder). `None` makes a `rag` config fail with a clear error.
+/// the host, which knows the embedder; `None` makes a `rag` config fail with a clear error),
+/// and the host's own folders, which the `data` type never reads.
 #[derive(Clone, Default)]
 pub struct Resources {
     pub kb: Option<KnowledgeBase>,
+    pub denied: Vec<PathBuf>,
 }
 
 /// Sources appended to an answer at most.
@@ -146,12 +148,22 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
         "ppt",
         Arc::new(|cfg: &AgentConfig, _: &ToolRegistry| {
             let out = PathBuf::from(option(cfg, "output").unwrap_or("presentations"));
+            // `options.pictures`: folders pictures may come from (none by default).
+            let mut decks = Decks::new(out);
+            for f in strings(cfg, "pictures")? {
+                decks = decks
+                    .with_picture_folder(&f)
+                    .map_err(|e| AgentError::Invalid {
+                        agent: cfg.name.clone(),
+                        reason: format!("options.pictures: {f}: {e}"),
+                    })?;
+            }
             Ok(AgentKind {
                 system_prompt: cfg
                     .system_prompt
                     .clone()
                     .unwrap_or_else(|| PPT_PROMPT.into()),
-                tools: ppt_tools(&Decks::new(out)),
+                tools: ppt_tools(&decks),
                 skills: vec![skill(
                     "build_deck",
                     "Build a deck",
@@ -165,16 +177,19 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
         }),
     );
     #[cfg(feature = "data")]
+    let denied = resources.denied;
+    #[cfg(feature = "data")]
     factory.register_agent_type(
         "data",
-        Arc::new(|cfg: &AgentConfig, _: &ToolRegistry| {
+        Arc::new(move |cfg: &AgentConfig, _: &ToolRegistry| {
             let out = PathBuf::from(option(cfg, "output").unwrap_or("charts"));
+            let settings = data_settings(cfg, out, &denied)?;
             Ok(AgentKind {
                 system_prompt: cfg
                     .system_prompt
                     .clone()
                     .unwrap_or_else(|| DATA_PROMPT.into()),
-                tools: crate::data::data_tools(out),
+                tools: crate::data::data_tools(settings),
                 skills: vec![skill(
                     "analyze_data",
                     "Query, describe and chart data",
@@ -191,6 +206,66 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
             })
         }),
     );
+}
+
+/// A list-of-strings option; absent is empty.
+fn strings(cfg: &AgentConfig, key: &str) -> Result<Vec<String>, AgentError> {
+    let bad = || AgentError::Invalid {
+        agent: cfg.name.clone(),
+        reason: format!("options.{key} must be a list of strings"),
+    };
+    match cfg.options.get(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(bad),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// The `data` type's access from its options: `folders` (list), `sources` (table of name ->
+/// location), `databases` (list of `postgres://` URLs), `query_seconds`. Nothing by default.
+#[cfg(feature = "data")]
+fn data_settings(
+    cfg: &AgentConfig,
+    out: PathBuf,
+    denied: &[PathBuf],
+) -> Result<crate::data::DataSettings, AgentError> {
+    let bad = |what: &str| AgentError::Invalid {
+        agent: cfg.name.clone(),
+        reason: format!("options.{what}"),
+    };
+    let mut access = crate::data::DataAccess::default();
+    for d in denied {
+        access = access.deny(d);
+    }
+    for f in strings(cfg, "folders")? {
+        access = access
+            .with_folder(&f)
+            .map_err(|e| bad(&format!("folders: {e}")))?;
+    }
+    for url in strings(cfg, "databases")? {
+        access = access.with_database(url);
+    }
+    match cfg.options.get("sources") {
+        None => {}
+        Some(Value::Object(m)) => {
+            for (name, loc) in m {
+                let loc = loc
+                    .as_str()
+                    .ok_or_else(|| bad("sources must map names to locations"))?;
+                access = access.with_source(name, loc);
+            }
+        }
+        Some(_) => return Err(bad("sources must map names to locations")),
+    }
+    let mut s = crate::data::DataSettings::new(out, access);
+    if let Some(secs) = cfg.options.get("query_seconds").and_then(Value::as_u64) {
+        s.query_time = std::time::Duration::from_secs(secs.max(1));
+    }
+    Ok(s)
 }
 
 /// Chunk ids from a tool's structured output (`[{"chunk_id": …}, …]`).

@@ -10,6 +10,7 @@
 //!   tools themselves (`agent_type = "rag"`).
 
 pub mod agents;
+mod confine;
 #[cfg(feature = "data")]
 pub mod data;
 pub mod job;

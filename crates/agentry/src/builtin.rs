@@ -13,10 +13,15 @@ use crate::config::{BuiltinAgent, EchoMode};
 /// A built-in agent's card (advertising `url`) and executor. Everything that can fail on the
 /// agent's own inputs (a knowledge base, a researcher config) fails here, before any store
 /// is created.
+///
+/// `state_dir` holds the server's own files (task stores, runs): agents that read files never
+/// read there.
 pub async fn make(
     agent: &BuiltinAgent,
     url: &str,
+    state_dir: &std::path::Path,
 ) -> Result<(AgentCard, Arc<dyn DynAgentExecutor>), Error> {
+    let _ = state_dir;
     Ok(match agent {
         BuiltinAgent::Echo { mode } => {
             let mode = match mode {
@@ -37,19 +42,34 @@ pub async fn make(
             (rag.card(url), Arc::new(Served(rag)))
         }
         #[cfg(feature = "specialists")]
-        BuiltinAgent::Ppt { output } => {
+        BuiltinAgent::Ppt { output, pictures } => {
             use agentry_core::a2a::Served;
             use agentry_specialists::agents::PptSpecialist;
-            use agentry_specialists::pptx::{Decks, ppt_tools};
-            let ppt = Arc::new(PptSpecialist::new(ppt_tools(&Decks::new(output))));
+            use agentry_specialists::pptx::ppt_tools;
+            let decks = crate::toolsets::decks(output, pictures)?;
+            let ppt = Arc::new(PptSpecialist::new(ppt_tools(&decks)));
             (ppt.card(url), Arc::new(Served(ppt)))
         }
         #[cfg(feature = "data")]
-        BuiltinAgent::Data { output } => {
+        BuiltinAgent::Data {
+            output,
+            folders,
+            sources,
+            databases,
+            query_seconds,
+        } => {
             use agentry_core::a2a::Served;
-            let data = Arc::new(agentry_specialists::data::DataSpecialist {
-                out_dir: output.clone(),
-            });
+            let settings = crate::toolsets::data_settings(
+                output,
+                &crate::toolsets::DataOptions {
+                    folders: folders.clone(),
+                    sources: sources.clone(),
+                    databases: databases.clone(),
+                    query_seconds: *query_seconds,
+                },
+                state_dir,
+            )?;
+            let data = Arc::new(agentry_specialists::data::DataSpecialist::new(settings));
             (data.card(url), Arc::new(Served(data)))
         }
         #[cfg(all(feature = "specialists", feature = "mcp"))]

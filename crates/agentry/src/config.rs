@@ -102,7 +102,24 @@ impl Config {
             }
             match &mut a.builtin {
                 Some(BuiltinAgent::Rag { db: Some(d), .. }) => join(d),
-                Some(BuiltinAgent::Ppt { output } | BuiltinAgent::Data { output }) => join(output),
+                Some(BuiltinAgent::Ppt { output, pictures }) => {
+                    join(output);
+                    pictures.iter_mut().for_each(join);
+                }
+                Some(BuiltinAgent::Data {
+                    output,
+                    folders,
+                    sources,
+                    ..
+                }) => {
+                    join(output);
+                    folders.iter_mut().for_each(join);
+                    for loc in sources.values_mut() {
+                        if !loc.contains("://") && Path::new(loc.as_str()).is_relative() {
+                            *loc = base.join(&*loc).display().to_string();
+                        }
+                    }
+                }
                 Some(BuiltinAgent::Researcher { config }) => join(config),
                 _ => {}
             }
@@ -245,11 +262,29 @@ pub enum BuiltinAgent {
     Ppt {
         /// Where decks are saved.
         output: PathBuf,
+        /// Folders pictures may be taken from (none by default: outlines name picture paths).
+        #[serde(default)]
+        pictures: Vec<PathBuf>,
     },
-    /// The data analyst (SQL, statistics, charts); charts are saved in `output`.
+    /// The data analyst (SQL, statistics, charts); charts are saved in `output`. It reads
+    /// only what `folders`, `sources` and `databases` allow (nothing by default) and never the
+    /// server's state folder.
     Data {
         /// Where charts are saved.
         output: PathBuf,
+        /// Folders whose data files and SQLite files requests may name (by relative path).
+        #[serde(default)]
+        folders: Vec<PathBuf>,
+        /// Named sources: a request's `source` equal to a name reads its location (a file, a
+        /// folder, a SQLite file or a `postgres://` URL).
+        #[serde(default)]
+        sources: std::collections::BTreeMap<String, String>,
+        /// `postgres://` URLs requests may name.
+        #[serde(default)]
+        databases: Vec<String>,
+        /// Time budget of one query, in seconds (default 30).
+        #[serde(default)]
+        query_seconds: Option<u64>,
     },
     /// The researcher: a question fanned out to MCP servers, or delegated over A2A.
     Researcher {

@@ -107,7 +107,7 @@ impl Service {
             let path = entry.normalized_path();
             let url = url_for(&path);
             if let Some(b) = &entry.builtin {
-                let (card, executor) = builtin::make(b, &url).await?;
+                let (card, executor) = builtin::make(b, &url, &state_dir).await?;
                 add(
                     path,
                     card,

@@ -39,7 +39,13 @@ pub async fn agent_factory<'a>(
             }
             None => None,
         };
-        agentry_specialists::kinds::register(&mut f, agentry_specialists::kinds::Resources { kb });
+        agentry_specialists::kinds::register(
+            &mut f,
+            agentry_specialists::kinds::Resources {
+                kb,
+                denied: vec![crate::home_dir()],
+            },
+        );
     }
     #[cfg(not(feature = "specialists"))]
     let _ = configs;

@@ -1,62 +1,8 @@
 //! The `agentry` binary end to end: serve a built-in agent, call it with the CLI.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentry");
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Waits until something listens on `port` (up to 30 s: a debug build loading the embedded
-/// model on a busy 2-core machine took over 5 s).
-fn wait_for(port: u16) {
-    for _ in 0..600 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on port {port}");
-}
-
-fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
-    let port = free_port();
-    let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
-    let child = Command::new(BIN)
-        .args(["serve", "--agent", agent, "--port", &port.to_string()])
-        .args(extra)
-        .env("AGENTRY_HOME", &home)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    wait_for(port);
-    (server, format!("http://127.0.0.1:{port}"))
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use crate::support::{BIN, Server, free_port, run, serve, stdout, wait_for};
 
 #[test]
 fn serve_then_card_send_stream_get_cancel() {
@@ -639,9 +585,17 @@ fn the_data_agent_over_a2a() {
         return;
     }
     let out = std::env::temp_dir().join(format!("agentry-cli-data-{}", std::process::id()));
+    let folder = penguins.parent().unwrap().to_str().unwrap().to_owned();
     let (_server, url) = serve(
         "data",
-        &["--store", "memory", "--output", out.to_str().unwrap()],
+        &[
+            "--store",
+            "memory",
+            "--output",
+            out.to_str().unwrap(),
+            "--data",
+            &folder,
+        ],
     );
     let card = stdout(&run(&["a2a", "card", &url]));
     assert!(
@@ -649,7 +603,7 @@ fn the_data_agent_over_a2a() {
         "{card}"
     );
     let request = serde_json::json!({
-        "source": penguins,
+        "source": "penguins.csv",
         "sql": "SELECT island, avg(flipper_length_mm) AS flipper FROM penguins GROUP BY island ORDER BY island",
         "analyze": true,
         "chart": {"kind": "bar", "x": "island", "y": "flipper", "title": "Flipper by island"}

@@ -5,3 +5,5 @@
 
 mod cli;
 mod main_job;
+mod security;
+mod support;

@@ -74,7 +74,33 @@ enum Plan {
     Histogram { edges: Vec<f64>, counts: Vec<usize> },
 }
 
+/// Largest magnitude plotted. Beyond it axis steps fall below the spacing of `f64` values and
+/// the plotting library's tick loop never ends (a ±1e308 range spun a core forever).
+const MAX_MAGNITUDE: f64 = 1e15;
+
+fn plottable(values: impl IntoIterator<Item = f64>) -> Result<(), DataError> {
+    match values
+        .into_iter()
+        .find(|v| !v.is_finite() || v.abs() > MAX_MAGNITUDE)
+    {
+        Some(v) => Err(DataError::Chart(format!(
+            "cannot plot {v}: values must be finite and within ±{MAX_MAGNITUDE:e}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn plan(t: &Table, spec: &ChartSpec) -> Result<Plan, DataError> {
+    let p = plan_unchecked(t, spec)?;
+    match &p {
+        Plan::Bars(bars) => plottable(bars.iter().map(|b| b.1))?,
+        Plan::Points { pts, .. } => plottable(pts.iter().flat_map(|p| [p.0, p.1]))?,
+        Plan::Histogram { edges, .. } => plottable(edges.iter().copied())?,
+    }
+    Ok(p)
+}
+
+fn plan_unchecked(t: &Table, spec: &ChartSpec) -> Result<Plan, DataError> {
     let need_y = || {
         spec.y
             .clone()
@@ -121,6 +147,7 @@ fn plan(t: &Table, spec: &ChartSpec) -> Result<Plan, DataError> {
         }
         ChartKind::Histogram => {
             let v: Vec<f64> = nums(t, &spec.x)?.into_iter().flatten().collect();
+            plottable(v.iter().copied())?;
             if v.is_empty() {
                 return Err(DataError::Input(format!("`{}` holds no numbers", spec.x)));
             }
@@ -146,7 +173,11 @@ fn plan(t: &Table, spec: &ChartSpec) -> Result<Plan, DataError> {
 
 fn range(v: impl Iterator<Item = f64>) -> (f64, f64) {
     let (lo, hi) = v.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
-    let pad = ((hi - lo) * 0.05).max(1e-9);
+    // At least a millionth of the magnitude: a pad below the spacing of `f64` values there
+    // would leave an empty range.
+    let pad = ((hi - lo) * 0.05)
+        .max(hi.abs().max(lo.abs()) * 1e-6)
+        .max(1e-9);
     (lo - pad, hi + pad)
 }
 

@@ -3,11 +3,14 @@
 //! PNG and SVG ([`chart`]). Tools `query_db`, `analyze`, `visualize` for models; a structured
 //! request (`{"source", "sql", "analyze", "chart"}`) runs them without one.
 
+pub mod access;
 pub mod chart;
 pub mod query;
 pub mod stats;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use agentry_a2a::model::{Artifact, File, FileContent, Part};
 use agentry_core::agent::AgentError;
@@ -17,8 +20,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use access::DataAccess;
 pub use chart::{ChartKind, ChartSpec};
-pub use query::{Source, Table};
+pub use query::{DEFAULT_QUERY_TIME, Source, Table};
 
 /// Why a data request failed.
 #[derive(Debug, thiserror::Error)]
@@ -34,20 +38,63 @@ pub enum DataError {
 /// Rows returned to a caller at most.
 const MAX_ROWS: usize = 10_000;
 
-/// The data tools; charts are written into `out_dir`.
-pub fn data_tools(out_dir: impl Into<PathBuf>) -> ToolRegistry {
-    let out_dir = out_dir.into();
+/// What the data tools and the data agent share: where they may read, how long a query may
+/// run, where charts go.
+#[derive(Debug, Clone)]
+pub struct DataSettings {
+    /// The sources a request may name (closed by default).
+    pub access: DataAccess,
+    /// Time budget of one query.
+    pub query_time: Duration,
+    /// Where charts are saved.
+    pub out_dir: PathBuf,
+}
+
+impl DataSettings {
+    /// Charts in `out_dir`, reading what `access` allows, [`DEFAULT_QUERY_TIME`] per query.
+    pub fn new(out_dir: impl Into<PathBuf>, access: DataAccess) -> Self {
+        DataSettings {
+            access,
+            query_time: DEFAULT_QUERY_TIME,
+            out_dir: out_dir.into(),
+        }
+    }
+
+    /// Resolves the request's `source` through the access rules and runs `sql` within the
+    /// time budget; engine errors lose the host paths of the allowed folders.
+    pub async fn query(
+        &self,
+        source: &str,
+        sql: &str,
+        limit: usize,
+    ) -> Result<(Source, Table), DataError> {
+        let src = self.access.resolve(source)?;
+        let t = src
+            .query_within(sql, limit, self.query_time)
+            .await
+            .map_err(|e| match e {
+                DataError::Input(m) => DataError::Input(self.access.redact(&m)),
+                DataError::Query(m) => DataError::Query(self.access.redact(&m)),
+                other => other,
+            })?;
+        Ok((src, t))
+    }
+}
+
+/// The data tools over `settings` (its access rules, query budget and chart folder).
+pub fn data_tools(settings: DataSettings) -> ToolRegistry {
+    let s = Arc::new(settings);
     let mut r = ToolRegistry::new();
-    r.add(QueryDb);
-    r.add(Analyze);
-    r.add(Visualize { out_dir });
+    r.add(QueryDb(s.clone()));
+    r.add(Analyze(s.clone()));
+    r.add(Visualize(s));
     r
 }
 
 #[derive(Deserialize, JsonSchema)]
 struct QueryArgs {
-    /// A CSV/Parquet/JSON file or a folder of them (each file a table named after it), a
-    /// SQLite file, or a postgres:// URL.
+    /// A named source, or a CSV/Parquet/JSON/SQLite file (or `.`, all the files) relative to
+    /// the agent's data folder, or an allowed postgres:// URL.
     source: String,
     /// One read-only SQL statement.
     sql: String,
@@ -56,7 +103,7 @@ struct QueryArgs {
     limit: Option<usize>,
 }
 
-struct QueryDb;
+struct QueryDb(Arc<DataSettings>);
 
 impl Tool for QueryDb {
     const NAME: &'static str = "query_db";
@@ -64,21 +111,22 @@ impl Tool for QueryDb {
     type Output = Table;
     type Error = DataError;
     fn description(&self) -> String {
-        "Runs a read-only SQL query over data files (CSV, Parquet, JSON), a SQLite file or a \
-         PostgreSQL database and returns the rows."
-            .into()
+        format!(
+            "Runs a read-only SQL query over data files (CSV, Parquet, JSON), a SQLite file or \
+             a PostgreSQL database and returns the rows. Sources: {}.",
+            self.0.access.summary()
+        )
     }
     fn examples(&self) -> Vec<String> {
         vec!["How many penguins of each species are there?".into()]
     }
     async fn call(&self, a: QueryArgs) -> Result<Table, DataError> {
-        Source::parse(&a.source)?
-            .query(&a.sql, a.limit.unwrap_or(100).clamp(1, MAX_ROWS))
-            .await
+        let limit = a.limit.unwrap_or(100).clamp(1, MAX_ROWS);
+        Ok(self.0.query(&a.source, &a.sql, limit).await?.1)
     }
 }
 
-struct Analyze;
+struct Analyze(Arc<DataSettings>);
 
 impl Tool for Analyze {
     const NAME: &'static str = "analyze";
@@ -91,16 +139,13 @@ impl Tool for Analyze {
             .into()
     }
     async fn call(&self, a: QueryArgs) -> Result<Vec<stats::ColumnStats>, DataError> {
-        let t = Source::parse(&a.source)?
-            .query(&a.sql, a.limit.unwrap_or(MAX_ROWS).clamp(1, MAX_ROWS))
-            .await?;
+        let limit = a.limit.unwrap_or(MAX_ROWS).clamp(1, MAX_ROWS);
+        let (_, t) = self.0.query(&a.source, &a.sql, limit).await?;
         Ok(stats::describe(&t))
     }
 }
 
-struct Visualize {
-    out_dir: PathBuf,
-}
+struct Visualize(Arc<DataSettings>);
 
 #[derive(Deserialize, JsonSchema)]
 struct VisualizeArgs {
@@ -129,25 +174,29 @@ impl Tool for Visualize {
             .into()
     }
     async fn call(&self, a: VisualizeArgs) -> Result<ChartFiles, DataError> {
-        let t = Source::parse(&a.source)?.query(&a.sql, MAX_ROWS).await?;
-        let c = chart::render(&t, &a.chart)?;
-        save(&self.out_dir, a.name.as_deref().unwrap_or("chart"), &c)
+        let (_, t) = self.0.query(&a.source, &a.sql, MAX_ROWS).await?;
+        let c = render_off_workers(t, a.chart).await?;
+        save(&self.0.out_dir, a.name.as_deref().unwrap_or("chart"), &c)
     }
 }
 
+/// Rendering is CPU work: it runs on the blocking pool, not on an async worker.
+async fn render_off_workers(t: Table, spec: ChartSpec) -> Result<chart::Chart, DataError> {
+    tokio::task::spawn_blocking(move || chart::render(&t, &spec))
+        .await
+        .map_err(|e| DataError::Chart(e.to_string()))?
+}
+
+/// Saves the chart; the names returned are relative to the chart folder (no host paths).
 fn save(dir: &std::path::Path, name: &str, c: &chart::Chart) -> Result<ChartFiles, DataError> {
     let stem = crate::pptx::file_stem(name);
-    std::fs::create_dir_all(dir)
-        .map_err(|e| DataError::Chart(format!("{}: {e}", dir.display())))?;
-    let png = dir.join(format!("{stem}.png"));
-    let svg = dir.join(format!("{stem}.svg"));
-    std::fs::write(&png, &c.png)
-        .and_then(|_| std::fs::write(&svg, &c.svg))
-        .map_err(|e| DataError::Chart(e.to_string()))?;
-    Ok(ChartFiles {
-        png: png.display().to_string(),
-        svg: svg.display().to_string(),
-    })
+    let failed = |e: std::io::Error| DataError::Chart(format!("cannot save the chart: {e}"));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let (png, svg) = (format!("{stem}.png"), format!("{stem}.svg"));
+    std::fs::write(dir.join(&png), &c.png)
+        .and_then(|_| std::fs::write(dir.join(&svg), &c.svg))
+        .map_err(failed)?;
+    Ok(ChartFiles { png, svg })
 }
 
 /// A data request as structured input.
@@ -164,13 +213,18 @@ pub struct DataRequest {
 }
 
 /// The data agent: runs a [`DataRequest`] and answers with the rows (Markdown preview and a
-/// data part), the statistics, and the chart as PNG and SVG file parts (also saved in
-/// `out_dir`).
+/// data part), the statistics, and the chart as PNG and SVG file parts (also saved in the
+/// chart folder). It reads only what its [`DataAccess`] allows.
 pub struct DataSpecialist {
-    pub out_dir: PathBuf,
+    settings: DataSettings,
 }
 
 impl DataSpecialist {
+    /// The agent over `settings`.
+    pub fn new(settings: DataSettings) -> Self {
+        DataSpecialist { settings }
+    }
+
     pub fn card(&self, url: &str) -> agentry_a2a::model::AgentCard {
         let mut card = agentry_a2a::model::AgentCard::new("Data Analyst", &self.description(), url);
         card.default_output_modes = vec![
@@ -182,10 +236,11 @@ impl DataSpecialist {
         card.skills = vec![agentry_a2a::model::AgentSkill {
             id: "analyze_data".into(),
             name: "Query, describe and chart data".into(),
-            description: "Send {\"source\": FILE|FOLDER|SQLITE|postgres://URL, \"sql\": \"SELECT \
-                          ...\", \"analyze\": true, \"chart\": {\"kind\": \
-                          \"bar|line|scatter|histogram\", \"x\", \"y\"}}."
-                .into(),
+            description: format!(
+                "Send {{\"source\", \"sql\": \"SELECT ...\", \"analyze\": true, \"chart\": \
+                 {{\"kind\": \"bar|line|scatter|histogram\", \"x\", \"y\"}}}}. Sources: {}.",
+                self.settings.access.summary()
+            ),
             tags: vec!["sql".into(), "statistics".into(), "charts".into()],
             examples: vec![
                 "{\"source\": \"penguins.csv\", \"sql\": \"SELECT species, count(*) AS n FROM penguins GROUP BY species\", \"chart\": {\"kind\": \"bar\", \"x\": \"species\", \"y\": \"n\"}}".into(),
@@ -198,9 +253,8 @@ impl DataSpecialist {
     }
 
     pub async fn run(&self, req: &DataRequest) -> Result<Reply, DataError> {
-        let src = Source::parse(&req.source)?;
         let limit = req.limit.unwrap_or(MAX_ROWS).clamp(1, MAX_ROWS);
-        let t = src.query(&req.sql, limit).await?;
+        let (src, t) = self.settings.query(&req.source, &req.sql, limit).await?;
         let mut text = format!(
             "{} rows{} from {}\n\n{}",
             t.rows.len(),
@@ -230,12 +284,12 @@ impl DataSpecialist {
         }
         let mut artifacts = Vec::new();
         if let Some(spec) = &req.chart {
-            let c = chart::render(&t, spec)?;
+            let c = render_off_workers(t.clone(), spec.clone()).await?;
             let name = spec
                 .title
                 .clone()
                 .unwrap_or_else(|| format!("{:?} {}", spec.kind, spec.x));
-            let files = save(&self.out_dir, &name, &c)?;
+            let files = save(&self.settings.out_dir, &name, &c)?;
             text.push_str(&format!("\nChart: {} and {}\n", files.png, files.svg));
             data["chart"] = json!(files);
             use base64::Engine;

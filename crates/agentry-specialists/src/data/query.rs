@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -92,29 +93,40 @@ pub fn table_name(path: &Path) -> String {
     t
 }
 
+/// What kind of data a file holds, by its extension: `csv`, `parquet`, `json` (also NDJSON) or
+/// `sqlite`.
+pub(crate) fn data_kind(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_string_lossy().to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "csv" => "csv",
+        "parquet" => "parquet",
+        "json" | "ndjson" | "jsonl" => "json",
+        "db" | "sqlite" | "sqlite3" => "sqlite",
+        _ => return None,
+    })
+}
+
+/// How long one query may run unless the agent is configured otherwise.
+pub const DEFAULT_QUERY_TIME: Duration = Duration::from_secs(30);
+
 impl Source {
     /// A location: `postgres://…`, a `.db`/`.sqlite`/`.sqlite3` file, a data file, or a folder
     /// (its data files, each a table).
+    ///
+    /// Unconfined: for locations the program itself chose. A location from a request goes
+    /// through [`DataAccess::resolve`](super::DataAccess::resolve), which checks it first.
     pub fn parse(location: &str) -> Result<Source, DataError> {
         if location.starts_with("postgres://") || location.starts_with("postgresql://") {
             return Ok(Source::Postgres(location.to_owned()));
         }
         let p = PathBuf::from(location);
-        let ext = |p: &Path| {
-            p.extension()
-                .map(|e| e.to_string_lossy().to_ascii_lowercase())
-                .unwrap_or_default()
-        };
         if p.is_dir() {
             let mut files = BTreeMap::new();
             let entries = std::fs::read_dir(&p)
                 .map_err(|e| DataError::Input(format!("cannot list {location}: {e}")))?;
             for e in entries.flatten() {
                 let f = e.path();
-                if matches!(
-                    ext(&f).as_str(),
-                    "csv" | "parquet" | "json" | "ndjson" | "jsonl"
-                ) {
+                if data_kind(&f).is_some_and(|k| k != "sqlite") && f.is_file() {
                     files.insert(table_name(&f), f);
                 }
             }
@@ -123,58 +135,91 @@ impl Source {
             }
             return Ok(Source::Files(files));
         }
-        if !p.exists() {
+        if !p.is_file() {
             return Err(DataError::Input(format!("no such file: {location}")));
         }
-        match ext(&p).as_str() {
-            "db" | "sqlite" | "sqlite3" => Ok(Source::Sqlite(p)),
-            "csv" | "parquet" | "json" | "ndjson" | "jsonl" => {
-                Ok(Source::Files(BTreeMap::from([(table_name(&p), p)])))
-            }
-            other => Err(DataError::Input(format!(
-                "unsupported data file type `.{other}` (csv, parquet, json, ndjson, sqlite, or a \
+        match data_kind(&p) {
+            Some("sqlite") => Ok(Source::Sqlite(p)),
+            Some(_) => Ok(Source::Files(BTreeMap::from([(table_name(&p), p)]))),
+            None => Err(DataError::Input(
+                "unsupported data file type (csv, parquet, json, ndjson, sqlite, or a \
                  postgres:// URL)"
-            ))),
+                    .into(),
+            )),
         }
     }
 
-    /// Runs `sql` (read-only) and returns at most `limit` rows.
+    /// Runs `sql` (read-only) and returns at most `limit` rows, within [`DEFAULT_QUERY_TIME`].
     pub async fn query(&self, sql: &str, limit: usize) -> Result<Table, DataError> {
+        self.query_within(sql, limit, DEFAULT_QUERY_TIME).await
+    }
+
+    /// Runs `sql` (read-only) and returns at most `limit` rows, stopping the engine when
+    /// `time` runs out or when the returned future is dropped (a canceled task): DataFusion's
+    /// tasks are aborted, SQLite is interrupted, PostgreSQL gets a `statement_timeout`.
+    pub async fn query_within(
+        &self,
+        sql: &str,
+        limit: usize,
+        time: Duration,
+    ) -> Result<Table, DataError> {
+        let out_of_time = || {
+            DataError::Query(format!(
+                "the query ran out of its time budget ({} s) and was stopped",
+                time.as_secs_f32()
+            ))
+        };
         match self {
-            Source::Files(files) => files::query(files, sql, limit).await,
+            Source::Files(files) => tokio::time::timeout(time, files::query(files, sql, limit))
+                .await
+                .map_err(|_| out_of_time())?,
             Source::Sqlite(path) => {
-                let (path, sql) = (path.clone(), sql.to_owned());
-                tokio::task::spawn_blocking(move || sqlite(&path, &sql, limit))
+                let conn = rusqlite::Connection::open_with_flags(
+                    path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(|e| DataError::Input(format!("cannot open the database: {e}")))?;
+                // Interrupts the statement if this future ends first (time out or dropped).
+                struct Interrupt(Option<rusqlite::InterruptHandle>);
+                impl Drop for Interrupt {
+                    fn drop(&mut self) {
+                        if let Some(h) = self.0.take() {
+                            h.interrupt();
+                        }
+                    }
+                }
+                let mut guard = Interrupt(Some(conn.get_interrupt_handle()));
+                let sql = sql.to_owned();
+                let run = tokio::task::spawn_blocking(move || sqlite(&conn, &sql, limit));
+                let r = tokio::time::timeout(time, run)
                     .await
-                    .map_err(|e| DataError::Query(e.to_string()))?
+                    .map_err(|_| out_of_time())?
+                    .map_err(|e| DataError::Query(e.to_string()))?;
+                guard.0 = None;
+                r
             }
-            Source::Postgres(url) => postgres(url, sql, limit).await,
+            Source::Postgres(url) => tokio::time::timeout(time, postgres(url, sql, limit, time))
+                .await
+                .map_err(|_| out_of_time())?,
         }
     }
 
-    /// Table names (files) or a hint (databases).
+    /// Table names (files) or the kind of database; never a host path.
     pub fn describe(&self) -> String {
         match self {
             Source::Files(f) => format!(
                 "tables: {}",
-                f.iter()
-                    .map(|(n, p)| format!("{n} ({})", p.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                f.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
-            Source::Sqlite(p) => format!("SQLite database {}", p.display()),
-            Source::Postgres(_) => "PostgreSQL database".into(),
+            Source::Sqlite(_) => "a SQLite database".into(),
+            Source::Postgres(_) => "a PostgreSQL database".into(),
         }
     }
 }
 
-fn sqlite(path: &Path, sql: &str, limit: usize) -> Result<Table, DataError> {
+fn sqlite(conn: &rusqlite::Connection, sql: &str, limit: usize) -> Result<Table, DataError> {
     use rusqlite::types::ValueRef;
-    let conn = rusqlite::Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| DataError::Input(format!("cannot open {}: {e}", path.display())))?;
     let mut st = conn
         .prepare(sql)
         .map_err(|e| DataError::Query(e.to_string()))?;
@@ -244,12 +289,23 @@ fn pg_error(e: tokio_postgres::Error) -> DataError {
     }
 }
 
-async fn postgres(url: &str, sql: &str, limit: usize) -> Result<Table, DataError> {
+async fn postgres(url: &str, sql: &str, limit: usize, time: Duration) -> Result<Table, DataError> {
     use tokio_postgres::SimpleQueryMessage;
     let (mut client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .map_err(|e| DataError::Input(format!("cannot connect to PostgreSQL: {e}")))?;
     let task = tokio::spawn(conn);
+    // Cancels the statement on the server if this future ends first (out of time, or a
+    // canceled task dropped it): `statement_timeout` alone can be reset by the SQL itself.
+    struct Cancel(Option<tokio_postgres::CancelToken>);
+    impl Drop for Cancel {
+        fn drop(&mut self) {
+            if let (Some(t), Ok(rt)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+                rt.spawn(async move { t.cancel_query(tokio_postgres::NoTls).await });
+            }
+        }
+    }
+    let mut cancel = Cancel(Some(client.cancel_token()));
     // A read-only transaction: the database refuses any write the SQL might attempt.
     let tx = client
         .build_transaction()
@@ -257,8 +313,16 @@ async fn postgres(url: &str, sql: &str, limit: usize) -> Result<Table, DataError
         .start()
         .await
         .map_err(pg_error)?;
+    // The server stops the statement itself when the budget runs out.
+    tx.simple_query(&format!(
+        "SET LOCAL statement_timeout = {}",
+        time.as_millis().max(1)
+    ))
+    .await
+    .map_err(pg_error)?;
     let msgs = tx.simple_query(sql).await.map_err(pg_error)?;
     let _ = tx.rollback().await;
+    cancel.0 = None;
     drop(client);
     task.abort();
     let mut t = Table::default();
@@ -381,8 +445,17 @@ mod files {
         limit: usize,
     ) -> Result<Table, DataError> {
         let ctx = SessionContext::new();
-        let tmp = std::env::temp_dir().join(format!("agentry-data-{}", uuid::Uuid::new_v4()));
-        let result = async {
+        // Removed however the query ends, a dropped (canceled) future included.
+        struct TempDir(PathBuf);
+        impl Drop for TempDir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let tmp =
+            TempDir(std::env::temp_dir().join(format!("agentry-data-{}", uuid::Uuid::new_v4())));
+        let tmp = &tmp.0;
+        async {
             for (name, path) in files {
                 let p = path.display().to_string();
                 let ext = path
@@ -391,7 +464,7 @@ mod files {
                     .unwrap_or_default();
                 let r = match ext.as_str() {
                     "csv" => {
-                        let file = match csv_without_na(path, &tmp)? {
+                        let file = match csv_without_na(path, tmp)? {
                             Some(f) => f.display().to_string(),
                             None => p.clone(),
                         };
@@ -408,10 +481,10 @@ mod files {
                             .ok()
                             .and_then(|b| b.iter().find(|c| !c.is_ascii_whitespace()).copied());
                         let (file, suffix) = if first == Some(b'[') {
-                            std::fs::create_dir_all(&tmp)
+                            std::fs::create_dir_all(tmp)
                                 .map_err(|e| DataError::Input(e.to_string()))?;
                             (
-                                ndjson_of(path, &tmp)?.display().to_string(),
+                                ndjson_of(path, tmp)?.display().to_string(),
                                 ".ndjson".to_owned(),
                             )
                         } else {
@@ -471,8 +544,6 @@ mod files {
                 truncated,
             })
         }
-        .await;
-        let _ = std::fs::remove_dir_all(&tmp);
-        result
+        .await
     }
 }

@@ -12,19 +12,44 @@ use serde::{Deserialize, Serialize};
 use super::writer::{Bullet, Deck, Layout, Picture, Slide};
 use super::{PptxError, plain_file_name};
 
-/// Open decks, by presentation id, and where they are saved.
+/// Decks open at once at most; creating one more drops the oldest unsaved one, so decks that
+/// are never saved cannot grow the process without bound.
+const MAX_OPEN: usize = 32;
+/// Largest picture read, in bytes.
+const MAX_PICTURE: u64 = 20 << 20;
+
+/// Open decks, by presentation id, where they are saved, and the folders pictures may come
+/// from (none by default: a picture path comes from the request).
 #[derive(Clone)]
 pub struct Decks {
-    open: Arc<Mutex<HashMap<String, Deck>>>,
+    open: Arc<Mutex<OpenDecks>>,
     out_dir: PathBuf,
+    pictures: crate::confine::Folders,
+}
+
+#[derive(Default)]
+struct OpenDecks {
+    decks: HashMap<String, (u64, Deck)>,
+    created: u64,
 }
 
 impl Decks {
+    /// Decks saved in `out_dir`; no picture can be added until a picture folder is allowed.
     pub fn new(out_dir: impl Into<PathBuf>) -> Self {
         Decks {
             open: Default::default(),
             out_dir: out_dir.into(),
+            pictures: Default::default(),
         }
+    }
+
+    /// Lets `add_picture` read PNG files under `folder` (by relative or absolute path).
+    pub fn with_picture_folder(
+        mut self,
+        folder: impl AsRef<std::path::Path>,
+    ) -> std::io::Result<Self> {
+        self.pictures.allow(folder.as_ref())?;
+        Ok(self)
     }
 
     fn with<T>(
@@ -33,10 +58,37 @@ impl Decks {
         f: impl FnOnce(&mut Deck) -> Result<T, PptxError>,
     ) -> Result<T, PptxError> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let deck = open
+        let (_, deck) = open
+            .decks
             .get_mut(id)
             .ok_or_else(|| PptxError::UnknownPresentation(id.to_owned()))?;
         f(deck)
+    }
+
+    fn insert(&self, id: String, deck: Deck) {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.decks.len() >= MAX_OPEN {
+            let oldest = open
+                .decks
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                open.decks.remove(&k);
+            }
+        }
+        open.created += 1;
+        let n = open.created;
+        open.decks.insert(id, (n, deck));
+    }
+
+    /// Open decks (for tests of the bound).
+    pub fn open_count(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .decks
+            .len()
     }
 }
 
@@ -96,11 +148,7 @@ impl Tool for CreatePresentation {
             author: a.author.unwrap_or_default(),
             slides: Vec::new(),
         };
-        self.0
-            .open
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), deck);
+        self.0.insert(id.clone(), deck);
         Ok(Created {
             presentation_id: id,
         })
@@ -248,8 +296,8 @@ struct AddPicture(Decks);
 struct AddPictureArgs {
     presentation_id: String,
     slide: usize,
-    /// Path of a PNG file (a chart, for instance).
-    path: PathBuf,
+    /// A PNG file (a chart, for instance), by its path in an allowed picture folder.
+    path: String,
     #[serde(default)]
     description: Option<String>,
 }
@@ -263,8 +311,21 @@ impl Tool for AddPicture {
         "Places a PNG picture (e.g. a chart) on a slide.".into()
     }
     async fn call(&self, a: AddPictureArgs) -> Result<Done, PptxError> {
-        let png = std::fs::read(&a.path)
-            .map_err(|e| PptxError::Input(format!("cannot read {}: {e}", a.path.display())))?;
+        let pictures = &self.0.pictures;
+        let path = pictures.resolve(&a.path).ok_or_else(|| {
+            PptxError::Input(format!(
+                "cannot read `{}`: {}",
+                a.path,
+                if pictures.is_empty() {
+                    "no picture folder is configured for this agent"
+                } else {
+                    "not a file in an allowed picture folder"
+                }
+            ))
+        })?;
+        let png = crate::confine::read_capped(path, MAX_PICTURE)
+            .await
+            .map_err(|e| PptxError::Input(format!("cannot read `{}`: {e}", a.path)))?;
         super::writer::png_size(&png)?;
         self.0.with(&a.presentation_id, |d| {
             slide_mut(d, a.slide)?.pictures.push(Picture {
@@ -310,14 +371,33 @@ impl Tool for SavePresentation {
         let (bytes, slides) = self.0.with(&a.presentation_id, |d| {
             Ok((super::write(d)?, d.slides.len()))
         })?;
-        std::fs::create_dir_all(&self.0.out_dir)
-            .map_err(|e| PptxError::Write(format!("{}: {e}", self.0.out_dir.display())))?;
+        // Saved: the deck is done and its memory goes (60 decks held 230 MiB before).
+        self.0
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .decks
+            .remove(&a.presentation_id);
+        let failed = |e: std::io::Error| PptxError::Write(format!("{}: {e}", a.file_name));
+        std::fs::create_dir_all(&self.0.out_dir).map_err(failed)?;
         let path = self.0.out_dir.join(&a.file_name);
-        // Write beside, then rename: a reader never sees half a deck.
-        let tmp = path.with_extension("pptx.part");
-        std::fs::write(&tmp, &bytes)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| PptxError::Write(format!("{}: {e}", path.display())))?;
+        // Write beside under a fresh name (created exclusively, so a planted symlink is not
+        // followed), then rename: a reader never sees half a deck.
+        let tmp = self.0.out_dir.join(format!(
+            ".{}.{}.part",
+            a.file_name,
+            uuid::Uuid::new_v4().simple()
+        ));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(failed(e));
+        }
         let path = std::fs::canonicalize(&path).unwrap_or(path);
         Ok(Saved {
             path: path.display().to_string(),

@@ -9,7 +9,7 @@ use std::process::Command;
 use agentry_core::a2a::{AgentHandle, Ask};
 use agentry_specialists::data::chart::{ChartKind, ChartSpec, render};
 use agentry_specialists::data::stats::{Kind, describe};
-use agentry_specialists::data::{DataSpecialist, Source};
+use agentry_specialists::data::{DataAccess, DataSettings, DataSpecialist, Source};
 use serde_json::{Value, json};
 
 fn data() -> Option<PathBuf> {
@@ -86,13 +86,14 @@ async fn penguins_csv_grouped_described_and_charted() {
     }
 
     let dir = tempdir("penguins");
-    let agent = DataSpecialist {
-        out_dir: dir.clone(),
-    };
+    let access = DataAccess::default()
+        .with_folder(d.join("penguins"))
+        .unwrap();
+    let agent = DataSpecialist::new(DataSettings::new(dir.clone(), access));
     let reply = agent
         .ask(Ask::text(
             json!({
-                "source": loc(&d.join("penguins/penguins.csv")),
+                "source": "penguins.csv",
                 "sql": "SELECT species, count(*) AS n FROM penguins GROUP BY species ORDER BY n DESC",
                 "analyze": true,
                 "chart": {"kind": "bar", "x": "species", "y": "n", "title": "Penguins per species"}

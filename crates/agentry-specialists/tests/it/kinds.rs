@@ -64,6 +64,7 @@ fn factory(kb: &KnowledgeBase) -> AgentFactory {
         &mut f,
         Resources {
             kb: Some(kb.clone()),
+            denied: Vec::new(),
         },
     );
     f

@@ -75,7 +75,9 @@ async fn an_outline_becomes_a_deck_python_pptx_and_libreoffice_open() {
         .unwrap();
     assert!(st.success());
 
-    let decks = Decks::new(dir.join("out"));
+    let decks = Decks::new(dir.join("out"))
+        .with_picture_folder(&dir)
+        .unwrap();
     let tools = ppt_tools(&decks);
     let outline = Outline {
         title: "Hamlet & the <Danes>".into(),
@@ -279,6 +281,24 @@ async fn bad_tool_calls_get_clear_errors_and_leave_the_deck_intact() {
         .data
         .unwrap();
     assert_eq!(saved["slides"], 1);
+    // Issue 18, item 11: a saved deck is freed (60 requests grew the server by 230 MiB).
+    assert_eq!(decks.open_count(), 0, "the saved deck is no longer held");
+    // Decks never saved are bounded too: the oldest goes.
+    for i in 0..100 {
+        tools
+            .call(&call(
+                "create_presentation",
+                json!({"title": format!("d{i}")}),
+            ))
+            .await
+            .output
+            .unwrap();
+    }
+    assert!(
+        decks.open_count() <= 32,
+        "{} decks held",
+        decks.open_count()
+    );
 }
 
 #[test]

@@ -50,7 +50,10 @@ fn relative_paths_resolve_against_the_files_folder() {
     );
     assert_eq!(c.agents[1].normalized_path(), "/decks");
     match &c.agents[1].builtin {
-        Some(BuiltinAgent::Ppt { output }) => assert_eq!(output, &dir.join("out")),
+        Some(BuiltinAgent::Ppt { output, pictures }) => {
+            assert_eq!(output, &dir.join("out"));
+            assert!(pictures.is_empty(), "no picture folder unless configured");
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(c.orchestrator.unwrap().workflows, [dir.join("flow.yaml")]);

@@ -1,0 +1,60 @@
+//! What the end-to-end tests share: the binary, a served agent that is killed on drop, runs of
+//! the CLI.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_agentry");
+
+pub(crate) struct Server(pub(crate) Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on `port` (up to 30 s: a debug build loading the embedded
+/// model on a busy 2-core machine took over 5 s).
+pub(crate) fn wait_for(port: u16) {
+    for _ in 0..600 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("nothing listens on port {port}");
+}
+
+pub(crate) fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
+    let child = Command::new(BIN)
+        .args(["serve", "--agent", agent, "--port", &port.to_string()])
+        .args(extra)
+        .env("AGENTRY_HOME", &home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    wait_for(port);
+    (server, format!("http://127.0.0.1:{port}"))
+}
+
+pub(crate) fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+pub(crate) fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
