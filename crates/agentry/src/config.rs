@@ -173,6 +173,10 @@ pub struct ServerSection {
     pub bearer_tokens: Vec<String>,
     /// Let push-notification webhooks target loopback and private addresses (tests only).
     pub allow_private_push: bool,
+    /// More host names clients may use (the `Host` header) when listening on loopback, which
+    /// answers only `localhost`, `127.0.0.1`, `[::1]` and the public URL's host by default
+    /// (so a DNS-rebound name cannot reach an agent from a web page).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerSection {
@@ -186,6 +190,7 @@ impl Default for ServerSection {
             agent_mode: None,
             bearer_tokens: Vec::new(),
             allow_private_push: false,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -194,6 +199,39 @@ impl ServerSection {
     /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(crate::home_dir)
+    }
+
+    /// Whether the listener is on a loopback address.
+    pub fn is_loopback(&self) -> bool {
+        let h = self.host.trim_start_matches('[').trim_end_matches(']');
+        h.eq_ignore_ascii_case("localhost")
+            || h.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    }
+
+    /// The host names a loopback listener answers (see `allowed_hosts`); `None` (any) for
+    /// other listeners.
+    pub fn host_allow_list(&self) -> Option<Vec<String>> {
+        if !self.is_loopback() {
+            return None;
+        }
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        hosts.push(self.host.clone());
+        if let Some(u) = &self.public_url
+            && let Some(rest) = u.split_once("://").map(|(_, r)| r)
+        {
+            let authority = rest.split('/').next().unwrap_or_default();
+            let name = match authority.rfind(':') {
+                Some(i) if !authority[i..].contains(']') => &authority[..i],
+                _ => authority,
+            };
+            hosts.push(name.to_owned());
+        }
+        hosts.extend(self.allowed_hosts.iter().cloned());
+        Some(hosts)
     }
 
     /// The base URL the cards advertise, without a trailing slash.

@@ -71,6 +71,7 @@ impl Service {
         });
         let mut server_config = ServerConfig::default();
         server_config.push.allow_private = server.allow_private_push;
+        server_config.allowed_hosts = server.host_allow_list();
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add =
@@ -166,6 +167,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let addr = format!("{}:{}", config.server.host, config.server.port);
+    if !config.server.is_loopback() && config.server.bearer_tokens.is_empty() {
+        tracing::warn!(
+            "listening on {addr} beyond loopback WITHOUT credentials: anyone who can reach \
+             this address can use every agent; set --token or [server] bearer_tokens"
+        );
+    }
     let service = Service::build(config).await?;
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

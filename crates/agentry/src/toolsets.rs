@@ -2,7 +2,7 @@
 //! an agent.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agentry_core::tools::ToolRegistry;
 
@@ -25,9 +25,9 @@ pub struct DataOptions {
 /// `state_dir` or agentry's home (task stores, the knowledge base).
 #[cfg(feature = "data")]
 pub fn data_settings(
-    output: &Path,
+    output: &std::path::Path,
     options: &DataOptions,
-    state_dir: &Path,
+    state_dir: &std::path::Path,
 ) -> Result<agentry_specialists::data::DataSettings, Error> {
     use agentry_specialists::data::{DataAccess, DataSettings};
     let mut access = DataAccess::default()
@@ -77,7 +77,7 @@ pub struct ToolsetOptions {
 /// The PPT tools' decks: saved in `output`, pictures only from `pictures`.
 #[cfg(feature = "specialists")]
 pub fn decks(
-    output: &Path,
+    output: &std::path::Path,
     pictures: &[PathBuf],
 ) -> Result<agentry_specialists::pptx::Decks, Error> {
     let mut d = agentry_specialists::pptx::Decks::new(output);

@@ -82,7 +82,41 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         let r = r.merge(super::rest::routes(&path));
         app = app.merge(r.with_state(state));
     }
-    app.layer(DefaultBodyLimit::max(config.body_limit))
+    let app = app.layer(DefaultBodyLimit::max(config.body_limit));
+    match config.allowed_hosts {
+        None => app,
+        Some(hosts) => {
+            let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+            app.layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let hosts = hosts.clone();
+                    async move {
+                        let host = req
+                            .headers()
+                            .get(header::HOST)
+                            .and_then(|h| h.to_str().ok())
+                            .map(|h| host_name(h).to_ascii_lowercase());
+                        match host {
+                            Some(h) if hosts.contains(&h) => next.run(req).await,
+                            _ => (
+                                StatusCode::MISDIRECTED_REQUEST,
+                                "this server does not answer for that Host",
+                            )
+                                .into_response(),
+                        }
+                    }
+                },
+            ))
+        }
+    }
+}
+
+/// `name` of a `Host` value `name[:port]` (`[v6]` keeps its brackets).
+fn host_name(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    }
 }
 
 /// Declares the HTTP+JSON binding at the card's URL (unless the card names one already).
@@ -250,25 +284,26 @@ async fn rpc(
         Err(e) => return rpc_error(&Value::Null, &e, ProtocolVersion::V1_0),
     };
     let fallback = asked.unwrap_or(ProtocolVersion::V0_3);
-    if let Some(ct) = headers.get(header::CONTENT_TYPE)
-        && !is_json(ct)
+    // A JSON content type is required: a web page can POST text/plain (or no type) to a
+    // loopback agent without a CORS preflight, but not application/json.
+    match headers.get(header::CONTENT_TYPE) {
+        Some(ct) if is_json(ct) => {}
+        ct => {
+            let given = ct.map_or("none", |c| c.to_str().unwrap_or("?"));
+            return rpc_error(&Value::Null, &RpcError::content_type(given), fallback);
+        }
+    }
+    // Credentials before the body is decoded: an anonymous caller gets no parser time.
+    if let Some(c) = &s.credentials
+        && c.required_for_all
+        && !c.accepts(&headers)
     {
-        return rpc_error(
-            &Value::Null,
-            &RpcError::content_type(ct.to_str().unwrap_or("?")),
-            fallback,
-        );
+        return unauthorized(&Value::Null, fallback);
     }
     let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
         Ok(x) => x,
         Err((id, e, v)) => return rpc_error(&id, &e, v),
     };
-    if let Some(c) = &s.credentials
-        && c.required_for_all
-        && !c.accepts(&headers)
-    {
-        return unauthorized(&id, v);
-    }
     let active = match negotiate_extensions(&s, &headers) {
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),

@@ -48,12 +48,12 @@ pub struct Credentials {
 
 impl Credentials {
     fn accepts(&self, headers: &http::HeaderMap) -> bool {
+        // The scheme is case-insensitive (RFC 9110 section 11.1): `BEARER x` is `Bearer x`.
         if let Some(auth) = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            && let Some(token) = auth
-                .strip_prefix("Bearer ")
-                .or_else(|| auth.strip_prefix("bearer "))
+            && let Some((scheme, token)) = auth.trim_start().split_once(' ')
+            && scheme.eq_ignore_ascii_case("bearer")
             && self.bearer_tokens.iter().any(|t| ct_eq(t, token.trim()))
         {
             return true;
@@ -119,6 +119,10 @@ pub struct ServerConfig {
     /// Events buffered per task for slow stream subscribers before they skip ahead.
     pub stream_buffer: usize,
     pub push: PushSettings,
+    /// Host names the server answers (the `Host` header without its port, compared
+    /// case-insensitively; IPv6 in brackets); others get 421. `None` answers any. A loopback
+    /// listener should set it: a DNS-rebound name then cannot reach the agent from a page.
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 impl Default for ServerConfig {
@@ -128,6 +132,7 @@ impl Default for ServerConfig {
             keep_alive: Duration::from_secs(15),
             stream_buffer: 64,
             push: PushSettings::default(),
+            allowed_hosts: None,
         }
     }
 }

@@ -149,10 +149,12 @@ fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, 
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    if let Some(ct) = headers.get(header::CONTENT_TYPE)
-        && !handlers::is_json(ct)
-    {
-        return Err(RpcError::content_type(ct.to_str().unwrap_or("?")));
+    match headers.get(header::CONTENT_TYPE) {
+        Some(ct) if handlers::is_json(ct) => {}
+        ct => {
+            let given = ct.map_or("none", |c| c.to_str().unwrap_or("?"));
+            return Err(RpcError::content_type(given));
+        }
     }
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => Ok(o),

@@ -289,3 +289,84 @@ fn the_ppt_agent_reads_pictures_only_from_its_folders() {
     assert!(out.join("deck.pptx").exists());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
+
+/// One raw HTTP/1.1 request to the loopback server; the whole response as text.
+fn raw(url: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn post(url: &str, host: &str, headers: &str, body: &str) -> String {
+    raw(
+        url,
+        &format!(
+            "POST / HTTP/1.1\r\nHost: {host}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// Issue 18, items 3, 8 and 14: a web page cannot drive a loopback agent (no JSON content
+/// type: refused before anything runs; a DNS-rebound `Host`: 421), credentials are checked
+/// before the body is decoded and the auth scheme is case-insensitive.
+#[test]
+fn browsers_cannot_drive_a_loopback_agent() {
+    let home = scratch("transport");
+    let (_server, url) = serve_in(&home, "echo", &["--store", "memory"]);
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message":
+        {"kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}})
+    .to_string();
+    let ok = post(
+        &url,
+        "127.0.0.1",
+        "Content-Type: application/json\r\n",
+        &send,
+    );
+    assert!(ok.contains("\"completed\""), "{ok}");
+    // A form post or fetch() with text/plain needs no CORS preflight: refused.
+    for ct in ["Content-Type: text/plain\r\n", ""] {
+        let r = post(&url, "127.0.0.1", ct, &send);
+        assert!(r.contains("content type not supported"), "{ct:?}: {r}");
+        assert!(!r.contains("\"completed\""), "{ct:?}: nothing ran: {r}");
+    }
+    // DNS rebinding: the page's own name in Host.
+    let r = post(
+        &url,
+        "evil.example:8080",
+        "Content-Type: application/json\r\n",
+        &send,
+    );
+    assert!(r.starts_with("HTTP/1.1 421"), "{r}");
+    let r = raw(
+        &url,
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+    );
+    assert!(r.starts_with("HTTP/1.1 421"), "{r}");
+    let r = raw(
+        &url,
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+
+    // With a token: BEARER works, no token is refused before the (malformed) body is read.
+    let (_secured, url) = serve_in(&home, "echo", &["--store", "memory", "--token", "s3cret"]);
+    let json_ct = "Content-Type: application/json\r\n";
+    let r = post(&url, "localhost", json_ct, "{not json");
+    assert!(
+        r.starts_with("HTTP/1.1 401"),
+        "unauthenticated first, not a parse error: {r}"
+    );
+    let r = post(
+        &url,
+        "localhost",
+        &format!("{json_ct}Authorization: BEARER s3cret\r\n"),
+        &send,
+    );
+    assert!(r.contains("\"completed\""), "{r}");
+}
