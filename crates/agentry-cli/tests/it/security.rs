@@ -3,12 +3,12 @@
 //! the security issue it pins down; SECURITY.md has the threat model.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, Server, free_port, run, wait_for};
+use crate::support::{run, serve_in};
 
 /// A fresh folder under the system temp dir.
 fn scratch(name: &str) -> PathBuf {
@@ -16,22 +16,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-/// `agentry serve --agent AGENT` with its state (task stores) in `home`.
-fn serve_in(home: &Path, agent: &str, extra: &[&str]) -> (Server, String) {
-    let port = free_port();
-    let child = Command::new(BIN)
-        .args(["serve", "--agent", agent, "--port", &port.to_string()])
-        .args(extra)
-        .env("AGENTRY_HOME", home)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    wait_for(port);
-    (server, format!("http://127.0.0.1:{port}"))
 }
 
 /// Sends `request` and returns the task (or whatever came back, as a string value) and how

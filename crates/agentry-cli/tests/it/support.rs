@@ -38,10 +38,19 @@ pub(crate) fn wait_for(port: u16) {
 pub(crate) fn serve(agent: &str, extra: &[&str]) -> (Server, String) {
     let port = free_port();
     let home = std::env::temp_dir().join(format!("agentry-cli-{port}"));
+    serve_on(port, &home, agent, extra)
+}
+
+/// `agentry serve --agent AGENT` with its state (task stores) in `home`.
+pub(crate) fn serve_in(home: &std::path::Path, agent: &str, extra: &[&str]) -> (Server, String) {
+    serve_on(free_port(), home, agent, extra)
+}
+
+fn serve_on(port: u16, home: &std::path::Path, agent: &str, extra: &[&str]) -> (Server, String) {
     let child = Command::new(BIN)
         .args(["serve", "--agent", agent, "--port", &port.to_string()])
         .args(extra)
-        .env("AGENTRY_HOME", &home)
+        .env("AGENTRY_HOME", home)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
