@@ -10,6 +10,6 @@ if ! bench/.venv-data/bin/python -c 'import duckdb, pandas, pyarrow' 2>/dev/null
   python3 -m venv bench/.venv-data
   bench/.venv-data/bin/pip install -q --disable-pip-version-check 'duckdb==1.4.1' 'pandas==2.3.3' 'pyarrow==21.0.0'
 fi
-cargo build --release --locked -p agentry-specialists --example data_bench
+cargo build --release --locked -p agentry-data --example data_bench
 "${CARGO_TARGET_DIR:-target}/release/examples/data_bench" "$F"
 bench/.venv-data/bin/python bench/data/python_stack.py "$F"

@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 echo "==> building agentry's A2A echo server (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry-a2a --example serve_echo)
+(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo)
 # The peers are the interop tests' echo servers (tests/interop, tests/a2a-peers).
 JS_PEERS=$ROOT/tests/a2a-peers
 if [ ! -d "$JS_PEERS/node_modules/@a2a-js/sdk" ]; then

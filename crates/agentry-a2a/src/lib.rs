@@ -11,7 +11,6 @@
 //! - [`server`] (feature `server`): serve agents; agents implement
 //!   [`server::AgentExecutor`].
 //! - [`client`] (feature `client`): discover and call any A2A agent.
-//! - [`agents`]: the built-in `echo` and `conformance` agents.
 //!
 //! Features: `server`, `client`, `sqlite` (all on by default).
 
@@ -25,7 +24,6 @@ pub mod v1;
 pub mod version;
 
 #[cfg(feature = "server")]
-pub mod agents;
 #[cfg(feature = "client")]
 pub mod client;
 #[cfg(feature = "server")]

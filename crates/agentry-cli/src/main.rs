@@ -249,6 +249,27 @@ enum EchoModeArg {
     Message,
 }
 
+/// A tool or model listener's router: on loopback it answers only loopback host names (a
+/// DNS-rebound page gets 421); beyond loopback, where these listeners take no credentials,
+/// it says so loudly.
+#[cfg(any(feature = "mcp", feature = "local"))]
+fn guarded(router: axum::Router, addr: &str) -> axum::Router {
+    let host = match addr.rfind(':') {
+        Some(i) if !addr[i..].contains(']') => &addr[..i],
+        _ => addr,
+    };
+    match agentry::a2a::server::listen::loopback_hosts(host) {
+        Some(hosts) => agentry::a2a::server::listen::host_guard(router, &hosts),
+        None => {
+            tracing::warn!(
+                "listening on {addr}, beyond loopback, with no credentials: anyone who can \
+                 reach it can use it"
+            );
+            router
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(feature = "local")]
@@ -492,13 +513,18 @@ async fn mcp_serve(
                         source,
                     })?;
                 eprintln!("agentry: MCP toolset `{name}` at http://{addr}/mcp");
-                axum::serve(listener, server.http_router(None))
-                    .with_graceful_shutdown(agentry::shutdown_signal())
-                    .await
-                    .map_err(|e| agentry::Error::Io {
-                        what: "MCP server failed".into(),
-                        source: e,
-                    })?;
+                let router = guarded(server.http_router(None), &addr);
+                agentry::a2a::server::listen::serve_router(
+                    listener,
+                    router,
+                    agentry::a2a::server::listen::Limits::default(),
+                    agentry::shutdown_signal(),
+                )
+                .await
+                .map_err(|e| agentry::Error::Io {
+                    what: "MCP server failed".into(),
+                    source: e,
+                })?;
                 Ok(())
             }
         }

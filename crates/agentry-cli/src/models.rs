@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agentry::a2a::server::listen;
 use agentry::local::provider::{LocalConfig, shared_chat_model, shared_embedder};
 use agentry::local::serve::{ServeState, router};
 use agentry::local::{LocalProvider, ToolRouter};
@@ -69,16 +70,21 @@ pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
                 "serving {} (OpenAI-compatible) at http://{addr}/v1",
                 chat.name()
             );
-            axum::serve(listener, router(state))
-                .with_graceful_shutdown(agentry::shutdown_signal())
-                .await
-                .map_err(|e| {
-                    agentry::Error::Io {
-                        what: "model server failed".into(),
-                        source: e,
-                    }
-                    .into()
-                })
+            let app = crate::guarded(router(state), &format!("{host}:{port}"));
+            listen::serve_router(
+                listener,
+                app,
+                listen::Limits::default(),
+                agentry::shutdown_signal(),
+            )
+            .await
+            .map_err(|e| {
+                agentry::Error::Io {
+                    what: "model server failed".into(),
+                    source: e,
+                }
+                .into()
+            })
         }
     }
 }

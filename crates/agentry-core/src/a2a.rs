@@ -17,7 +17,8 @@ use crate::handle::progress_stream;
 pub use crate::handle::{AgentHandle, Ask, Reply, Update, UpdateStream};
 use crate::llm::{BoxFuture, ToolSpec};
 use crate::react::{Outcome, ReactState, Step};
-use crate::run::{Checkpoints, RunHooks};
+use crate::run::RunHooks;
+use crate::runs::Checkpoints;
 use crate::tools::{DynTool, ToolError, ToolOutput};
 
 /// Any [`AgentHandle`] as an A2A executor, the one adapter every agent is served through:
@@ -39,7 +40,7 @@ impl Served {
 /// Sends a ReAct run's steps as updates and checkpoints it.
 struct UpdateHooks<'a> {
     updates: mpsc::UnboundedSender<Update>,
-    checkpoints: Option<(&'a dyn Checkpoints, &'a str)>,
+    checkpoints: Option<(&'a Checkpoints, &'a str)>,
 }
 
 /// A file a tool returned (`{"kind", "mimeType", "data" | "blob" | "text" | "uri"}`) as an A2A
@@ -129,7 +130,7 @@ impl RunHooks for UpdateHooks<'_> {
 
     fn checkpoint<'a>(&'a self, state: &'a ReactState) -> BoxFuture<'a, ()> {
         match self.checkpoints {
-            Some((c, run_id)) => c.save(run_id, state),
+            Some((c, run_id)) => Box::pin(c.save(run_id, state)),
             None => Box::pin(async {}),
         }
     }
@@ -230,10 +231,7 @@ impl AgentHandle for Agent {
             };
             let hooks = UpdateHooks {
                 updates: tx,
-                checkpoints: ask
-                    .task_id
-                    .as_deref()
-                    .map(|id| (self.checkpoints.as_ref(), id)),
+                checkpoints: ask.task_id.as_deref().map(|id| (&self.checkpoints, id)),
             };
             let result = self.drive(&mut state, context, &hooks, ask.cancel).await;
             if let Some(id) = &ask.task_id {

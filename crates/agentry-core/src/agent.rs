@@ -30,7 +30,8 @@ use tokio::sync::watch;
 
 use crate::llm::{ChatMessage, DynLlmProvider, OpenAiConfig, OpenAiProvider, ScriptedProvider};
 use crate::react::{Outcome, ReactConfig, ReactState, Step};
-use crate::run::{Checkpoints, MemoryCheckpoints, RunHooks, drive};
+use crate::run::{RunHooks, drive};
+use crate::runs::Checkpoints;
 use crate::tools::{DynTool, ToolFilter, ToolRegistry};
 
 /// Agent creation and configuration failures.
@@ -64,98 +65,6 @@ pub enum ModelConfig {
     Local(serde_json::Map<String, serde_json::Value>),
 }
 
-/// An MCP server an agent draws tools from: how to reach it, its limits and tool filter
-/// (connected by `agentry-mcp`, which calls it `McpServerSpec`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// Also the tool namespace (`name__tool`) unless `prefix` is given.
-    pub name: String,
-    /// A command to launch (stdio transport).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    /// An endpoint (Streamable HTTP transport, falling back to legacy HTTP+SSE).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// `http` (Streamable HTTP only), `sse` (legacy HTTP+SSE only); default: Streamable HTTP
-    /// with a fallback to legacy SSE when the server only speaks that.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bearer_token: Option<String>,
-    /// Seconds without an answer (or progress) before a call is canceled.
-    #[serde(default = "default_timeout")]
-    pub timeout_secs: f64,
-    /// Absolute cap on a call, progress or not.
-    #[serde(default = "default_max_timeout")]
-    pub max_timeout_secs: f64,
-    /// Seconds to connect and negotiate.
-    #[serde(default = "default_connect")]
-    pub connect_timeout_secs: f64,
-    /// Tool name patterns to expose (`*` wildcards); empty: all.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_tools: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny_tools: Vec<String>,
-    /// Namespace for the tools; default: `name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// `auto` (default: `server/discover`, then `initialize`), `discover`, or `initialize`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
-}
-
-fn default_timeout() -> f64 {
-    60.0
-}
-fn default_max_timeout() -> f64 {
-    600.0
-}
-fn default_connect() -> f64 {
-    15.0
-}
-
-impl McpServerConfig {
-    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
-        McpServerConfig {
-            name: name.into(),
-            command: Some(command.into()),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            env: BTreeMap::new(),
-            url: None,
-            transport: None,
-            headers: BTreeMap::new(),
-            bearer_token: None,
-            timeout_secs: default_timeout(),
-            max_timeout_secs: default_max_timeout(),
-            connect_timeout_secs: default_connect(),
-            allow_tools: Vec::new(),
-            deny_tools: Vec::new(),
-            prefix: None,
-            protocol: None,
-        }
-    }
-
-    pub fn http(name: &str, url: &str) -> Self {
-        McpServerConfig {
-            command: None,
-            args: Vec::new(),
-            url: Some(url.into()),
-            ..Self::stdio(name, "", &[])
-        }
-    }
-
-    pub fn namespace(&self) -> &str {
-        self.prefix.as_deref().unwrap_or(&self.name)
-    }
-}
-
 /// Everything that defines an agent, loadable from TOML or YAML.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
@@ -172,7 +81,10 @@ pub struct AgentConfig {
     #[serde(default)]
     pub deny_tools: Vec<String>,
     #[serde(default)]
-    pub mcp_servers: Vec<McpServerConfig>,
+    /// MCP servers to draw tools from. Core does not know MCP: each entry is read by
+    /// `agentry-mcp` (its `McpServerSpec`: `name`, `command`/`args` or `url`, limits, tool
+    /// filters) when it connects them.
+    pub mcp_servers: Vec<Map<String, Value>>,
     #[serde(default = "default_iterations")]
     pub max_iterations: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -197,6 +109,37 @@ fn default_iterations() -> u32 {
 }
 
 impl AgentConfig {
+    /// A string option (`options.KEY`), when it is set to a string.
+    pub fn option_str(&self, key: &str) -> Option<&str> {
+        self.options.get(key).and_then(Value::as_str)
+    }
+
+    /// A list-of-strings option; absent is empty, any other value an error naming the option.
+    pub fn option_strings(&self, key: &str) -> Result<Vec<String>, AgentError> {
+        let bad = || AgentError::Invalid {
+            agent: self.name.clone(),
+            reason: format!("options.{key} must be a list of strings"),
+        };
+        match self.options.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(bad),
+            Some(_) => Err(bad()),
+        }
+    }
+
+    /// The config's examples (for the card's skills), else a type's own.
+    pub fn examples_or(&self, own: &[&str]) -> Vec<String> {
+        if self.examples.is_empty() {
+            own.iter().map(|e| (*e).to_owned()).collect()
+        } else {
+            self.examples.clone()
+        }
+    }
+
     /// Reads a `.toml`, `.yaml` or `.yml` file. Relative transcript paths resolve against the
     /// file's folder.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, AgentError> {
@@ -443,7 +386,7 @@ impl AgentFactory {
             source: None,
             kind,
             memory: Mutex::new(HashMap::new()),
-            checkpoints: Arc::new(MemoryCheckpoints::default()),
+            checkpoints: Checkpoints::default(),
         })
     }
 }
@@ -477,12 +420,12 @@ pub struct Agent {
     source: Option<Arc<dyn ToolSource>>,
     kind: AgentKind,
     memory: Mutex<HashMap<String, Vec<ChatMessage>>>,
-    pub(crate) checkpoints: Arc<dyn Checkpoints>,
+    pub(crate) checkpoints: Checkpoints,
 }
 
 impl Agent {
     /// Where run checkpoints go (in memory by default).
-    pub fn with_checkpoints(mut self, c: Arc<dyn Checkpoints>) -> Self {
+    pub fn with_checkpoints(mut self, c: Checkpoints) -> Self {
         self.checkpoints = c;
         self
     }

@@ -1,14 +1,11 @@
 //! The driver: performs the I/O the ReAct state machine asks for, reports each new step, and
 //! checkpoints the state after every step, so an interrupted run resumes where it stopped.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use futures_util::FutureExt;
 use tokio::sync::watch;
 
 use crate::llm::{BoxFuture, DynLlmProvider};
 use crate::react::{Next, Outcome, ReactState, Step};
+use crate::runs::Checkpoints;
 use crate::tools::ToolRegistry;
 
 /// What a driver calls around the loop. Every method has a default, so hooks only override
@@ -100,91 +97,16 @@ pub async fn drive(
     }
 }
 
-/// Where checkpoints live; keyed by run (for agents served over A2A: the task id).
-pub trait Checkpoints: Send + Sync {
-    fn save<'a>(&'a self, run_id: &'a str, state: &'a ReactState) -> BoxFuture<'a, ()>;
-    fn load<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<ReactState>>;
-    fn remove<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()>;
-}
-
-/// Checkpoints in memory (tests, ephemeral agents).
-#[derive(Default)]
-pub struct MemoryCheckpoints {
-    runs: Mutex<HashMap<String, String>>,
-}
-
-impl Checkpoints for MemoryCheckpoints {
-    fn save<'a>(&'a self, run_id: &'a str, state: &'a ReactState) -> BoxFuture<'a, ()> {
-        if let Ok(json) = serde_json::to_string(state) {
-            self.runs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(run_id.to_owned(), json);
-        }
-        Box::pin(async {})
-    }
-
-    fn load<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<ReactState>> {
-        let s = self
-            .runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(run_id)
-            .and_then(|j| serde_json::from_str(j).ok());
-        Box::pin(async move { s })
-    }
-
-    fn remove<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
-        self.runs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(run_id);
-        Box::pin(async {})
-    }
-}
-
 /// Hooks that checkpoint into a [`Checkpoints`] store under `run_id`.
 pub struct CheckpointHooks<'a> {
-    pub store: &'a dyn Checkpoints,
+    /// Where.
+    pub store: &'a Checkpoints,
+    /// Under which key.
     pub run_id: &'a str,
 }
 
 impl RunHooks for CheckpointHooks<'_> {
     fn checkpoint<'a>(&'a self, state: &'a ReactState) -> BoxFuture<'a, ()> {
-        self.store.save(self.run_id, state).boxed()
-    }
-}
-
-/// Checkpoints in an A2A task store (the embedded SQLite store keeps them across restarts,
-/// beside the tasks they belong to).
-pub struct StoreCheckpoints(pub std::sync::Arc<dyn agentry_a2a::store::TaskStore>);
-
-impl Checkpoints for StoreCheckpoints {
-    fn save<'a>(&'a self, run_id: &'a str, state: &'a ReactState) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            match serde_json::to_string(state) {
-                Ok(json) => {
-                    if let Err(e) = self.0.put_checkpoint(run_id, &json).await {
-                        tracing::warn!(run = run_id, "checkpoint not saved: {e}");
-                    }
-                }
-                Err(e) => tracing::warn!(run = run_id, "checkpoint not serializable: {e}"),
-            }
-        })
-    }
-
-    fn load<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Option<ReactState>> {
-        Box::pin(async move {
-            let body = self.0.get_checkpoint(run_id).await.ok().flatten()?;
-            serde_json::from_str(&body)
-                .inspect_err(|e| tracing::warn!(run = run_id, "checkpoint unreadable: {e}"))
-                .ok()
-        })
-    }
-
-    fn remove<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            let _ = self.0.delete_checkpoint(run_id).await;
-        })
+        Box::pin(self.store.save(self.run_id, state))
     }
 }

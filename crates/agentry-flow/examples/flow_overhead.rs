@@ -129,7 +129,7 @@ async fn main() {
     println!("FLOW_CHAIN_MS={chain_ms:.2}");
 
     let db = std::env::temp_dir().join(format!("agentry-bench-{}.db", std::process::id()));
-    let store = Arc::new(agentry_a2a::store::SqliteStore::open(&db).unwrap());
+    let store = Arc::new(agentry_core::runs::SqliteRunStore::open(&db).unwrap());
     let durable = Engine::new(reg.clone()).with_store(store);
     let t0 = Instant::now();
     let s = durable

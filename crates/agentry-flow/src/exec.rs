@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_a2a::store::TaskStore;
 use agentry_core::a2a::{Ask, Reply};
+use agentry_core::runs::{RunStore, RunStoreError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
@@ -205,19 +205,32 @@ pub enum FlowEvent {
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FlowError {
+    /// Every problem validation found, before anything ran.
     #[error("invalid workflow:\n{}", .0.iter().map(|e| format!("  - {e}")).collect::<Vec<_>>().join("\n"))]
     Invalid(Vec<ValidationError>),
+    /// No checkpoint of this run (or no run store).
     #[error("no run {0} to resume")]
     UnknownRun(String),
-    #[error("store: {0}")]
-    Store(String),
+    /// The run store failed.
+    #[error(transparent)]
+    Store(#[from] RunStoreError),
+    /// The run's checkpoint is not a run state (written by an incompatible version?).
+    #[error("the checkpoint of run {run} is unreadable")]
+    Corrupt {
+        /// The run.
+        run: String,
+        /// What did not parse.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
-/// Runs workflows over an [`AgentRegistry`], checkpointing into a task store.
+/// Runs workflows over an [`AgentRegistry`], checkpointing into a run store.
 pub struct Engine {
     pub agents: Arc<AgentRegistry>,
-    store: Option<Arc<dyn TaskStore>>,
+    store: Option<Arc<dyn RunStore>>,
     cancel_grace: Duration,
 }
 
@@ -268,8 +281,8 @@ impl Engine {
         self
     }
 
-    /// Checkpoints runs in `store` (the embedded SQLite store keeps them across restarts).
-    pub fn with_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+    /// Checkpoints runs in `store` (the embedded SQLite run store keeps them across restarts).
+    pub fn with_store(mut self, store: Arc<dyn RunStore>) -> Self {
         self.store = Some(store);
         self
     }
@@ -333,11 +346,13 @@ impl Engine {
             .as_ref()
             .ok_or_else(|| FlowError::UnknownRun(run_id.to_owned()))?;
         let body = store
-            .get_checkpoint(&checkpoint_key(run_id))
-            .await
-            .map_err(|e| FlowError::Store(e.to_string()))?
+            .get(&checkpoint_key(run_id))
+            .await?
             .ok_or_else(|| FlowError::UnknownRun(run_id.to_owned()))?;
-        serde_json::from_str(&body).map_err(|e| FlowError::Store(format!("run {run_id}: {e}")))
+        serde_json::from_str(&body).map_err(|source| FlowError::Corrupt {
+            run: run_id.to_owned(),
+            source,
+        })
     }
 
     /// Continues a run from its checkpoint; finished steps are kept, unfinished ones run.
@@ -363,10 +378,7 @@ impl Engine {
         if let Some(store) = &self.store {
             match serde_json::to_string(state) {
                 Ok(body) => {
-                    if let Err(e) = store
-                        .put_checkpoint(&checkpoint_key(&state.run_id), &body)
-                        .await
-                    {
+                    if let Err(e) = store.put(&checkpoint_key(&state.run_id), &body).await {
                         tracing::warn!(run = %state.run_id, "checkpoint failed: {e}");
                     }
                 }

@@ -9,16 +9,18 @@
 //!   fan-out across servers.
 //! - [`legacy_sse`]: the 2024-11-05 HTTP+SSE transport, as a custom rmcp transport.
 //! - [`server`]: agentry's tools served over MCP (stdio, Streamable HTTP).
+//! - [`spec`]: an agent config's `[[mcp_servers]]` entries, read and checked.
 
 pub mod client;
 pub mod legacy_sse;
 pub mod server;
+pub mod spec;
 pub mod tools;
 
-pub use agentry_core::agent::McpServerConfig as McpServerSpec;
 pub use client::{LaunchPolicy, McpClient, McpError};
 pub use rmcp;
 pub use server::ToolServer;
+pub use spec::{McpServerSpec, specs_of};
 pub use tools::{FanOutResult, McpTool, McpTools, fan_out, map_result};
 
 use std::sync::Arc;
@@ -46,7 +48,8 @@ pub async fn create_agent_with_model(
     if config.mcp_servers.is_empty() {
         return factory.create_agent_with_model(config, llm);
     }
-    let tools = McpTools::connect(&config.mcp_servers, policy)
+    let specs = specs_of(&config)?;
+    let tools = McpTools::connect(&specs, policy)
         .await
         .map_err(|e| AgentError::Invalid {
             agent: config.name.clone(),

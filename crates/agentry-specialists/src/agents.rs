@@ -4,7 +4,7 @@
 
 use agentry_a2a::model::*;
 use agentry_core::agent::AgentError;
-use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
+use agentry_core::handle::{AgentHandle, Ask, Reply, Update, UpdateStream, progress_stream};
 use agentry_core::tools::ToolRegistry;
 use serde_json::{Map, Value, json};
 
@@ -13,6 +13,11 @@ use crate::rag::{KeyPoint, RagAgent};
 
 fn fail(e: impl std::fmt::Display) -> AgentError {
     AgentError::Other(e.to_string())
+}
+
+/// A step for people, as a progress update (served: a `working` status with this text).
+fn progress(text: String) -> Update {
+    Update::Progress { text, data: None }
 }
 
 /// The input of an ask as JSON: its data part, else its text when that is a JSON object.
@@ -90,7 +95,8 @@ impl AgentHandle for RagSpecialist {
         vec!["answer".into()]
     }
     fn stream(&self, ask: Ask) -> UpdateStream<'_> {
-        single(async move {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        progress_stream(rx, async move {
             let input = structured(&ask);
             let question = input
                 .as_ref()
@@ -106,6 +112,10 @@ impl AgentHandle for RagSpecialist {
                 .and_then(|m| m.get("points"))
                 .and_then(Value::as_u64)
                 .map_or(self.agent.points, |n| n.clamp(1, 40) as usize);
+            let _ = tx.send(progress(format!(
+                "Searching the `{}` collection for: {question}",
+                self.agent.collection
+            )));
             let a = self.agent.answer(&question, points).await.map_err(fail)?;
             let data = match serde_json::to_value(&a) {
                 Ok(Value::Object(m)) => m,
@@ -246,7 +256,8 @@ impl AgentHandle for PptSpecialist {
         vec!["build_deck".into()]
     }
     fn stream(&self, ask: Ask) -> UpdateStream<'_> {
-        single(async move {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        progress_stream(rx, async move {
             let outline = match structured(&ask) {
                 Some(m) if m.contains_key("research") => {
                     let title = m
@@ -278,6 +289,11 @@ impl AgentHandle for PptSpecialist {
                     )
                 })?,
             };
+            let _ = tx.send(progress(format!(
+                "Building \"{}\": {} slides",
+                outline.title,
+                outline.slides.len()
+            )));
             let built = build_outline(&self.tools, &outline).await.map_err(fail)?;
             let path = built.path.display().to_string();
             let file = Part::file(File {

@@ -1,4 +1,5 @@
-//! The specialists as agent types of the core factory: `rag`, `ppt` and `data`. Each is the
+//! The specialists as agent types of the core factory: `rag` and `ppt` (`data` is
+//! `agentry_data::kind`). Each is the
 //! same ReAct engine as every agent; the type only adds its tools, prompt and card skill, so a
 //! config chooses the model, the limits and any MCP servers:
 //!
@@ -36,12 +37,11 @@ use crate::rag::keypoints::key_points;
 use crate::rag::{Citation, KnowledgeBase, rag_tools};
 
 /// What the types need from the host: the knowledge base the `rag` type searches (opened by
-/// the host, which knows the embedder; `None` makes a `rag` config fail with a clear error),
-/// and the host's own folders, which the `data` type never reads.
+/// the host, which knows the embedder; `None` makes a `rag` config fail with a clear error).
 #[derive(Clone, Default)]
 pub struct Resources {
+    /// The knowledge base `rag` agents search.
     pub kb: Option<KnowledgeBase>,
-    pub denied: Vec<PathBuf>,
 }
 
 /// Sources appended to an answer at most.
@@ -62,16 +62,6 @@ const PPT_PROMPT: &str = "You build PowerPoint decks. Call create_presentation o
      notes, then save_presentation, and finish with the saved file's path. Keep bullets short \
      and put sources in the notes.";
 
-#[cfg(feature = "data")]
-const DATA_PROMPT: &str = "You answer questions about data with SQL. Call query_db with the \
-     source and one read-only SELECT statement (each file is a table named after it); use \
-     analyze for summary statistics and visualize for a chart when it helps. Finish with the \
-     numbers you found and the chart's path if you made one. Never invent numbers.";
-
-fn option<'a>(cfg: &'a AgentConfig, key: &str) -> Option<&'a str> {
-    cfg.options.get(key).and_then(Value::as_str)
-}
-
 fn skill(
     id: &str,
     name: &str,
@@ -91,19 +81,10 @@ fn skill(
     }
 }
 
-/// The config's examples, else the type's own.
-fn examples(cfg: &AgentConfig, own: &[&str]) -> Vec<String> {
-    if cfg.examples.is_empty() {
-        own.iter().map(|e| (*e).to_owned()).collect()
-    } else {
-        cfg.examples.clone()
-    }
-}
-
-/// Registers `rag`, `ppt` and (with the `data` feature) `data`.
+/// Registers `rag` and `ppt`.
 ///
-/// Options: `rag`: `collection` (default `documents`); `ppt` and `data`: `output`, the folder
-/// decks and charts are written to (default `presentations` and `charts`).
+/// Options: `rag`: `collection` (default `documents`); `ppt`: `output`, the folder decks are
+/// written to (default `presentations`), `pictures`, the folders pictures may come from.
 pub fn register(factory: &mut AgentFactory, resources: Resources) {
     let kb = resources.kb;
     factory.register_agent_type(
@@ -113,7 +94,10 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
                 agent: cfg.name.clone(),
                 reason: "the rag type needs a knowledge base, and none was opened here".into(),
             })?;
-            let collection = option(cfg, "collection").unwrap_or("documents").to_owned();
+            let collection = cfg
+                .option_str("collection")
+                .unwrap_or("documents")
+                .to_owned();
             Ok(AgentKind {
                 system_prompt: cfg
                     .system_prompt
@@ -129,10 +113,7 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
                          evidence."
                     ),
                     &["rag", "search", "citations"],
-                    &examples(
-                        cfg,
-                        &["Who is Hamlet?", "What does the ghost ask of Hamlet?"],
-                    ),
+                    &cfg.examples_or(&["Who is Hamlet?", "What does the ghost ask of Hamlet?"]),
                 )],
                 finalize: Some(Arc::new(
                     move |run: RunResult| -> BoxFuture<'static, Finalized> {
@@ -147,10 +128,10 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
     factory.register_agent_type(
         "ppt",
         Arc::new(|cfg: &AgentConfig, _: &ToolRegistry| {
-            let out = PathBuf::from(option(cfg, "output").unwrap_or("presentations"));
+            let out = PathBuf::from(cfg.option_str("output").unwrap_or("presentations"));
             // `options.pictures`: folders pictures may come from (none by default).
             let mut decks = Decks::new(out);
-            for f in strings(cfg, "pictures")? {
+            for f in cfg.option_strings("pictures")? {
                 decks = decks
                     .with_picture_folder(&f)
                     .map_err(|e| AgentError::Invalid {
@@ -170,102 +151,12 @@ pub fn register(factory: &mut AgentFactory, resources: Resources) {
                     "Builds a .pptx with a title slide, bullet slides, speaker notes and pictures."
                         .into(),
                     &["pptx", "presentation"],
-                    &examples(cfg, &["Make a 3-slide deck about the ghost in Hamlet"]),
+                    &cfg.examples_or(&["Make a 3-slide deck about the ghost in Hamlet"]),
                 )],
                 ..Default::default()
             })
         }),
     );
-    #[cfg(feature = "data")]
-    let denied = resources.denied;
-    #[cfg(feature = "data")]
-    factory.register_agent_type(
-        "data",
-        Arc::new(move |cfg: &AgentConfig, _: &ToolRegistry| {
-            let out = PathBuf::from(option(cfg, "output").unwrap_or("charts"));
-            let settings = data_settings(cfg, out, &denied)?;
-            Ok(AgentKind {
-                system_prompt: cfg
-                    .system_prompt
-                    .clone()
-                    .unwrap_or_else(|| DATA_PROMPT.into()),
-                tools: crate::data::data_tools(settings),
-                skills: vec![skill(
-                    "analyze_data",
-                    "Query, describe and chart data",
-                    "SQL over CSV, Parquet and JSON files, SQLite and PostgreSQL; statistics; \
-                     bar, line, scatter and histogram charts."
-                        .into(),
-                    &["sql", "statistics", "charts"],
-                    &examples(
-                        cfg,
-                        &["How many penguins of each species are in penguins.csv?"],
-                    ),
-                )],
-                ..Default::default()
-            })
-        }),
-    );
-}
-
-/// A list-of-strings option; absent is empty.
-fn strings(cfg: &AgentConfig, key: &str) -> Result<Vec<String>, AgentError> {
-    let bad = || AgentError::Invalid {
-        agent: cfg.name.clone(),
-        reason: format!("options.{key} must be a list of strings"),
-    };
-    match cfg.options.get(key) {
-        None => Ok(Vec::new()),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| v.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(bad),
-        Some(_) => Err(bad()),
-    }
-}
-
-/// The `data` type's access from its options: `folders` (list), `sources` (table of name ->
-/// location), `databases` (list of `postgres://` URLs), `query_seconds`. Nothing by default.
-#[cfg(feature = "data")]
-fn data_settings(
-    cfg: &AgentConfig,
-    out: PathBuf,
-    denied: &[PathBuf],
-) -> Result<crate::data::DataSettings, AgentError> {
-    let bad = |what: &str| AgentError::Invalid {
-        agent: cfg.name.clone(),
-        reason: format!("options.{what}"),
-    };
-    let mut access = crate::data::DataAccess::default();
-    for d in denied {
-        access = access.deny(d);
-    }
-    for f in strings(cfg, "folders")? {
-        access = access
-            .with_folder(&f)
-            .map_err(|e| bad(&format!("folders: {e}")))?;
-    }
-    for url in strings(cfg, "databases")? {
-        access = access.with_database(url);
-    }
-    match cfg.options.get("sources") {
-        None => {}
-        Some(Value::Object(m)) => {
-            for (name, loc) in m {
-                let loc = loc
-                    .as_str()
-                    .ok_or_else(|| bad("sources must map names to locations"))?;
-                access = access.with_source(name, loc);
-            }
-        }
-        Some(_) => return Err(bad("sources must map names to locations")),
-    }
-    let mut s = crate::data::DataSettings::new(out, access);
-    if let Some(secs) = cfg.options.get("query_seconds").and_then(Value::as_u64) {
-        s.query_time = std::time::Duration::from_secs(secs.max(1));
-    }
-    Ok(s)
 }
 
 /// Chunk ids from a tool's structured output (`[{"chunk_id": …}, …]`).

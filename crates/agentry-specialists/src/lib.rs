@@ -1,7 +1,6 @@
 //! Agentry's specialist agents.
 //!
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
-//! - [`data`]: read-only SQL over files and databases, statistics, charts (feature `data`).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
 //! - [`research`] (feature `mcp`): one question asked of several MCP servers at once, or of a remote researcher.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
@@ -10,9 +9,6 @@
 //!   tools themselves (`agent_type = "rag"`).
 
 pub mod agents;
-mod confine;
-#[cfg(feature = "data")]
-pub mod data;
 pub mod job;
 pub mod kinds;
 pub mod pptx;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentry_a2a::agents::{Conformance, Echo};
+use crate::agents::{Conformance, Echo};
 use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::DynAgentExecutor;
 
@@ -25,8 +25,8 @@ pub async fn make(
     Ok(match agent {
         BuiltinAgent::Echo { mode } => {
             let mode = match mode {
-                EchoMode::Task => agentry_a2a::agents::EchoMode::Task,
-                EchoMode::Message => agentry_a2a::agents::EchoMode::Message,
+                EchoMode::Task => crate::agents::EchoMode::Task,
+                EchoMode::Message => crate::agents::EchoMode::Message,
             };
             (Echo::card(url), Arc::new(Echo { mode }))
         }
@@ -69,7 +69,7 @@ pub async fn make(
                 },
                 state_dir,
             )?;
-            let data = Arc::new(agentry_specialists::data::DataSpecialist::new(settings));
+            let data = Arc::new(agentry_data::DataSpecialist::new(settings));
             (data.card(url), Arc::new(Served(data)))
         }
         #[cfg(all(feature = "specialists", feature = "mcp"))]

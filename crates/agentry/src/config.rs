@@ -8,11 +8,16 @@
 //! let config: agentry::Config = toml::from_str(r#"
 //!     [server]
 //!     port = 9000
-//!     bearer_tokens = ["s3cret"]
+//!     bearer_tokens = ["env:AGENTRY_TOKEN"]   # or the token itself, or "file:/run/secrets/t"
 //!
 //!     [[agents]]
 //!     path = "/echo"
 //!     builtin = { kind = "echo" }
+//!
+//!     [[agents]]
+//!     path = "/private"
+//!     builtin = { kind = "echo", mode = "message" }
+//!     api_keys = ["file:/run/secrets/private-key"]   # this agent's own credentials
 //! "#).unwrap();
 //! assert_eq!(config.agents[0].path, "/echo");
 //! ```
@@ -75,6 +80,8 @@ impl Config {
                 config: None,
                 agent: None,
                 db: None,
+                bearer_tokens: None,
+                api_keys: None,
             }],
             ..Config::default()
         }
@@ -169,8 +176,15 @@ pub struct ServerSection {
     /// (remote, falling back to local) or `direct` (local). Default: `$AGENTRY_AGENT_MODE`,
     /// else `a2a`.
     pub agent_mode: Option<String>,
-    /// Bearer tokens of which every call must carry one; empty: no credentials required.
+    /// Bearer tokens of which every call must carry one (or one of `api_keys`); both empty: no
+    /// credentials required. Each is the token itself, `env:NAME` (read from the environment
+    /// at start) or `file:PATH` (the file's first line), so the config itself need not hold
+    /// secrets.
     pub bearer_tokens: Vec<String>,
+    /// API keys, one of which a call may carry in `api_key_header` instead (same forms).
+    pub api_keys: Vec<String>,
+    /// The header API keys come in; default `X-API-Key`.
+    pub api_key_header: String,
     /// Let push-notification webhooks target loopback and private addresses (tests only).
     pub allow_private_push: bool,
     /// More host names clients may use (the `Host` header) when listening on loopback, which
@@ -189,6 +203,8 @@ impl Default for ServerSection {
             public_url: None,
             agent_mode: None,
             bearer_tokens: Vec::new(),
+            api_keys: Vec::new(),
+            api_key_header: "X-API-Key".into(),
             allow_private_push: false,
             allowed_hosts: Vec::new(),
         }
@@ -196,6 +212,11 @@ impl Default for ServerSection {
 }
 
 impl ServerSection {
+    /// Whether any agent requires credentials (`[server]`'s or its own).
+    pub fn has_credentials(&self) -> bool {
+        !self.bearer_tokens.is_empty() || !self.api_keys.is_empty()
+    }
+
     /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].
     pub fn state_dir(&self) -> PathBuf {
         self.state_dir.clone().unwrap_or_else(crate::home_dir)
@@ -203,23 +224,13 @@ impl ServerSection {
 
     /// Whether the listener is on a loopback address.
     pub fn is_loopback(&self) -> bool {
-        let h = self.host.trim_start_matches('[').trim_end_matches(']');
-        h.eq_ignore_ascii_case("localhost")
-            || h.parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
+        agentry_a2a::server::listen::loopback_hosts(&self.host).is_some()
     }
 
     /// The host names a loopback listener answers (see `allowed_hosts`); `None` (any) for
     /// other listeners.
     pub fn host_allow_list(&self) -> Option<Vec<String>> {
-        if !self.is_loopback() {
-            return None;
-        }
-        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        hosts.push(self.host.clone());
+        let mut hosts = agentry_a2a::server::listen::loopback_hosts(&self.host)?;
         if let Some(u) = &self.public_url
             && let Some(rest) = u.split_once("://").map(|(_, r)| r)
         {
@@ -273,6 +284,13 @@ pub struct AgentEntry {
     /// The task store's SQLite file; default `<state_dir>/<name>.db`.
     #[serde(default)]
     pub db: Option<PathBuf>,
+    /// This agent's own bearer tokens (same forms). An entry with its own credentials
+    /// (tokens or keys) takes only those, not `[server]`'s.
+    #[serde(default)]
+    pub bearer_tokens: Option<Vec<String>>,
+    /// This agent's own API keys, instead of `[server]`'s (same forms).
+    #[serde(default)]
+    pub api_keys: Option<Vec<String>>,
 }
 
 /// The agents agentry ships, servable without writing an agent config.

@@ -35,7 +35,7 @@ pub enum Error {
         /// The cargo feature that provides it.
         feature: &'static str,
     },
-    /// A task or run store could not be opened.
+    /// A task store could not be opened.
     #[error("cannot open the store {}", path.display())]
     Store {
         /// The SQLite file.
@@ -44,6 +44,9 @@ pub enum Error {
         #[source]
         source: agentry_a2a::store::StoreError,
     },
+    /// A run store (checkpoints of unfinished runs) could not be opened.
+    #[error(transparent)]
+    RunStore(#[from] agentry_core::runs::RunStoreError),
     /// The server could not listen.
     #[error("cannot listen on {addr} (is the port taken?)")]
     Listen {

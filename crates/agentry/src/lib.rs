@@ -29,6 +29,7 @@
 //! - [`setup`]: the factory with every agent type and model provider of this build, agents
 //!   with their MCP tools, [`Setup`] (the registry, engine and planner workflows run on).
 //! - [`serve`]: the one serve path, for configured and built-in agents alike.
+//! - [`agents`]: the protocol's reference agents, echo and conformance.
 //! - [`builtin`]: the agents agentry ships (echo, conformance, rag, ppt, data, researcher).
 //! - [`knowledge`], [`team`] (feature `specialists`): the knowledge base a process uses, and
 //!   the RAG → PPT team behind `agentry run`.
@@ -39,7 +40,7 @@
 //! - [`core`]: LLM providers, tools, the ReAct loop, agent configs and the factory.
 //! - [`flow`]: workflows, the engine, the planner, the orchestrator, publish-subscribe.
 //! - [`mcp`] (feature `mcp`), [`local`] (feature `local`), [`specialists`] (feature
-//!   `specialists`).
+//!   `specialists`), [`data`] (feature `data`).
 //!
 //! ## Features
 //! | feature | adds | default |
@@ -56,6 +57,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agents;
 pub mod builtin;
 pub mod config;
 mod error;
@@ -75,6 +77,8 @@ pub use setup::{Setup, agent_from_file, create_agent};
 
 pub use agentry_a2a as a2a;
 pub use agentry_core as core;
+#[cfg(feature = "data")]
+pub use agentry_data as data;
 pub use agentry_flow as flow;
 #[cfg(feature = "local")]
 pub use agentry_local as local;

@@ -10,7 +10,7 @@ use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::{A2aServer, AgentService, Credentials, DynAgentExecutor, ServerConfig};
 use agentry_a2a::store::{MemoryStore, TaskStore};
 use agentry_core::a2a::Served;
-use agentry_core::run::StoreCheckpoints;
+use agentry_core::runs::{Checkpoints, SqliteRunStore};
 
 use crate::config::{Config, StoreKind};
 use crate::setup::{Setup, create_agent, open_store};
@@ -64,41 +64,40 @@ impl Service {
                     }
                 })
             };
-        let credentials = (!server.bearer_tokens.is_empty()).then(|| Credentials {
-            bearer_tokens: server.bearer_tokens.clone(),
-            required_for_all: true,
-            ..Default::default()
-        });
+        let server_credentials = credentials(server, None)?;
         let mut server_config = ServerConfig::default();
         server_config.push.allow_private = server.allow_private_push;
         server_config.allowed_hosts = server.host_allow_list();
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
-        let mut add =
-            |path: String,
-             card: AgentCard,
-             executor: Arc<dyn DynAgentExecutor>,
-             (store, file): (Arc<dyn TaskStore>, Option<std::path::PathBuf>)| {
-                served.push((
-                    path.clone(),
-                    ServedInfo {
-                        name: card.name.clone(),
-                        url: url_for(&path),
-                        store: file,
-                    },
-                ));
-                let mut svc = AgentService {
-                    card,
-                    extended_card: None,
-                    executor,
-                    store,
-                    credentials: None,
-                };
-                if let Some(c) = &credentials {
-                    svc = svc.with_credentials(c.clone());
-                }
-                a2a = std::mem::take(&mut a2a).agent(&path, svc);
+        let mut add = |path: String,
+                       mut card: AgentCard,
+                       executor: Arc<dyn DynAgentExecutor>,
+                       (store, file): (Arc<dyn TaskStore>, Option<std::path::PathBuf>),
+                       credentials: &Option<Credentials>| {
+            if let Some(c) = credentials {
+                c.declare(&mut card);
+            }
+            served.push((
+                path.clone(),
+                ServedInfo {
+                    name: card.name.clone(),
+                    url: url_for(&path),
+                    store: file,
+                },
+            ));
+            let mut svc = AgentService {
+                card,
+                extended_card: None,
+                executor,
+                store,
+                credentials: None,
             };
+            if let Some(c) = credentials {
+                svc = svc.with_credentials(c.clone());
+            }
+            a2a = std::mem::take(&mut a2a).agent(&path, svc);
+        };
 
         // The workflow registry's own agents are made only when an orchestrator uses them.
         let orchestrated = config.orchestrator.is_some();
@@ -107,6 +106,7 @@ impl Service {
         for entry in &setup.config.agents {
             let path = entry.normalized_path();
             let url = url_for(&path);
+            let creds = credentials(server, Some(entry))?;
             if let Some(b) = &entry.builtin {
                 let (card, executor) = builtin::make(b, &url, &state_dir).await?;
                 add(
@@ -114,15 +114,21 @@ impl Service {
                     card,
                     executor,
                     store_for(b.name(), entry.db.as_deref())?,
+                    &creds,
                 );
             } else if let Some((_, cfg)) = configured.next() {
                 let store = store_for(&cfg.name, entry.db.as_deref())?;
-                // Runs are checkpointed beside their tasks, so an interrupted run resumes.
+                // Runs are checkpointed beside their tasks (same file), so an interrupted run
+                // resumes, and a run and its task are backed up and deleted together.
+                let checkpoints = match &store.1 {
+                    Some(file) => Checkpoints::new(Arc::new(SqliteRunStore::open(file)?)),
+                    None => Checkpoints::default(),
+                };
                 let agent = create_agent(&setup.factory, cfg.clone())
                     .await?
-                    .with_checkpoints(Arc::new(StoreCheckpoints(store.0.clone())));
+                    .with_checkpoints(checkpoints);
                 let card = agent.card(&url);
-                add(path, card, Arc::new(Served(Arc::new(agent))), store);
+                add(path, card, Arc::new(Served(Arc::new(agent))), store, &creds);
             }
         }
         if let Some(o) = &setup.config.orchestrator {
@@ -134,7 +140,13 @@ impl Service {
             }
             let path = format!("/{}", o.path.trim_matches('/'));
             let card = orch.card(&url_for(&path));
-            add(path, card, Arc::new(orch), store_for("orchestrator", None)?);
+            add(
+                path,
+                card,
+                Arc::new(orch),
+                store_for("orchestrator", None)?,
+                &server_credentials,
+            );
         }
 
         let root_taken = served.iter().any(|(p, _)| p == "/");
@@ -160,6 +172,64 @@ impl Service {
     }
 }
 
+/// The credentials an agent requires: its own when its entry names any (`bearer_tokens` or
+/// `api_keys`; `[server]`'s then do not apply to it), else `[server]`'s; `None` when there are
+/// none.
+fn credentials(
+    server: &crate::config::ServerSection,
+    entry: Option<&crate::config::AgentEntry>,
+) -> Result<Option<Credentials>, Error> {
+    let none = Vec::new();
+    let (tokens, keys) = match entry {
+        Some(e) if e.bearer_tokens.is_some() || e.api_keys.is_some() => (
+            e.bearer_tokens.as_ref().unwrap_or(&none),
+            e.api_keys.as_ref().unwrap_or(&none),
+        ),
+        _ => (&server.bearer_tokens, &server.api_keys),
+    };
+    if tokens.is_empty() && keys.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Credentials {
+        bearer_tokens: tokens.iter().map(|t| secret(t)).collect::<Result<_, _>>()?,
+        api_key_header: Some(server.api_key_header.clone()),
+        api_keys: keys.iter().map(|k| secret(k)).collect::<Result<_, _>>()?,
+        required_for_all: true,
+    }))
+}
+
+/// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.
+/// Errors name where the secret was to come from, never the secret.
+fn secret(spec: &str) -> Result<String, Error> {
+    let value = if let Some(name) = spec.strip_prefix("env:") {
+        std::env::var(name).map_err(|_| {
+            Error::Invalid(format!(
+                "credential `env:{name}`: the environment variable is not set"
+            ))
+        })?
+    } else if let Some(path) = spec.strip_prefix("file:") {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.into(),
+            source,
+        })?;
+        text.lines().next().unwrap_or_default().to_owned()
+    } else {
+        spec.to_owned()
+    };
+    let value = value.trim().to_owned();
+    if value.is_empty() {
+        return Err(Error::Invalid(format!(
+            "credential `{}` is empty",
+            if spec.starts_with("env:") || spec.starts_with("file:") {
+                spec
+            } else {
+                "(inline)"
+            }
+        )));
+    }
+    Ok(value)
+}
+
 /// Serves every agent of `config` on its `[server]` host and port until `shutdown` resolves,
 /// then finishes open requests and streams.
 pub async fn serve(
@@ -167,10 +237,20 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let addr = format!("{}:{}", config.server.host, config.server.port);
-    if !config.server.is_loopback() && config.server.bearer_tokens.is_empty() {
+    let open_agents = config
+        .agents
+        .iter()
+        .filter(|e| {
+            let own = e.bearer_tokens.as_ref().is_some_and(|t| !t.is_empty())
+                || e.api_keys.as_ref().is_some_and(|k| !k.is_empty());
+            !own && !config.server.has_credentials()
+        })
+        .count();
+    if !config.server.is_loopback() && open_agents > 0 {
         tracing::warn!(
-            "listening on {addr} beyond loopback WITHOUT credentials: anyone who can reach \
-             this address can use every agent; set --token or [server] bearer_tokens"
+            "listening on {addr} beyond loopback with {open_agents} agent(s) WITHOUT \
+             credentials: anyone who can reach this address can use them; set --token or \
+             [server] bearer_tokens / api_keys"
         );
     }
     let service = Service::build(config).await?;
@@ -192,10 +272,14 @@ pub async fn serve(
             a.url.trim_end_matches('/')
         );
     }
-    axum::serve(listener, service.router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(|e| Error::io("server failed", e))
+    agentry_a2a::server::listen::serve_router(
+        listener,
+        service.router,
+        agentry_a2a::server::listen::Limits::default(),
+        shutdown,
+    )
+    .await
+    .map_err(|e| Error::io("server failed", e))
 }
 
 /// Serves the agents of a config file until Ctrl-C or SIGTERM: the whole of a program that

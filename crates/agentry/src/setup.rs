@@ -39,14 +39,10 @@ pub async fn agent_factory<'a>(
             }
             None => None,
         };
-        agentry_specialists::kinds::register(
-            &mut f,
-            agentry_specialists::kinds::Resources {
-                kb,
-                denied: vec![crate::home_dir()],
-            },
-        );
+        agentry_specialists::kinds::register(&mut f, agentry_specialists::kinds::Resources { kb });
     }
+    #[cfg(feature = "data")]
+    agentry_data::kind::register(&mut f, vec![crate::home_dir()]);
     #[cfg(not(feature = "specialists"))]
     let _ = configs;
     Ok(f)
@@ -168,8 +164,8 @@ impl Setup {
     /// so `resume` can continue them after a crash.
     pub fn engine(&self) -> Result<Engine, Error> {
         let path = self.config.server.state_dir().join("workflows.db");
-        let store = open_store(&path)?;
-        Ok(Engine::new(self.registry.clone()).with_store(Arc::new(store)))
+        let runs = agentry_core::runs::SqliteRunStore::open(&path)?;
+        Ok(Engine::new(self.registry.clone()).with_store(Arc::new(runs)))
     }
 
     /// The planner of the `[planner]` section.

@@ -28,8 +28,8 @@ pub fn data_settings(
     output: &std::path::Path,
     options: &DataOptions,
     state_dir: &std::path::Path,
-) -> Result<agentry_specialists::data::DataSettings, Error> {
-    use agentry_specialists::data::{DataAccess, DataSettings};
+) -> Result<agentry_data::DataSettings, Error> {
+    use agentry_data::{DataAccess, DataSettings};
     let mut access = DataAccess::default()
         .deny(state_dir)
         .deny(crate::home_dir());
@@ -110,7 +110,7 @@ pub fn toolset(name: &str, options: &ToolsetOptions) -> Result<ToolRegistry, Err
             &options.pictures,
         )?)),
         #[cfg(feature = "data")]
-        "data" => Ok(agentry_specialists::data::data_tools(data_settings(
+        "data" => Ok(agentry_data::data_tools(data_settings(
             &options.output,
             &options.data,
             &crate::home_dir(),

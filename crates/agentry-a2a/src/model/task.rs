@@ -135,6 +135,11 @@ pub struct Task {
     pub artifacts: Vec<Artifact>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// Who the task belongs to: the authenticated principal that created it, when the server
+    /// takes credentials. Server-side only, never on the wire: stores keep it beside the task,
+    /// and only that caller can see or touch the task.
+    #[serde(skip)]
+    pub owner: Option<String>,
 }
 
 impl Task {
@@ -147,6 +152,7 @@ impl Task {
             history: Vec::new(),
             artifacts: Vec::new(),
             metadata: None,
+            owner: None,
         }
     }
 

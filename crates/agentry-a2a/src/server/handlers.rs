@@ -85,37 +85,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
     let app = app.layer(DefaultBodyLimit::max(config.body_limit));
     match config.allowed_hosts {
         None => app,
-        Some(hosts) => {
-            let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
-            app.layer(axum::middleware::from_fn(
-                move |req: axum::extract::Request, next: axum::middleware::Next| {
-                    let hosts = hosts.clone();
-                    async move {
-                        let host = req
-                            .headers()
-                            .get(header::HOST)
-                            .and_then(|h| h.to_str().ok())
-                            .map(|h| host_name(h).to_ascii_lowercase());
-                        match host {
-                            Some(h) if hosts.contains(&h) => next.run(req).await,
-                            _ => (
-                                StatusCode::MISDIRECTED_REQUEST,
-                                "this server does not answer for that Host",
-                            )
-                                .into_response(),
-                        }
-                    }
-                },
-            ))
-        }
-    }
-}
-
-/// `name` of a `Host` value `name[:port]` (`[v6]` keeps its brackets).
-fn host_name(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') => &host[..i],
-        _ => host,
+        Some(hosts) => super::listen::host_guard(app, &hosts),
     }
 }
 
@@ -308,7 +278,8 @@ async fn rpc(
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
     };
-    let mut r = dispatch(&s, &headers, id, req, v).await;
+    let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
+    let mut r = dispatch(&s, &headers, id, req, v, caller.as_deref()).await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }
@@ -321,11 +292,12 @@ async fn dispatch(
     id: Value,
     req: Request,
     v: ProtocolVersion,
+    caller: Option<&str>,
 ) -> Response {
     match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
             let frame = stream::Frame::JsonRpc { id, version: v };
-            streaming(s, frame, req).await
+            streaming(s, frame, req, caller).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => rpc_error(&id, &RpcError::extended_card_not_configured(), v),
@@ -342,7 +314,7 @@ async fn dispatch(
                 }
             }
         },
-        other => match unary(s, other).await {
+        other => match unary(s, other, caller).await {
             Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.encode(v))),
             Err(e) => rpc_error(&id, &e, v),
         },
@@ -368,18 +340,23 @@ fn history_limit(h: Option<i64>) -> Option<usize> {
 }
 
 /// Starts the SSE answer of `message/stream` or a resubscription.
-pub(super) async fn streaming(s: &AgentEndpoint, frame: stream::Frame, req: Request) -> Response {
+pub(super) async fn streaming(
+    s: &AgentEndpoint,
+    frame: stream::Frame,
+    req: Request,
+    caller: Option<&str>,
+) -> Response {
     match req {
         Request::StreamMessage(p) => {
             if let Err(e) = check_push(s, &p) {
                 return stream::error(frame, e, s.keep_alive);
             }
-            match s.tasks.start(p).await {
+            match s.tasks.start(p, caller).await {
                 Ok(turn) => stream::turn(frame, turn, s.keep_alive),
                 Err(e) => stream::error(frame, e, s.keep_alive),
             }
         }
-        Request::Resubscribe(p) => match s.tasks.subscribe(&p.id).await {
+        Request::Resubscribe(p) => match s.tasks.subscribe(&p.id, caller).await {
             Ok((lease, task, rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
             Err(e) => stream::error(frame, e, s.keep_alive),
         },
@@ -425,6 +402,15 @@ impl Answer {
     }
 }
 
+/// A config as it is answered: the credentials the server presents to the webhook are
+/// write-only (the caller set them; nobody needs them back).
+fn write_only(mut c: PushNotificationConfig) -> PushNotificationConfig {
+    if let Some(a) = c.authentication.as_mut() {
+        a.credentials = None;
+    }
+    c
+}
+
 /// A stored config as v0.3 sends it (without agentry's own bookkeeping).
 fn wire_config(mut c: TaskPushNotificationConfig) -> TaskPushNotificationConfig {
     c.push_notification_config.body_version = None;
@@ -432,7 +418,11 @@ fn wire_config(mut c: TaskPushNotificationConfig) -> TaskPushNotificationConfig 
 }
 
 /// Methods answered with one JSON body.
-pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, RpcError> {
+pub(super) async fn unary(
+    s: &AgentEndpoint,
+    req: Request,
+    caller: Option<&str>,
+) -> Result<Answer, RpcError> {
     match req {
         Request::SendMessage(p) => {
             check_push(s, &p)?;
@@ -442,7 +432,7 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
-            let result = stream::await_result(s.tasks.start(p).await?, blocking).await;
+            let result = stream::await_result(s.tasks.start(p, caller).await?, blocking).await;
             Ok(Answer::Send(match result {
                 SendMessageResult::Task(mut t) => {
                     t.limit_history(limit);
@@ -452,13 +442,13 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
             }))
         }
         Request::GetTask(q) => {
-            let task = s.tasks.snapshot(&q.id).await?;
+            let task = s.tasks.snapshot(&q.id, caller).await?;
             Ok(Answer::Task(
                 task.with_history_limit(history_limit(q.history_length)),
             ))
         }
-        Request::ListTasks(l) => list_tasks(s, l).await.map(Answer::Tasks),
-        Request::CancelTask(p) => Ok(Answer::Task(s.tasks.cancel(&p.id).await?)),
+        Request::ListTasks(l) => list_tasks(s, l, caller).await.map(Answer::Tasks),
+        Request::CancelTask(p) => Ok(Answer::Task(s.tasks.cancel(&p.id, caller).await?)),
         Request::SetPushConfig(p) => {
             if !s.push_supported {
                 return Err(RpcError::push_not_supported());
@@ -466,15 +456,15 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
             s.push.check_url(&p.push_notification_config.url)?;
             let cfg = s
                 .tasks
-                .set_push(&p.task_id, p.push_notification_config)
+                .set_push(&p.task_id, p.push_notification_config, caller)
                 .await?;
             Ok(Answer::PushConfig(TaskPushNotificationConfig {
                 task_id: p.task_id,
-                push_notification_config: cfg,
+                push_notification_config: write_only(cfg),
             }))
         }
         Request::GetPushConfig(p) => {
-            let configs = push_configs(s, &p.id).await?;
+            let configs = push_configs(s, &p.id, caller).await?;
             let want = p.push_notification_config_id.as_deref().unwrap_or(&p.id);
             let cfg = configs
                 .into_iter()
@@ -487,17 +477,17 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
                 })?;
             Ok(Answer::PushConfig(TaskPushNotificationConfig {
                 task_id: p.id,
-                push_notification_config: cfg,
+                push_notification_config: write_only(cfg),
             }))
         }
         Request::ListPushConfigs(p) => {
-            let configs = push_configs(s, &p.id).await?;
+            let configs = push_configs(s, &p.id, caller).await?;
             Ok(Answer::PushConfigs(
                 configs
                     .into_iter()
                     .map(|c| TaskPushNotificationConfig {
                         task_id: p.id.clone(),
-                        push_notification_config: c,
+                        push_notification_config: write_only(c),
                     })
                     .collect(),
             ))
@@ -507,7 +497,7 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
                 return Err(RpcError::push_not_supported());
             }
             s.tasks
-                .delete_push(&p.id, &p.push_notification_config_id)
+                .delete_push(&p.id, &p.push_notification_config_id, caller)
                 .await?;
             Ok(Answer::Deleted)
         }
@@ -518,14 +508,23 @@ pub(super) async fn unary(s: &AgentEndpoint, req: Request) -> Result<Answer, Rpc
 }
 
 /// One page of tasks; the page token is the offset of the page's first task.
-async fn list_tasks(s: &AgentEndpoint, l: ListTasksParams) -> Result<ListTasksResult, RpcError> {
+async fn list_tasks(
+    s: &AgentEndpoint,
+    l: ListTasksParams,
+    caller: Option<&str>,
+) -> Result<ListTasksResult, RpcError> {
     let offset = match l.page_token.as_deref().filter(|t| !t.is_empty()) {
         None => 0,
-        Some(t) => t.parse::<usize>().map_err(|_| {
-            RpcError::invalid_params(format!(
-                "params.pageToken {t:?} is not a token this server issued"
-            ))
-        })?,
+        // An offset a store can take (SQLite's is an i64): a larger one is no token of ours.
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|&o| i64::try_from(o).is_ok())
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "params.pageToken {t:?} is not a token this server issued"
+                ))
+            })?,
     };
     let limit = match l.page_size {
         Some(n) if n > 0 => n as usize,
@@ -539,12 +538,13 @@ async fn list_tasks(s: &AgentEndpoint, l: ListTasksParams) -> Result<ListTasksRe
             context_id: l.context_id.filter(|c| !c.is_empty()),
             state: l.status.filter(|st| *st != TaskState::Unknown),
             status_after: l.status_timestamp_after,
+            owner: caller.map(str::to_owned),
             offset,
             limit,
         })
         .await
         .map_err(|e| RpcError::internal(e.to_string()))?;
-    let next = offset + page.tasks.len();
+    let next = offset.saturating_add(page.tasks.len());
     let keep_artifacts = l.include_artifacts == Some(true);
     let tasks = page
         .tasks
@@ -572,11 +572,12 @@ async fn list_tasks(s: &AgentEndpoint, l: ListTasksParams) -> Result<ListTasksRe
 async fn push_configs(
     s: &AgentEndpoint,
     task_id: &str,
+    caller: Option<&str>,
 ) -> Result<Vec<PushNotificationConfig>, RpcError> {
     if !s.push_supported {
         return Err(RpcError::push_not_supported());
     }
-    s.tasks.snapshot(task_id).await?;
+    s.tasks.snapshot(task_id, caller).await?;
     s.tasks
         .store
         .list_push(task_id)

@@ -57,6 +57,8 @@ const PERSIST_INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) struct Hub {
     pub task_id: String,
     pub context_id: String,
+    /// The task's owner ([`Task::owner`]); only that caller reaches the hub.
+    owner: Option<String>,
     pub state: AsyncMutex<HubState>,
     pub events: broadcast::Sender<Arc<StreamEvent>>,
     cancel: watch::Sender<bool>,
@@ -75,6 +77,7 @@ impl Hub {
         Hub {
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
+            owner: task.owner.clone(),
             state: AsyncMutex::new(HubState {
                 task,
                 stored,
@@ -296,10 +299,18 @@ impl AgentTasks {
         }
     }
 
-    /// The live hub of a task, or one loaded from the store.
-    pub(super) async fn open(self: &Arc<Self>, task_id: &str) -> Result<HubLease, RpcError> {
+    /// The live hub of a task, or one loaded from the store, when `caller` owns the task.
+    /// Another caller's task is not found, exactly as a task that does not exist.
+    pub(super) async fn open(
+        self: &Arc<Self>,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<HubLease, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
+            if hub.owner.as_deref() != caller {
+                return Err(RpcError::task_not_found(task_id));
+            }
             return Ok(self.lease(hub));
         }
         let task = self
@@ -307,6 +318,7 @@ impl AgentTasks {
             .get(task_id)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?
+            .filter(|t| t.owner.as_deref() == caller)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
         let push = self
             .store
@@ -320,6 +332,7 @@ impl AgentTasks {
     pub(super) async fn start(
         self: &Arc<Self>,
         params: MessageSendParams,
+        caller: Option<&str>,
     ) -> Result<Turn, RpcError> {
         let MessageSendParams {
             mut message,
@@ -327,10 +340,11 @@ impl AgentTasks {
             metadata,
         } = params;
         let lease = match message.task_id.clone() {
-            Some(task_id) => self.open(&task_id).await?,
+            Some(task_id) => self.open(&task_id, caller).await?,
             None => {
                 let context_id = message.context_id.clone().unwrap_or_else(crate::new_id);
-                let task = Task::new(crate::new_id(), context_id);
+                let mut task = Task::new(crate::new_id(), context_id);
+                task.owner = caller.map(str::to_owned);
                 self.lease(Arc::new(Hub::new(task, false, Vec::new(), self.clone())))
             }
         };
@@ -359,6 +373,22 @@ impl AgentTasks {
                     "params.message.contextId does not match task {}'s context {}",
                     hub.task_id, hub.context_id
                 )));
+            }
+            // A task is rewritten on every save: its size must stay bounded.
+            if json_len(&st.task) + json_len(&message) > MAX_TASK_BYTES {
+                return Err(RpcError::invalid_params(format!(
+                    "task {} is too large to take more messages (at most {} MiB in all); start a \
+                     new task",
+                    hub.task_id,
+                    MAX_TASK_BYTES >> 20
+                )));
+            }
+            // Checked before anything changes: a refused config refuses the whole message.
+            if let Some(cfg) = configuration
+                .as_ref()
+                .and_then(|c| c.push_notification_config.clone())
+            {
+                room_for(&st.push, &normalize_push(cfg, &hub.task_id))?;
             }
             let previous = st.stored.then(|| st.task.clone());
             message.task_id = Some(hub.task_id.clone());
@@ -407,9 +437,16 @@ impl AgentTasks {
 
     /// The current task: from its live hub when it has one (fresher than the store while a
     /// turn runs), else from the store.
-    pub(super) async fn snapshot(&self, task_id: &str) -> Result<Task, RpcError> {
+    pub(super) async fn snapshot(
+        &self,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<Task, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
+            if hub.owner.as_deref() != caller {
+                return Err(RpcError::task_not_found(task_id));
+            }
             let st = hub.state.lock().await;
             if st.stored {
                 return Ok(st.task.clone());
@@ -419,12 +456,17 @@ impl AgentTasks {
             .get(task_id)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?
+            .filter(|t| t.owner.as_deref() == caller)
             .ok_or_else(|| RpcError::task_not_found(task_id))
     }
 
     /// Cancels a task that is not yet final; returns it canceled.
-    pub(super) async fn cancel(self: &Arc<Self>, task_id: &str) -> Result<Task, RpcError> {
-        let lease = self.open(task_id).await?;
+    pub(super) async fn cancel(
+        self: &Arc<Self>,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<Task, RpcError> {
+        let lease = self.open(task_id, caller).await?;
         let hub = &lease.hub;
         let task = {
             let mut st = hub.state.lock().await;
@@ -461,8 +503,9 @@ impl AgentTasks {
     pub(super) async fn subscribe(
         self: &Arc<Self>,
         task_id: &str,
+        caller: Option<&str>,
     ) -> Result<(HubLease, Task, broadcast::Receiver<Arc<StreamEvent>>), RpcError> {
-        let lease = self.open(task_id).await?;
+        let lease = self.open(task_id, caller).await?;
         let (task, rx) = {
             let st = lease.hub.state.lock().await;
             (st.task.clone(), lease.hub.events.subscribe())
@@ -475,10 +518,12 @@ impl AgentTasks {
         self: &Arc<Self>,
         task_id: &str,
         cfg: PushNotificationConfig,
+        caller: Option<&str>,
     ) -> Result<PushNotificationConfig, RpcError> {
-        let lease = self.open(task_id).await?;
+        let lease = self.open(task_id, caller).await?;
         let cfg = normalize_push(cfg, task_id);
         let mut st = lease.hub.state.lock().await;
+        room_for(&st.push, &cfg)?;
         self.store
             .set_push(task_id, &cfg)
             .await
@@ -491,8 +536,9 @@ impl AgentTasks {
         self: &Arc<Self>,
         task_id: &str,
         config_id: &str,
+        caller: Option<&str>,
     ) -> Result<(), RpcError> {
-        let lease = self.open(task_id).await?;
+        let lease = self.open(task_id, caller).await?;
         let mut st = lease.hub.state.lock().await;
         self.store
             .delete_push(task_id, config_id)
@@ -509,6 +555,41 @@ fn normalize_push(mut cfg: PushNotificationConfig, task_id: &str) -> PushNotific
         cfg.id = Some(task_id.to_owned());
     }
     cfg
+}
+
+/// A task's size as stored, at most: it is rewritten on every save, so a client that keeps
+/// sending large messages to one task would make every save slower without end.
+pub const MAX_TASK_BYTES: usize = 16 << 20;
+
+/// Bytes of `v`'s JSON, counted without building it.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// Webhooks one task may have: each state change is POSTed to every one of them, so without a
+/// cap one message could make the server send hundreds of requests.
+pub const MAX_PUSH_CONFIGS: usize = 10;
+
+/// Refuses a new config (not a replacement) beyond [`MAX_PUSH_CONFIGS`].
+fn room_for(list: &[PushNotificationConfig], cfg: &PushNotificationConfig) -> Result<(), RpcError> {
+    if list.len() >= MAX_PUSH_CONFIGS && !list.iter().any(|c| c.id == cfg.id) {
+        return Err(RpcError::invalid_params(format!(
+            "a task has at most {MAX_PUSH_CONFIGS} push notification configs: delete one first"
+        )));
+    }
+    Ok(())
 }
 
 fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConfig) {

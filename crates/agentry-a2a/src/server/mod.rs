@@ -20,6 +20,7 @@
 mod executor;
 mod handlers;
 mod hub;
+pub mod listen;
 mod push;
 mod rest;
 mod stream;
@@ -29,7 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use executor::{AgentError, AgentExecutor, DynAgentExecutor, EventSink, RequestContext};
-pub use push::{PushSender, PushSettings, check_url_syntax, is_private};
+pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
+pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
 
 use crate::model::AgentCard;
 use crate::store::TaskStore;
@@ -48,24 +50,81 @@ pub struct Credentials {
 
 impl Credentials {
     fn accepts(&self, headers: &http::HeaderMap) -> bool {
+        self.principal(headers).is_some()
+    }
+
+    /// Who a request authenticates as, when it presents a credential this server accepts:
+    /// `bearer:` or `api-key:` and a digest of the credential (so the task stores and logs
+    /// that keep principals never hold a secret). Tasks belong to the principal that made
+    /// them.
+    pub fn principal(&self, headers: &http::HeaderMap) -> Option<String> {
         // The scheme is case-insensitive (RFC 9110 section 11.1): `BEARER x` is `Bearer x`.
         if let Some(auth) = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             && let Some((scheme, token)) = auth.trim_start().split_once(' ')
             && scheme.eq_ignore_ascii_case("bearer")
-            && self.bearer_tokens.iter().any(|t| ct_eq(t, token.trim()))
+            && let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token.trim()))
         {
-            return true;
+            return Some(digest("bearer", t));
         }
         if let Some(h) = &self.api_key_header
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
-            && self.api_keys.iter().any(|k| ct_eq(k, v))
+            && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return true;
+            return Some(digest("api-key", k));
         }
-        false
+        None
     }
+}
+
+impl Credentials {
+    /// Declares these credentials in `card` (`securitySchemes`, and `security` when every
+    /// call needs them), so clients learn from the card how to authenticate: `bearer` (HTTP
+    /// bearer) and `apiKey` (the header).
+    pub fn declare(&self, card: &mut AgentCard) {
+        use crate::model::SecurityScheme;
+        let mut any = Vec::new();
+        if !self.bearer_tokens.is_empty() {
+            card.security_schemes.insert(
+                "bearer".into(),
+                SecurityScheme::Http {
+                    scheme: "bearer".into(),
+                    bearer_format: None,
+                    description: Some("A token the agent's operator issued.".into()),
+                },
+            );
+            any.push("bearer");
+        }
+        if let Some(header) = &self.api_key_header
+            && !self.api_keys.is_empty()
+        {
+            card.security_schemes.insert(
+                "apiKey".into(),
+                SecurityScheme::ApiKey {
+                    location: "header".into(),
+                    name: header.clone(),
+                    description: Some("A key the agent's operator issued.".into()),
+                },
+            );
+            any.push("apiKey");
+        }
+        if self.required_for_all {
+            // Alternatives: one of them is enough.
+            card.security = any
+                .into_iter()
+                .map(|name| std::iter::once((name.to_owned(), Vec::new())).collect())
+                .collect();
+        }
+    }
+}
+
+/// `kind:` and the first 16 bytes of the credential's SHA-256, in hex.
+fn digest(kind: &str, secret: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(secret.as_bytes());
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{kind}:{hex}")
 }
 
 /// Constant-time comparison, so a token cannot be guessed byte by byte from timings.
@@ -123,6 +182,8 @@ pub struct ServerConfig {
     /// case-insensitively; IPv6 in brackets); others get 421. `None` answers any. A loopback
     /// listener should set it: a DNS-rebound name then cannot reach the agent from a page.
     pub allowed_hosts: Option<Vec<String>>,
+    /// Connection limits of [`A2aServer::serve`] (header-read timeout, connection cap).
+    pub limits: listen::Limits,
 }
 
 impl Default for ServerConfig {
@@ -133,6 +194,7 @@ impl Default for ServerConfig {
             stream_buffer: 64,
             push: PushSettings::default(),
             allowed_hosts: None,
+            limits: listen::Limits::default(),
         }
     }
 }
@@ -175,9 +237,8 @@ impl A2aServer {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        let limits = self.config.limits.clone();
         let app = self.router();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
+        listen::serve_router(listener, app, limits, shutdown).await
     }
 }

@@ -1,12 +1,19 @@
 //! Push notifications: the task is POSTed to each webhook of a task when its state changes.
 //!
 //! Deliveries run off the agent's path: `notify` only queues (a full queue drops the
-//! notification with a warning rather than slow the agent), and a worker posts with retries and
-//! exponential backoff. Targets on private, loopback and link-local addresses are refused unless
-//! configuration allows them, so a client cannot aim the server at its own network (SSRF).
+//! notification with a warning rather than slow the agent; one task may hold only a share of
+//! the queue, so a task with many webhooks cannot crowd out the others), and a worker posts
+//! with retries and exponential backoff.
+//!
+//! Targets on private, loopback, link-local and other special-purpose addresses are refused
+//! unless configuration allows them, so a client cannot aim the server at its own network
+//! (SSRF). The check is made where the connection is made: the HTTP client resolves names
+//! through [`PublicResolver`], which drops special-purpose addresses, so a name that changes its
+//! answer between a check and the connection (DNS rebinding) still cannot reach them.
 
-use std::net::IpAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -23,7 +30,10 @@ pub struct PushSettings {
     /// Attempts after the first one.
     pub retries: u32,
     pub backoff: Duration,
+    /// Notifications waiting for delivery, all tasks together.
     pub queue: usize,
+    /// Notifications one task may have waiting (a share of `queue`).
+    pub per_task: usize,
 }
 
 impl Default for PushSettings {
@@ -34,13 +44,62 @@ impl Default for PushSettings {
             retries: 3,
             backoff: Duration::from_millis(200),
             queue: 4096,
+            per_task: 64,
         }
     }
 }
 
 struct Job {
+    task_id: String,
     config: PushNotificationConfig,
     body: Arc<Vec<u8>>,
+}
+
+/// Notifications waiting per task, for the per-task share of the queue.
+#[derive(Default)]
+struct Waiting(Mutex<HashMap<String, usize>>);
+
+impl Waiting {
+    fn take(&self, task: &str, max: usize) -> bool {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(task.to_owned()).or_default();
+        if *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    fn release(&self, task: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(task) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(task);
+            }
+        }
+    }
+}
+
+/// Resolves names for push deliveries and keeps only public addresses: the addresses checked
+/// are the addresses connected to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PublicResolver;
+
+impl reqwest::dns::Resolve for PublicResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| !is_private(a.ip()))
+                .collect();
+            if addrs.is_empty() {
+                return Err(format!("{host} has no public address").into());
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
 }
 
 /// Queues and delivers push notifications.
@@ -48,6 +107,7 @@ struct Job {
 pub struct PushSender {
     tx: mpsc::Sender<Job>,
     settings: Arc<PushSettings>,
+    waiting: Arc<Waiting>,
 }
 
 impl PushSender {
@@ -55,13 +115,19 @@ impl PushSender {
     pub fn start(settings: PushSettings) -> Self {
         let (tx, mut rx) = mpsc::channel::<Job>(settings.queue.max(1));
         let settings = Arc::new(settings);
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .connect_timeout(settings.timeout)
             .timeout(settings.timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
+            .no_proxy();
+        if !settings.allow_private {
+            client = client.dns_resolver(Arc::new(PublicResolver));
+        }
+        // Without a client that filters, nothing is delivered (never an unfiltered one).
+        let client = client.build().ok();
         let s = settings.clone();
+        let waiting = Arc::new(Waiting::default());
+        let w = waiting.clone();
         tokio::spawn(async move {
             let limit = Arc::new(Semaphore::new(64));
             while let Some(job) = rx.recv().await {
@@ -70,13 +136,22 @@ impl PushSender {
                 };
                 let client = client.clone();
                 let s = s.clone();
+                let w = w.clone();
                 tokio::spawn(async move {
-                    deliver(&client, &s, &job).await;
+                    match &client {
+                        Some(c) => deliver(c, &s, &job).await,
+                        None => tracing::warn!("push notification dropped: no HTTP client"),
+                    }
+                    w.release(&job.task_id);
                     drop(permit);
                 });
             }
         });
-        PushSender { tx, settings }
+        PushSender {
+            tx,
+            settings,
+            waiting,
+        }
     }
 
     pub fn settings(&self) -> &PushSettings {
@@ -100,11 +175,17 @@ impl PushSender {
             } else {
                 v03.get_or_insert_with(|| Arc::new(serde_json::to_vec(task).unwrap_or_default()))
             };
+            if !self.waiting.take(&task.id, self.settings.per_task.max(1)) {
+                tracing::warn!(task = %task.id, url = %config.url, "push: the task's share of the queue is full: notification dropped");
+                continue;
+            }
             let job = Job {
+                task_id: task.id.clone(),
                 config: config.clone(),
                 body: body.clone(),
             };
             if self.tx.try_send(job).is_err() {
+                self.waiting.release(&task.id);
                 tracing::warn!(task = %task.id, url = %config.url, "push queue full: notification dropped");
             }
         }
@@ -204,32 +285,64 @@ async fn check_target(url: &str, allow_private: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Loopback, private, link-local, unspecified, multicast, CGNAT and unique-local addresses.
+/// Every address a webhook may not target: loopback, private, link-local, unspecified,
+/// multicast, broadcast, CGNAT, benchmarking, documentation, reserved and IETF-assigned IPv4
+/// ranges; for IPv6 the same plus unique-local, site-local, discard, documentation, Teredo, and
+/// the IPv4 address inside IPv4-mapped, IPv4-compatible, NAT64 and 6to4 addresses.
 pub fn is_private(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || o[0] == 0
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-        }
+        IpAddr::V4(v4) => private_v4(v4),
+        IpAddr::V6(v6) => private_v6(v6),
     }
+}
+
+fn private_v4(v4: Ipv4Addr) -> bool {
+    let o = v4.octets();
+    v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_multicast()
+        || v4.is_broadcast()
+        || o[0] == 0 // "this network"
+        || (o[0] == 100 && (64..128).contains(&o[1])) // CGNAT 100.64/10
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0) // IETF protocol assignments 192.0.0/24
+        || (o[0] == 192 && o[1] == 0 && o[2] == 2) // TEST-NET-1
+        || (o[0] == 198 && o[1] == 51 && o[2] == 100) // TEST-NET-2
+        || (o[0] == 203 && o[1] == 0 && o[2] == 113) // TEST-NET-3
+        || (o[0] == 198 && (o[1] & 0xfe) == 18) // benchmarking 198.18/15
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99) // 6to4 relay anycast
+        || o[0] >= 240 // reserved 240/4
+}
+
+fn private_v6(v6: Ipv6Addr) -> bool {
+    let s = v6.segments();
+    let embedded_v4 = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        private_v4(Ipv4Addr::new(a, b, c, d))
+    };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return private_v4(v4);
+    }
+    v6.is_loopback()
+        || v6.is_unspecified()
+        || v6.is_multicast()
+        || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
+        || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
+        || (s[0] & 0xffc0) == 0xfec0 // site-local fec0::/10 (deprecated, still routed locally)
+        || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]) // discard 100::/64
+        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation 2001:db8::/32
+        || (s[0] == 0x2001 && s[1] == 0) // Teredo 2001::/32 (tunnels to any IPv4)
+        || (s[0] == 0x2001 && s[1] < 0x0200 && s[1] >= 0x0010) // ORCHID and other 2001::/23 assignments
+        || (s[0] == 0x3fff && s[1] < 0x1000) // documentation 3fff::/20
+        // IPv4-compatible ::a.b.c.d (deprecated): the IPv4 address decides.
+        || (s[..6] == [0, 0, 0, 0, 0, 0] && embedded_v4(s[6], s[7]))
+        // NAT64 64:ff9b::/96 and local-use 64:ff9b:1::/48: a gateway reaches the IPv4 inside.
+        || (s[0] == 0x0064 && s[1] == 0xff9b && (s[2..6] == [0, 0, 0, 0] || s[2] == 1)
+            && (s[2] == 1 || embedded_v4(s[6], s[7])))
+        // 6to4 2002::/16: the IPv4 address is in the next 32 bits.
+        || (s[0] == 0x2002 && embedded_v4(s[1], s[2]))
 }
 
 #[cfg(test)]
@@ -247,6 +360,19 @@ mod tests {
             "http://[::1]:80/",
             "http://[::ffff:127.0.0.1]/",
             "http://[fd00::1]/",
+            "http://[fec0::1]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b::a00:1]/",
+            "http://[2002:7f00:1::]/",
+            "http://[2002:c0a8:1::1]/",
+            "http://[::127.0.0.1]/",
+            "http://[::10.0.0.1]/",
+            "http://[2001:db8::1]/",
+            "http://[2001::1]/",
+            "http://192.0.0.8/",
+            "http://198.18.0.1/",
+            "http://240.0.0.1/",
+            "http://0.0.0.0/",
             "ftp://example.com/",
             "not a url",
         ] {
@@ -256,7 +382,50 @@ mod tests {
             );
         }
         assert!(check_url_syntax("https://example.com/hook", false).is_ok());
+        // Public addresses, also inside NAT64 and 6to4, stay reachable.
+        for good in [
+            "http://8.8.8.8/",
+            "http://[2606:4700::1111]/",
+            "http://[64:ff9b::808:808]/",
+            "http://[2002:808:808::1]/",
+        ] {
+            assert!(check_url_syntax(good, false).is_ok(), "{good} should pass");
+        }
         assert!(check_url_syntax("http://127.0.0.1:9/x", true).is_ok());
         assert!(check_url_syntax("ftp://127.0.0.1/", true).is_err());
+    }
+
+    #[tokio::test]
+    async fn the_delivery_resolver_never_yields_a_private_address() {
+        use reqwest::dns::Resolve;
+        use std::str::FromStr;
+        // `localhost` resolves to loopback only: nothing is left to connect to.
+        let name = reqwest::dns::Name::from_str("localhost").unwrap();
+        let r = PublicResolver.resolve(name).await;
+        assert!(r.is_err(), "loopback came through");
+    }
+
+    #[tokio::test]
+    async fn a_delivery_to_a_name_that_resolves_privately_never_connects() {
+        // A listener on loopback, reached by name: the filtering resolver refuses it even
+        // though the URL's syntax passed (the DNS-rebinding case).
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(PublicResolver))
+            .no_proxy()
+            .build()
+            .unwrap();
+        let accepted = tokio::spawn(async move {
+            tokio::time::timeout(Duration::from_secs(2), l.accept())
+                .await
+                .is_ok()
+        });
+        let sent = client
+            .post(format!("http://localhost:{port}/hook"))
+            .send()
+            .await;
+        assert!(sent.is_err());
+        assert!(!accepted.await.unwrap(), "the connection reached loopback");
     }
 }

@@ -182,6 +182,7 @@ async fn call(
     {
         return unauthorized();
     }
+    let caller = s.credentials.as_ref().and_then(|c| c.principal(headers));
     let active = match handlers::negotiate_extensions(s, headers) {
         Ok(a) => a,
         Err(e) => return error(&e),
@@ -213,7 +214,7 @@ async fn call(
             } else {
                 ProtocolVersion::V1_0
             };
-            handlers::streaming(s, Frame::Rest(version), req).await
+            handlers::streaming(s, Frame::Rest(version), req, caller.as_deref()).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => error(&RpcError::extended_card_not_configured()),
@@ -222,7 +223,7 @@ async fn call(
             }
             Some(_) => unauthorized(),
         },
-        other => match handlers::unary(s, other).await {
+        other => match handlers::unary(s, other, caller.as_deref()).await {
             Ok(answer) => {
                 let mut body = answer.encode(ProtocolVersion::V1_0);
                 if legacy {

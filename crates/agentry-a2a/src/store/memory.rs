@@ -17,7 +17,6 @@ pub struct MemoryStore {
 struct Inner {
     tasks: HashMap<String, Task>,
     push: HashMap<String, Vec<PushNotificationConfig>>,
-    checkpoints: HashMap<String, String>,
     finished: VecDeque<String>,
 }
 
@@ -72,7 +71,6 @@ impl TaskStore for MemoryStore {
                 if let Some(old) = g.finished.pop_front() {
                     g.tasks.remove(&old);
                     g.push.remove(&old);
-                    g.checkpoints.remove(&old);
                 }
             }
         }
@@ -142,29 +140,5 @@ impl TaskStore for MemoryStore {
         };
         drop(g);
         Box::pin(async move { Ok(deleted) })
-    }
-
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-        body: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.lock()
-            .checkpoints
-            .insert(key.to_owned(), body.to_owned());
-        Box::pin(async { Ok(()) })
-    }
-
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        let c = self.lock().checkpoints.get(key).cloned();
-        Box::pin(async move { Ok(c) })
-    }
-
-    fn delete_checkpoint<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.lock().checkpoints.remove(key);
-        Box::pin(async { Ok(()) })
     }
 }

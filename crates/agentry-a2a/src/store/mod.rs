@@ -44,6 +44,8 @@ pub struct TaskQuery {
     pub state: Option<TaskState>,
     /// Only tasks whose status timestamp is later than this RFC 3339 UTC instant.
     pub status_after: Option<String>,
+    /// Only tasks of this owner ([`Task::owner`]); `None`: only tasks without one.
+    pub owner: Option<String>,
     pub offset: usize,
     pub limit: usize,
 }
@@ -57,7 +59,8 @@ pub struct TaskPage {
 
 /// Whether `t` passes the query's filters (not its paging).
 pub(crate) fn matches(q: &TaskQuery, t: &Task) -> bool {
-    q.context_id.as_ref().is_none_or(|c| *c == t.context_id)
+    q.owner == t.owner
+        && q.context_id.as_ref().is_none_or(|c| *c == t.context_id)
         && q.state.is_none_or(|s| s == t.state())
         && q.status_after.as_deref().is_none_or(|after| {
             t.status
@@ -95,19 +98,6 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &'a str,
         config_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
-
-    /// Stores an agent's run state (opaque JSON) under `key`, usually a task id, so a run
-    /// interrupted by a crash can resume from its last step.
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-        body: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
-    fn delete_checkpoint<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 #[cfg(test)]

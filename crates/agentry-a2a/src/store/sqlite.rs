@@ -32,13 +32,6 @@ enum Op {
         task_id: String,
         config_id: String,
     },
-    PutCheckpoint {
-        key: String,
-        body: String,
-    },
-    DeleteCheckpoint {
-        key: String,
-    },
 }
 
 struct Write {
@@ -78,21 +71,22 @@ impl SqliteStore {
                  context_id TEXT NOT NULL,
                  state TEXT NOT NULL,
                  body TEXT NOT NULL,
-                 updated_at INTEGER NOT NULL DEFAULT (unixepoch())
+                 updated_at INTEGER NOT NULL DEFAULT (unixepoch()),
+                 owner TEXT
              );
              CREATE TABLE IF NOT EXISTS push_configs (
                  task_id TEXT NOT NULL,
                  config_id TEXT NOT NULL,
                  body TEXT NOT NULL,
                  PRIMARY KEY (task_id, config_id)
-             );
-             CREATE TABLE IF NOT EXISTS checkpoints (
-                 key TEXT PRIMARY KEY,
-                 body TEXT NOT NULL,
-                 updated_at INTEGER NOT NULL DEFAULT (unixepoch())
              );",
         )
         .map_err(backend)?;
+        // Files from before tasks had owners get the column (NULL: no owner).
+        if conn.prepare("SELECT owner FROM tasks LIMIT 0").is_err() {
+            conn.execute_batch("ALTER TABLE tasks ADD COLUMN owner TEXT")
+                .map_err(backend)?;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         std::thread::Builder::new()
             .name("agentry-sqlite-writer".into())
@@ -191,10 +185,11 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
         let mut counts = Vec::with_capacity(batch.len());
         {
             let mut save = tx.prepare_cached(
-                "INSERT INTO tasks (id, context_id, state, body, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, unixepoch())
+                "INSERT INTO tasks (id, context_id, state, body, updated_at, owner)
+                 VALUES (?1, ?2, ?3, ?4, unixepoch(), ?5)
                  ON CONFLICT(id) DO UPDATE SET context_id=excluded.context_id,
-                   state=excluded.state, body=excluded.body, updated_at=excluded.updated_at",
+                   state=excluded.state, body=excluded.body, updated_at=excluded.updated_at,
+                   owner=excluded.owner",
             )?;
             let mut set_push = tx.prepare_cached(
                 "INSERT INTO push_configs (task_id, config_id, body) VALUES (?1, ?2, ?3)
@@ -202,11 +197,6 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
             )?;
             let mut del_push =
                 tx.prepare_cached("DELETE FROM push_configs WHERE task_id=?1 AND config_id=?2")?;
-            let mut put_cp = tx.prepare_cached(
-                "INSERT INTO checkpoints (key, body, updated_at) VALUES (?1, ?2, unixepoch())
-                 ON CONFLICT(key) DO UPDATE SET body=excluded.body, updated_at=excluded.updated_at",
-            )?;
-            let mut del_cp = tx.prepare_cached("DELETE FROM checkpoints WHERE key=?1")?;
             for (i, w) in batch.iter().enumerate() {
                 let n = match &w.op {
                     Op::Save(task) => {
@@ -218,7 +208,8 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                                 task.id,
                                 task.context_id,
                                 task.state().as_str(),
-                                body
+                                body,
+                                task.owner
                             ])?
                         } else {
                             1
@@ -232,8 +223,6 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                     Op::DeletePush { task_id, config_id } => {
                         del_push.execute(params![task_id, config_id])?
                     }
-                    Op::PutCheckpoint { key, body } => put_cp.execute(params![key, body])?,
-                    Op::DeleteCheckpoint { key } => del_cp.execute(params![key])?,
                 };
                 counts.push(n);
             }
@@ -253,6 +242,14 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
     }
 }
 
+/// A stored task with its owner (kept in its own column: the body is wire JSON).
+fn parse_task(id: &str, body: &str, owner: Option<String>) -> Result<Task, StoreError> {
+    let mut task: Task =
+        serde_json::from_str(body).map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))?;
+    task.owner = owner;
+    Ok(task)
+}
+
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -261,14 +258,15 @@ impl TaskStore for SqliteStore {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
         let id = id.to_owned();
         Box::pin(self.read(move |c| {
-            let body: Option<String> = c
-                .prepare_cached("SELECT body FROM tasks WHERE id=?1")
-                .and_then(|mut s| s.query_row([&id], |r| r.get(0)).optional())
+            let row: Option<(String, Option<String>)> = c
+                .prepare_cached("SELECT body, owner FROM tasks WHERE id=?1")
+                .and_then(|mut s| {
+                    s.query_row([&id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
                 .map_err(backend)?;
-            body.map(|b| {
-                serde_json::from_str(&b).map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))
-            })
-            .transpose()
+            row.map(|(body, owner)| parse_task(&id, &body, owner))
+                .transpose()
         }))
     }
 
@@ -283,15 +281,24 @@ impl TaskStore for SqliteStore {
             // The filters are optional: a NULL parameter turns its condition off.
             const WHERE: &str =
                 "WHERE (?1 IS NULL OR context_id = ?1) AND (?2 IS NULL OR state = ?2)
-                 AND (?3 IS NULL OR json_extract(body, '$.status.timestamp') > ?3)";
-            let args = params![q.context_id, q.state.map(|s| s.as_str()), q.status_after];
+                 AND (?3 IS NULL OR json_extract(body, '$.status.timestamp') > ?3)
+                 AND owner IS ?6";
+            // ?4 and ?5 (limit, offset) are the page's; the count binds them unused.
+            let args = params![
+                q.context_id,
+                q.state.map(|s| s.as_str()),
+                q.status_after,
+                None::<i64>,
+                None::<i64>,
+                q.owner
+            ];
             let total: i64 = c
                 .prepare_cached(&format!("SELECT count(*) FROM tasks {WHERE}"))
                 .and_then(|mut s| s.query_row(args, |r| r.get(0)))
                 .map_err(backend)?;
             let mut stmt = c
                 .prepare_cached(&format!(
-                    "SELECT id, body FROM tasks {WHERE}
+                    "SELECT id, body, owner FROM tasks {WHERE}
                      ORDER BY json_extract(body, '$.status.timestamp') DESC, id DESC
                      LIMIT ?4 OFFSET ?5"
                 ))
@@ -302,19 +309,24 @@ impl TaskStore for SqliteStore {
                         q.context_id,
                         q.state.map(|s| s.as_str()),
                         q.status_after,
-                        q.limit as i64,
-                        q.offset as i64
+                        i64::try_from(q.limit).unwrap_or(i64::MAX),
+                        // Past the end rather than wrapped to a negative (first-page) offset.
+                        i64::try_from(q.offset).unwrap_or(i64::MAX),
+                        q.owner
                     ],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                        ))
+                    },
                 )
                 .map_err(backend)?;
             let mut tasks = Vec::new();
             for row in rows {
-                let (id, body) = row.map_err(backend)?;
-                tasks.push(
-                    serde_json::from_str(&body)
-                        .map_err(|e| StoreError::Corrupt(format!("task {id}: {e}")))?,
-                );
+                let (id, body, owner) = row.map_err(backend)?;
+                tasks.push(parse_task(&id, &body, owner)?);
             }
             Ok(TaskPage {
                 tasks,
@@ -374,36 +386,5 @@ impl TaskStore for SqliteStore {
             config_id: config_id.to_owned(),
         });
         Box::pin(async move { done.await.map(|n| n > 0) })
-    }
-
-    fn put_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-        body: &'a str,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let done = self.write(Op::PutCheckpoint {
-            key: key.to_owned(),
-            body: body.to_owned(),
-        });
-        Box::pin(async move { done.await.map(|_| ()) })
-    }
-
-    fn get_checkpoint<'a>(
-        &'a self,
-        key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        let key = key.to_owned();
-        Box::pin(self.read(move |c| {
-            c.prepare_cached("SELECT body FROM checkpoints WHERE key=?1")
-                .and_then(|mut s| s.query_row([&key], |r| r.get(0)).optional())
-                .map_err(backend)
-        }))
-    }
-
-    fn delete_checkpoint<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        let done = self.write(Op::DeleteCheckpoint {
-            key: key.to_owned(),
-        });
-        Box::pin(async move { done.await.map(|_| ()) })
     }
 }

@@ -44,17 +44,6 @@ async fn contract(store: &dyn TaskStore) {
     assert_eq!(store.list_push("t1").await.unwrap().len(), 1);
     assert!(store.list_push("other").await.unwrap().is_empty());
 
-    assert_eq!(store.get_checkpoint("t1").await.unwrap(), None);
-    store.put_checkpoint("t1", "{\"step\":1}").await.unwrap();
-    store.put_checkpoint("t1", "{\"step\":2}").await.unwrap();
-    assert_eq!(
-        store.get_checkpoint("t1").await.unwrap().as_deref(),
-        Some("{\"step\":2}")
-    );
-    store.delete_checkpoint("t1").await.unwrap();
-    assert_eq!(store.get_checkpoint("t1").await.unwrap(), None);
-    store.put_checkpoint("t1", "{\"step\":3}").await.unwrap();
-
     listing(store).await;
 }
 
@@ -79,9 +68,25 @@ async fn listing(store: &dyn TaskStore) {
         context_id: ctx.map(str::to_owned),
         state,
         status_after: after.map(crate::time::format_unix_millis),
+        owner: None,
         offset,
         limit,
     };
+    // A task with an owner is listed only for that owner, and keeps its owner.
+    let mut owned = at("o1", "c1", TaskState::Completed, 5_000);
+    owned.owner = Some("bearer:alice".into());
+    store.save(&owned).await.unwrap();
+    assert_eq!(
+        store.get("o1").await.unwrap().unwrap().owner.as_deref(),
+        Some("bearer:alice")
+    );
+    let mine = TaskQuery {
+        owner: Some("bearer:alice".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let p = store.list(&mine).await.unwrap();
+    assert_eq!((ids(&p), p.total), (vec!["o1".into()], 1));
     let p = store.list(&q(Some("c1"), None, None, 0, 10)).await.unwrap();
     assert_eq!(
         (ids(&p), p.total),
@@ -140,10 +145,6 @@ async fn sqlite_store_contract_and_restart() {
     assert_eq!(t.artifacts.len(), 1);
     assert_eq!(t.history.len(), 1);
     assert_eq!(s.list_push("t1").await.unwrap().len(), 1);
-    assert_eq!(
-        s.get_checkpoint("t1").await.unwrap().as_deref(),
-        Some("{\"step\":3}")
-    );
     let mode: String = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))

@@ -68,8 +68,8 @@ async fn malformed_requests_get_jsonrpc_errors() {
 async fn oversize_bodies_get_413_and_the_server_goes_on() {
     let (listener, url) = common::bind().await;
     let svc = agentry_a2a::server::AgentService::new(
-        agentry_a2a::agents::Echo::card(&url),
-        agentry_a2a::agents::Echo::default(),
+        agentry::agents::Echo::card(&url),
+        agentry::agents::Echo::default(),
         std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
     );
     let config = ServerConfig {
@@ -99,11 +99,11 @@ async fn oversize_bodies_get_413_and_the_server_goes_on() {
 #[tokio::test]
 async fn streams_send_keep_alive_comments() {
     let (listener, url) = common::bind().await;
-    let agent = agentry_a2a::agents::Conformance {
+    let agent = agentry::agents::Conformance {
         resubscribe_window: Duration::from_secs(2),
     };
     let svc = agentry_a2a::server::AgentService::new(
-        agentry_a2a::agents::Conformance::card(&url),
+        agentry::agents::Conformance::card(&url),
         agent,
         std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
     );
@@ -386,7 +386,7 @@ async fn extensions_are_required_and_echoed() {
     const OPTIONAL: &str = "https://example.com/ext/optional/v1";
     let s = common::agent_server(
         |url| {
-            let mut card = agentry_a2a::agents::Echo::card(url);
+            let mut card = agentry::agents::Echo::card(url);
             for (uri, required) in [(REQUIRED, true), (OPTIONAL, false)] {
                 card.capabilities.extensions.push(AgentExtension {
                     uri: uri.into(),
@@ -397,7 +397,7 @@ async fn extensions_are_required_and_echoed() {
             }
             card
         },
-        agentry_a2a::agents::Echo::default(),
+        agentry::agents::Echo::default(),
     )
     .await;
     let http = reqwest::Client::new();

@@ -5,7 +5,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentry_a2a::agents::Conformance;
+use agentry::agents::Conformance;
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{A2aServer, AgentService};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use agentry::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::A2aError;
-use agentry_a2a::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
 use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};

@@ -600,7 +600,7 @@ impl LlmProvider for HangOn {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     use agentry_a2a::store::{SqliteStore, TaskStore};
-    use agentry_core::run::StoreCheckpoints;
+    use agentry_core::runs::{Checkpoints, RunStore, SqliteRunStore};
     let db = std::env::temp_dir().join(format!("agentry-resume-{}.db", agentry_a2a::new_id()));
     let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let factory = {
@@ -623,7 +623,9 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     ];
 
     // First server: the run looks up, then hangs on its second model call ("crashes").
+    // The task store and the run store share the file, as agentry serves them.
     let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let runs = Arc::new(SqliteRunStore::open(&db).unwrap());
     let hang = HangOn {
         inner: spy(script.clone()),
         at: 2,
@@ -632,7 +634,7 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     let agent = factory
         .create_agent_with_model(config("kb"), Arc::new(hang))
         .unwrap()
-        .with_checkpoints(Arc::new(StoreCheckpoints(store.clone())));
+        .with_checkpoints(Checkpoints::new(runs.clone()));
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", l.local_addr().unwrap());
     let svc = AgentService::new(agent.card(&url), Served(Arc::new(agent)), store.clone());
@@ -653,8 +655,8 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
         panic!()
     };
     for _ in 0..100 {
-        if store
-            .get_checkpoint(&t.id)
+        if runs
+            .get(&t.id)
             .await
             .unwrap()
             .is_some_and(|c| c.contains("found it"))
@@ -668,11 +670,12 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     // Second server on the same database: the next message to the task resumes the run from
     // its checkpoint (the lookup is not repeated; only the remaining model call is made).
     let store2: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let runs2 = Arc::new(SqliteRunStore::open(&db).unwrap());
     let llm2 = spy(script[1..].to_vec());
     let agent2 = factory
         .create_agent_with_model(config("kb"), llm2.clone())
         .unwrap()
-        .with_checkpoints(Arc::new(StoreCheckpoints(store2.clone())));
+        .with_checkpoints(Checkpoints::new(runs2.clone()));
     let l2 = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url2 = format!("http://{}/", l2.local_addr().unwrap());
     let svc2 = AgentService::new(agent2.card(&url2), Served(Arc::new(agent2)), store2.clone());
@@ -701,7 +704,7 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     );
     assert_eq!(llm2.seen.lock().unwrap().len(), 1);
     assert_eq!(
-        store2.get_checkpoint(&t.id).await.unwrap(),
+        runs2.get(&t.id).await.unwrap(),
         None,
         "a finished run leaves no checkpoint"
     );

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use agentry_core::llm::*;
 use agentry_core::react::{Outcome, ReactConfig, ReactState, Step};
-use agentry_core::run::{CheckpointHooks, Checkpoints, MemoryCheckpoints, NoHooks, drive};
+use agentry_core::run::{CheckpointHooks, NoHooks, drive};
+use agentry_core::runs::Checkpoints;
 use agentry_core::tools::{FnTool, Tool, ToolError, ToolOutput, ToolRegistry};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -350,7 +351,7 @@ async fn resumes_after_a_crash_without_redoing_finished_steps() {
         tool_turn(vec![call("c2", "add", json!({"a": 5, "b": 5}))]),
         tool_turn(vec![call("c3", "finish", json!({"answer": "10"}))]),
     ];
-    let store = MemoryCheckpoints::default();
+    let store = Checkpoints::default();
     // First process: crashes while waiting for the third model call.
     let first = CrashOn {
         inner: ScriptedProvider::new(Transcript::of(native(), script.clone())),

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentry_a2a::store::{SqliteStore, TaskStore};
 use agentry_core::agent::AgentError;
 use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
 use agentry_core::llm::BoxFuture;
+use agentry_core::runs::SqliteRunStore;
 use agentry_flow::*;
 use serde_json::json;
 
@@ -361,7 +361,7 @@ steps:
 #[tokio::test]
 async fn a_crashed_run_resumes_without_rerunning_finished_steps() {
     let db = std::env::temp_dir().join(format!("agentry-flow-{}.db", agentry_a2a::new_id()));
-    let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let store = Arc::new(SqliteRunStore::open(&db).unwrap());
     let first = agent("first", |_, _| async { Ok("one".into()) });
     let second = agent("second", |_, _| async { Ok("two".into()) });
     // In the first process the third step hangs (the process dies there).
@@ -395,7 +395,7 @@ steps:
         "third",
         |t, _| async move { Ok(format!("three after {t}")) },
     );
-    let store2: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let store2 = Arc::new(SqliteRunStore::open(&db).unwrap());
     let engine2 = Engine::new(Arc::new(registry(&[
         first.clone(),
         second.clone(),

@@ -8,6 +8,7 @@ pub mod writer;
 
 use std::path::{Path, PathBuf};
 
+pub use agentry_core::confine::file_stem;
 use agentry_core::llm::ToolCall;
 use agentry_core::tools::ToolRegistry;
 use serde::{Deserialize, Serialize};
@@ -182,30 +183,6 @@ pub async fn build_outline(tools: &ToolRegistry, outline: &Outline) -> Result<Bu
         bytes: saved["bytes"].as_u64().unwrap_or_default() as usize,
         calls,
     })
-}
-
-/// A file-name-safe stem: letters, digits and `-`.
-pub fn file_stem(title: &str) -> String {
-    let s: String = title
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let s = s
-        .split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-");
-    if s.is_empty() {
-        "presentation".into()
-    } else {
-        s.chars().take(60).collect()
-    }
 }
 
 /// Whether `name` is a plain file name (no folders, no `..`), as the tools accept.

@@ -24,7 +24,7 @@ const MAX_PICTURE: u64 = 20 << 20;
 pub struct Decks {
     open: Arc<Mutex<OpenDecks>>,
     out_dir: PathBuf,
-    pictures: crate::confine::Folders,
+    pictures: agentry_core::confine::Folders,
 }
 
 #[derive(Default)]
@@ -323,7 +323,7 @@ impl Tool for AddPicture {
                 }
             ))
         })?;
-        let png = crate::confine::read_capped(path, MAX_PICTURE)
+        let png = agentry_core::confine::read_capped(path, MAX_PICTURE)
             .await
             .map_err(|e| PptxError::Input(format!("cannot read `{}`: {e}", a.path)))?;
         super::writer::png_size(&png)?;

@@ -3,7 +3,6 @@
 //! One test binary per crate (each binary links the whole dependency tree): the files
 //! below are its modules, grouped by concern.
 
-mod data;
 mod formats;
 mod kinds;
 mod pptx;

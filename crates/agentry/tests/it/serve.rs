@@ -34,8 +34,17 @@ async fn http_get(base: &str, path: &str) -> String {
 }
 
 async fn ask(url: &str, token: Option<&str>, text: &str) -> Result<String, A2aError> {
+    ask_as(
+        url,
+        token.map_or(Auth::None, |t| Auth::Bearer(t.into())),
+        text,
+    )
+    .await
+}
+
+async fn ask_as(url: &str, auth: Auth, text: &str) -> Result<String, A2aError> {
     let cfg = ClientConfig {
-        auth: token.map_or(Auth::None, |t| Auth::Bearer(t.into())),
+        auth,
         ..ClientConfig::default()
     };
     let client = A2aClient::discover(url, cfg).await?;
@@ -99,6 +108,93 @@ async fn a_config_file_and_a_builtin_agent_share_one_server_and_its_credentials(
         .await
         .unwrap();
     assert!(echoed.contains("ping"), "{echoed}");
+}
+
+/// Secrets from the environment or a file instead of the config; an agent with its own
+/// credentials; each card declares what its agent takes.
+#[tokio::test]
+async fn credentials_come_from_env_or_files_per_agent_and_cards_declare_them() {
+    let dir = std::env::temp_dir().join(format!("agentry-creds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("token"), "from-a-file\n").unwrap();
+    // A variable every test process has (setting one is unsafe in edition 2024).
+    let var = "HOME";
+    let key_value = std::env::var(var).expect("HOME is set");
+    let text = format!(
+        r#"
+        [server]
+        store = "memory"
+        bearer_tokens = ["file:{}"]
+
+        [[agents]]
+        path = "/shared"
+        builtin = {{ kind = "echo" }}
+
+        [[agents]]
+        path = "/own"
+        builtin = {{ kind = "echo" }}
+        api_keys = ["env:{var}"]
+        "#,
+        dir.join("token").display()
+    );
+    let config: Config = toml::from_str(&text).unwrap();
+    let base = start(config).await;
+
+    let card = |path: &str| {
+        let base = base.clone();
+        let path = path.to_owned();
+        async move {
+            let r = http_get(&base, &format!("{path}/.well-known/agent-card.json")).await;
+            let body = &r[r.find("\r\n\r\n").unwrap() + 4..];
+            serde_json::from_str::<serde_json::Value>(body).unwrap()
+        }
+    };
+    let shared = card("/shared").await;
+    assert_eq!(
+        shared["securitySchemes"]["bearer"]["scheme"], "bearer",
+        "{shared}"
+    );
+    assert_eq!(shared["security"], serde_json::json!([{"bearer": []}]));
+    let own = card("/own").await;
+    assert_eq!(
+        own["securitySchemes"]["apiKey"]["name"], "X-API-Key",
+        "{own}"
+    );
+    assert!(own["securitySchemes"].get("bearer").is_none(), "{own}");
+
+    let shared_url = format!("{base}/shared");
+    let own_url = format!("{base}/own");
+    assert!(ask(&shared_url, Some("from-a-file"), "hi").await.is_ok());
+    let key = Auth::ApiKey("X-API-Key".into(), key_value);
+    assert!(ask_as(&own_url, key.clone(), "hi").await.is_ok());
+    // Each agent takes only its own credentials.
+    assert!(matches!(
+        ask(&own_url, Some("from-a-file"), "hi").await,
+        Err(A2aError::Unauthorized { .. })
+    ));
+    assert!(matches!(
+        ask_as(&shared_url, key, "hi").await,
+        Err(A2aError::Unauthorized { .. })
+    ));
+
+    // A secret that is not there stops the setup, naming where it was to come from.
+    let missing: Config = toml::from_str(
+        r#"
+        [server]
+        store = "memory"
+        bearer_tokens = ["env:AGENTRY_TEST_NO_SUCH_VARIABLE"]
+        [[agents]]
+        path = "/"
+        builtin = { kind = "echo" }
+        "#,
+    )
+    .unwrap();
+    let err = agentry::Service::build(missing)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("AGENTRY_TEST_NO_SUCH_VARIABLE"), "{err}");
 }
 
 #[tokio::test]

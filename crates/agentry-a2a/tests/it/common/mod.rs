@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentry_a2a::agents::{Conformance, Echo};
+use agentry::agents::{Conformance, Echo};
 use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::{A2aServer, AgentExecutor, AgentService, Credentials, ServerConfig};
 use agentry_a2a::store::{MemoryStore, TaskStore};

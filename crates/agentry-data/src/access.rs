@@ -9,7 +9,7 @@
 //! say whether a path outside the allowed places exists.
 //!
 //! ```
-//! use agentry_specialists::data::DataAccess;
+//! use agentry_data::DataAccess;
 //! let dir = std::env::temp_dir().join("agentry-access-doc");
 //! std::fs::create_dir_all(&dir).unwrap();
 //! std::fs::write(dir.join("sales.csv"), "region,amount\nnorth,3\n").unwrap();
@@ -24,7 +24,7 @@ use std::path::Path;
 
 use super::DataError;
 use super::query::{Source, data_kind, table_name};
-use crate::confine::Folders;
+use agentry_core::confine::Folders;
 
 /// The places a data agent may read from. See the module docs.
 #[derive(Debug, Clone, Default)]

@@ -1,11 +1,23 @@
-//! Folders a specialist may read from, checked after symlinks are resolved. Shared by the data
-//! agent's sources and the PPT agent's pictures: both take paths from requests.
+//! Which host files a tool may touch, for tools that take paths from requests (the data
+//! agent's sources, the PPT agent's pictures, file names of what they write). A request comes
+//! from whoever can reach the agent, so a path is checked after symlinks are resolved, refusals
+//! say nothing about whether a path exists, and reads are capped and kept off the async workers.
+//!
+//! ```
+//! use agentry_core::confine::{Folders, file_stem};
+//!
+//! let mut folders = Folders::default();
+//! assert!(folders.resolve("/etc/passwd").is_none(), "nothing is readable by default");
+//! folders.allow(&std::env::temp_dir()).unwrap();
+//! assert!(folders.resolve("../etc/passwd").is_none(), "no way out of an allowed folder");
+//! assert_eq!(file_stem("Q3 results: draft/../v2"), "q3-results-draft-v2");
+//! ```
 
 use std::path::{Component, Path, PathBuf};
 
 /// Allowed folders minus denied paths; empty (nothing readable) by default.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Folders {
+pub struct Folders {
     /// Canonical.
     allowed: Vec<PathBuf>,
     /// Canonical where they exist, absolute otherwise.
@@ -14,7 +26,7 @@ pub(crate) struct Folders {
 
 impl Folders {
     /// Allows `folder` (it must exist and be a folder).
-    pub(crate) fn allow(&mut self, folder: &Path) -> std::io::Result<()> {
+    pub fn allow(&mut self, folder: &Path) -> std::io::Result<()> {
         let canonical = folder.canonicalize()?;
         if !canonical.is_dir() {
             return Err(std::io::Error::new(
@@ -27,19 +39,20 @@ impl Folders {
     }
 
     /// Never anything under `path`, even inside an allowed folder.
-    pub(crate) fn deny(&mut self, path: &Path) {
+    pub fn deny(&mut self, path: &Path) {
         self.denied.push(
             path.canonicalize()
                 .unwrap_or_else(|_| std::path::absolute(path).unwrap_or_else(|_| path.into())),
         );
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether no folder is allowed (nothing is readable).
+    pub fn is_empty(&self) -> bool {
         self.allowed.is_empty()
     }
 
     /// Inside an allowed folder and outside every denied path (`real` is canonical).
-    pub(crate) fn contains(&self, real: &Path) -> bool {
+    pub fn contains(&self, real: &Path) -> bool {
         self.allowed.iter().any(|f| real.starts_with(f))
             && !self.denied.iter().any(|d| real.starts_with(d))
     }
@@ -47,7 +60,7 @@ impl Folders {
     /// The canonical path `location` names, if it is allowed: a relative path is taken from
     /// each allowed folder in turn (and may not use `..`), an absolute one must resolve inside
     /// one. `None` says nothing about whether the path exists.
-    pub(crate) fn resolve(&self, location: &str) -> Option<PathBuf> {
+    pub fn resolve(&self, location: &str) -> Option<PathBuf> {
         if location.is_empty() || location.contains('\0') {
             return None;
         }
@@ -72,7 +85,7 @@ impl Folders {
 
     /// `message` with the allowed folders' host paths removed (engines quote the files they
     /// read in their errors).
-    pub(crate) fn redact(&self, message: &str) -> String {
+    pub fn redact(&self, message: &str) -> String {
         let mut m = message.to_owned();
         for f in &self.allowed {
             let f = f.display().to_string();
@@ -84,7 +97,7 @@ impl Folders {
 
 /// Reads a regular file of at most `max` bytes, off the async workers. A FIFO, a device or a
 /// file that grows past `max` is refused rather than read without end.
-pub(crate) async fn read_capped(path: PathBuf, max: u64) -> std::io::Result<Vec<u8>> {
+pub async fn read_capped(path: PathBuf, max: u64) -> std::io::Result<Vec<u8>> {
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
         // Checked before opening: opening a FIFO for reading blocks until a writer comes.
@@ -108,4 +121,29 @@ pub(crate) async fn read_capped(path: PathBuf, max: u64) -> std::io::Result<Vec<
     })
     .await
     .map_err(std::io::Error::other)?
+}
+
+/// A file-name-safe stem from a title: lower-case letters, digits and `-`, at most 60
+/// characters, `presentation` when nothing is left. No separators, so no way out of a folder.
+pub fn file_stem(title: &str) -> String {
+    let s: String = title
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let s = s
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    if s.is_empty() {
+        "presentation".into()
+    } else {
+        s.chars().take(60).collect()
+    }
 }

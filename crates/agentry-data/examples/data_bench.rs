@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use agentry_specialists::data::Source;
+use agentry_data::Source;
 
 pub const QUERIES: [(&str, &str); 3] = [
     (

@@ -1,12 +1,13 @@
-//! Built-in agents: `echo`, and `conformance`, a test agent that external conformance suites
-//! drive through every lifecycle path.
+//! The protocol's reference agents: `echo` (benchmarks measure the server with it) and
+//! `conformance`, a test agent that external conformance suites drive through every
+//! lifecycle path. They live here, not in the protocol crate, which knows no agents.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::model::*;
-use crate::server::{AgentError, AgentExecutor, EventSink, RequestContext};
+use agentry_a2a::model::*;
+use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};
 
 /// How the echo agent answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -21,10 +22,12 @@ pub enum EchoMode {
 /// Echoes the text of each message.
 #[derive(Debug, Clone, Default)]
 pub struct Echo {
+    /// A task or a direct message.
     pub mode: EchoMode,
 }
 
 impl Echo {
+    /// The echo agent's card, served at `url`.
     pub fn card(url: &str) -> AgentCard {
         let mut card = AgentCard::new("echo", "Echoes every message it receives.", url);
         card.capabilities.streaming = Some(true);
@@ -118,6 +121,7 @@ pub fn conformance_behaviour(message_id: &str) -> Option<&'static str> {
 }
 
 impl Conformance {
+    /// The conformance agent's card, served at `url`: every capability the kits test.
     pub fn card(url: &str) -> AgentCard {
         let mut card = AgentCard::new(
             "conformance",
@@ -154,7 +158,7 @@ impl AgentExecutor for Conformance {
             Some("test-resubscribe-message-id") => {
                 ev.working(Some(ev.agent_text("working for a while")))
                     .await?;
-                let artifact_id = crate::new_id();
+                let artifact_id = agentry_a2a::new_id();
                 let ticks = (self.resubscribe_window.as_millis() / 500).max(1);
                 for i in 0..ticks {
                     tokio::select! {

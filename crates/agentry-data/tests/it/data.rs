@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use agentry_core::a2a::{AgentHandle, Ask};
-use agentry_specialists::data::chart::{ChartKind, ChartSpec, render};
-use agentry_specialists::data::stats::{Kind, describe};
-use agentry_specialists::data::{DataAccess, DataSettings, DataSpecialist, Source};
+use agentry_data::chart::{ChartKind, ChartSpec, render};
+use agentry_data::stats::{Kind, describe};
+use agentry_data::{DataAccess, DataSettings, DataSpecialist, Source};
 use serde_json::{Value, json};
 
 fn data() -> Option<PathBuf> {
-    let d = agentry_specialists::demo_data_dir();
+    let d = crate::demo_data_dir();
     if d.join("penguins/penguins.csv").exists() && d.join("vega/flights-3m.parquet").exists() {
         return Some(d);
     }

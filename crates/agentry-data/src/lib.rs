@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod chart;
+pub mod kind;
 pub mod query;
 pub mod stats;
 
@@ -189,7 +190,7 @@ async fn render_off_workers(t: Table, spec: ChartSpec) -> Result<chart::Chart, D
 
 /// Saves the chart; the names returned are relative to the chart folder (no host paths).
 fn save(dir: &std::path::Path, name: &str, c: &chart::Chart) -> Result<ChartFiles, DataError> {
-    let stem = crate::pptx::file_stem(name);
+    let stem = agentry_core::confine::file_stem(name);
     let failed = |e: std::io::Error| DataError::Chart(format!("cannot save the chart: {e}"));
     std::fs::create_dir_all(dir).map_err(failed)?;
     let (png, svg) = (format!("{stem}.png"), format!("{stem}.svg"));

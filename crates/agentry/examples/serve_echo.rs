@@ -3,12 +3,12 @@
 //! in a binary that builds in a fraction of the time.
 //!
 //! ```text
-//! cargo run --release -p agentry-a2a --example serve_echo -- PORT [message|task] [SQLITE_DB]
+//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task] [SQLITE_DB]
 //! ```
 
 use std::sync::Arc;
 
-use agentry_a2a::agents::{Echo, EchoMode};
+use agentry::agents::{Echo, EchoMode};
 use agentry_a2a::server::{A2aServer, AgentService};
 use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
 

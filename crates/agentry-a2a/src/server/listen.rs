@@ -1,0 +1,180 @@
+//! Serving a router on a TCP listener with the limits any socket an agent opens needs, for
+//! every listener agentry has (agents, `mcp serve --http`, `model serve`).
+//!
+//! `axum::serve` sets no timer, so hyper's header-read timeout never fires and a client that
+//! sends half a request (or nothing) holds its connection forever; it also accepts without
+//! limit, so a few thousand such clients exhaust the process's file descriptors (slowloris).
+//! [`serve_router`] bounds both: hyper's header-read timeout with a timer (it runs whenever a
+//! connection waits for a request head, so it is also the idle timeout between keep-alive
+//! requests) and a cap on open connections (beyond it, new connections wait in the kernel's
+//! backlog instead of being accepted). [`host_guard`] answers only the `Host` names given, so a
+//! DNS-rebound name cannot reach a loopback listener from a web page.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// What one listener allows.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Time to send a request's head, counted from when the connection starts waiting for it
+    /// (so also the longest idle time between keep-alive requests).
+    pub header_read: Duration,
+    /// Connections open at once; more wait in the backlog until one closes.
+    pub max_connections: usize,
+    /// After shutdown is asked for, how long open requests and streams get to finish.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read: Duration::from_secs(30),
+            max_connections: 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` resolves; then stops
+/// accepting and gives open connections [`Limits::shutdown_grace`] to finish.
+pub async fn serve_router(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .keep_alive(true);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors or a connection reset before accept: wait a little
+                    // rather than spin, and go on serving the open connections.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            // Errors here are the client's (reset, timeout, bad request): nothing to report.
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(limits.shutdown_grace) => {
+            tracing::info!("shutdown: connections still open after the grace period are dropped");
+        }
+    }
+    Ok(())
+}
+
+/// The host names a listener bound to `bind_host` should answer when it is a loopback address
+/// (`localhost`, `127.0.0.1`, `[::1]` and `bind_host` itself); `None` for other listeners,
+/// whose names the operator knows and a guard would only get wrong.
+pub fn loopback_hosts(bind_host: &str) -> Option<Vec<String>> {
+    let h = bind_host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    loopback.then(|| {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        if !hosts.iter().any(|x| x.eq_ignore_ascii_case(bind_host)) {
+            hosts.push(bind_host.to_owned());
+        }
+        hosts
+    })
+}
+
+/// `router` answering only requests whose `Host` (without its port, case-insensitive; IPv6 in
+/// brackets) is one of `hosts`; others get 421 Misdirected Request.
+pub fn host_guard(router: axum::Router, hosts: &[String]) -> axum::Router {
+    let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+    router.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let hosts = hosts.clone();
+            async move {
+                let host = req
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(|h| host_name(h).to_ascii_lowercase());
+                match host {
+                    Some(h) if hosts.contains(&h) => next.run(req).await,
+                    _ => (
+                        StatusCode::MISDIRECTED_REQUEST,
+                        "this server does not answer for that Host",
+                    )
+                        .into_response(),
+                }
+            }
+        },
+    ))
+}
+
+/// `name` of a `Host` value `name[:port]` (`[v6]` keeps its brackets).
+fn host_name(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_without_ports() {
+        assert_eq!(host_name("localhost:8080"), "localhost");
+        assert_eq!(host_name("[::1]:80"), "[::1]");
+        assert_eq!(host_name("[::1]"), "[::1]");
+        assert_eq!(host_name("example.com"), "example.com");
+    }
+
+    #[test]
+    fn only_loopback_listeners_get_a_list() {
+        assert!(loopback_hosts("0.0.0.0").is_none());
+        assert!(loopback_hosts("10.0.0.5").is_none());
+        let l = loopback_hosts("127.0.0.1").unwrap();
+        assert!(l.contains(&"localhost".to_owned()) && l.contains(&"[::1]".to_owned()));
+        assert!(loopback_hosts("[::1]").is_some());
+        assert!(loopback_hosts("LOCALHOST").is_some());
+    }
+}
