@@ -254,10 +254,7 @@ enum EchoModeArg {
 /// it says so loudly.
 #[cfg(any(feature = "mcp", feature = "local"))]
 fn guarded(router: axum::Router, addr: &str) -> axum::Router {
-    let host = match addr.rfind(':') {
-        Some(i) if !addr[i..].contains(']') => &addr[..i],
-        _ => addr,
-    };
+    let host = agentry::a2a::server::listen::host_name(addr);
     match agentry::a2a::server::listen::loopback_hosts(host) {
         Some(hosts) => agentry::a2a::server::listen::host_guard(router, &hosts),
         None => {

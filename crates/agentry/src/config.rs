@@ -235,11 +235,7 @@ impl ServerSection {
             && let Some(rest) = u.split_once("://").map(|(_, r)| r)
         {
             let authority = rest.split('/').next().unwrap_or_default();
-            let name = match authority.rfind(':') {
-                Some(i) if !authority[i..].contains(']') => &authority[..i],
-                _ => authority,
-            };
-            hosts.push(name.to_owned());
+            hosts.push(agentry_a2a::server::listen::host_name(authority).to_owned());
         }
         hosts.extend(self.allowed_hosts.iter().cloned());
         Some(hosts)

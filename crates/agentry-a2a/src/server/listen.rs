@@ -148,8 +148,8 @@ pub fn host_guard(router: axum::Router, hosts: &[String]) -> axum::Router {
     ))
 }
 
-/// `name` of a `Host` value `name[:port]` (`[v6]` keeps its brackets).
-fn host_name(host: &str) -> &str {
+/// `name` of a `Host` value or authority `name[:port]` (`[v6]` keeps its brackets).
+pub fn host_name(host: &str) -> &str {
     match host.rfind(':') {
         Some(i) if !host[i..].contains(']') => &host[..i],
         _ => host,
