@@ -55,10 +55,10 @@ await check(`card read by the JS resolver; factory picks ${binding} 1.0`, async 
 });
 
 const state = {};
-await check('sendMessage blocking -> input-required', async () => {
+await check('sendMessage blocking -> working (turn over, task open)', async () => {
   const r = await client.sendMessage(send(msg('hello js')));
   expect(isTask(r), `expected a task, got ${JSON.stringify(r)}`);
-  expect(r.status.state === TaskState.TASK_STATE_INPUT_REQUIRED, `state ${r.status.state}`);
+  expect(r.status.state === TaskState.TASK_STATE_WORKING, `state ${r.status.state}`);
   expect(r.artifacts[0].parts[0].content.value === 'hello js', 'echo artifact');
   state.task = r;
 });

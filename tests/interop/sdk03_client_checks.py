@@ -146,11 +146,11 @@ async def main(base: str, token: str | None, binding: str) -> int:
         async def send_blocking():
             r = await send(MessageSendParams(message=msg("hello sdk")))
             expect(isinstance(r, Task), f"expected Task, got {type(r).__name__}")
-            expect(r.status.state == TaskState.input_required, f"state {r.status.state}")
+            expect(r.status.state == TaskState.working, f"state {r.status.state}")
             expect(r.artifacts and r.artifacts[0].parts[0].root.text == "hello sdk", "echo artifact")
             state["task"] = r
 
-        await check("message/send blocking -> input-required", send_blocking())
+        await check("message/send blocking -> working (turn over, task open)", send_blocking())
 
         async def follow_up():
             task = state["task"]
@@ -288,7 +288,7 @@ async def main(base: str, token: str | None, binding: str) -> int:
             Webhook.received.clear()
             await send(MessageSendParams(message=msg("again", task_id=r.id, context_id=r.context_id)))
             for _ in range(50):
-                if any(b.get("status", {}).get("state") == "input-required" for _, b in Webhook.received[1:]):
+                if any(b.get("status", {}).get("state") == "working" for _, b in Webhook.received[1:]):
                     break
                 await asyncio.sleep(0.1)
             expect(Webhook.received, "webhook received nothing")

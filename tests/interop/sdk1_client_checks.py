@@ -145,12 +145,12 @@ async def main(base: str, token: str | None, binding: str) -> int:
             r = await t.send_message(SendMessageRequest(message=msg("hello sdk1")))
             expect(r.HasField("task"), f"expected a task, got {r}")
             task = r.task
-            expect(task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, f"state {task.status.state}")
+            expect(task.status.state == TaskState.TASK_STATE_WORKING, f"state {task.status.state}")
             expect(task.artifacts[0].parts[0].text == "hello sdk1", "echo artifact")
             expect(task.status.timestamp.seconds > 0, "status timestamp")
             state["task"] = task
 
-        await check("SendMessage blocking -> input-required", send_blocking())
+        await check("SendMessage blocking -> working (turn over, task open)", send_blocking())
 
         async def follow_up():
             task = state["task"]

@@ -17,8 +17,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Retries (exponential backoff with jitter) cover connection errors for every method, and 429
-//! and 5xx answers for the methods that are safe to repeat (everything but `message/send` and
+//! Retries (exponential backoff with jitter, at least the server's `Retry-After`) cover
+//! connection errors for every method, and 429 and 5xx answers, timeouts and dropped
+//! connections for the methods that are safe to repeat (everything but `message/send` and
 //! `message/stream`, whose repeat could run an agent twice). A stream that closes cleanly while
 //! its task still runs is resubscribed automatically.
 
@@ -258,7 +259,7 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
                     }
                 });
             }
-            401 | 403 => return Err(A2aError::Unauthorized { url }),
+            401 | 403 => return Err(refused(resp.status().as_u16(), url)),
             404 => last = Some(A2aError::CardNotFound { url }),
             s => {
                 return Err(A2aError::Http {
@@ -293,6 +294,30 @@ fn jitter(d: Duration) -> Duration {
     x ^= x << 17;
     let f = 0.5 + (x % 1000) as f64 / 2000.0; // 0.5 ..= 1.0
     d.mul_f64(f)
+}
+
+/// A 401 (credentials missing or unknown) or 403 (read and not allowed this) from `url`.
+fn refused(status: u16, url: String) -> A2aError {
+    if status == 403 {
+        A2aError::Forbidden { url }
+    } else {
+        A2aError::Unauthorized { url }
+    }
+}
+
+/// The longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// A `Retry-After` in seconds (the HTTP-date form is rare from APIs and ignored).
+fn retry_after(resp: &reqwest::Response) -> Option<Duration> {
+    resp.headers()
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
 }
 
 fn safe_to_retry(req: &Request) -> bool {
@@ -428,15 +453,19 @@ impl A2aClient {
             } else {
                 rb = rb.timeout(self.cfg.request_timeout);
             }
+            let mut wait = jitter(delay);
             let retryable = match rb.send().await {
                 Ok(resp) => {
                     let s = resp.status().as_u16();
                     if (s == 429 || s >= 500) && safe_to_retry(req) && attempt < self.cfg.retries {
+                        // The server says when: wait that long (at most a minute), never less
+                        // than the backoff.
+                        if let Some(after) = retry_after(&resp) {
+                            wait = wait.max(after.min(MAX_RETRY_AFTER));
+                        }
                         true
                     } else if s == 401 || s == 403 {
-                        return Err(A2aError::Unauthorized {
-                            url: endpoint.to_owned(),
-                        });
+                        return Err(refused(s, endpoint.to_owned()));
                     } else if !(200..300).contains(&s) && !is_json(&resp) {
                         return Err(A2aError::Http {
                             status: s,
@@ -447,14 +476,20 @@ impl A2aClient {
                         return Ok(resp);
                     }
                 }
+                // Not connected: nothing was sent, any method may go again.
                 Err(e) if e.is_connect() && attempt < self.cfg.retries => true,
-                Err(e) if e.is_timeout() && safe_to_retry(req) && attempt < self.cfg.retries => {
+                // Sent, then timed out or dropped: only what is safe to repeat.
+                Err(e)
+                    if (e.is_timeout() || e.is_request() || e.is_body())
+                        && safe_to_retry(req)
+                        && attempt < self.cfg.retries =>
+                {
                     true
                 }
                 Err(e) => return Err(map_send_error(e, endpoint, self.cfg.request_timeout)),
             };
             debug_assert!(retryable);
-            tokio::time::sleep(jitter(delay)).await;
+            tokio::time::sleep(wait).await;
             delay *= 2;
             attempt += 1;
         }
@@ -686,7 +721,8 @@ impl A2aClient {
             if binding == Binding::HttpJson && !is_event_stream(&resp) {
                 let status = resp.status().as_u16();
                 let body = resp.bytes().await.unwrap_or_default();
-                return Err(crate::rest::error_from(status, &body).into());
+                let e = crate::rest::error_from(status, &body);
+                return self.finished_meanwhile(&req, e, tx).await;
             }
             if !is_event_stream(&resp) {
                 // An error (or a non-streaming peer) answered with one JSON body.
@@ -698,7 +734,7 @@ impl A2aClient {
                     .map_err(|e| A2aError::InvalidResponse(format!("stream answer: {e}")))?;
                 match r.into_result() {
                     Err(e) if self.fall_back(&A2aError::Rpc(e.clone())) => continue,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return self.finished_meanwhile(&req, e, tx).await,
                     Ok(Some(raw)) => {
                         let _ = tx.send(Ok(stream_event(raw, version)?)).await;
                     }
@@ -710,6 +746,10 @@ impl A2aClient {
             let mut parser = SseParser::new();
             let mut task_id: Option<String> = None;
             let mut fell_back = false;
+            // Events this stream delivered: its first repeats where the task stood, so only
+            // a second one is progress that earns the resubscriptions back (else a peer that
+            // sends one event and drops would be resubscribed to forever).
+            let mut delivered = 0usize;
             loop {
                 if fell_back {
                     break;
@@ -744,6 +784,9 @@ impl A2aClient {
                             fell_back = true;
                             break;
                         }
+                        Err(e) if task_id.is_none() => {
+                            return self.finished_meanwhile(&req, e, tx).await;
+                        }
                         r => r?,
                     };
                     let Some(raw) = raw else { continue };
@@ -761,7 +804,10 @@ impl A2aClient {
                     if is_final {
                         return Ok(());
                     }
-                    resubscribes = 0;
+                    delivered += 1;
+                    if delivered > 1 {
+                        resubscribes = 0;
+                    }
                 }
             }
             if fell_back {
@@ -781,21 +827,33 @@ impl A2aClient {
             // Resubscribe only while the task still runs.
             let task = self.get_task(&id, Some(0)).await?;
             if task.state().ends_turn() {
-                let _ = tx
-                    .send(Ok(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-                        task_id: task.id.clone(),
-                        context_id: task.context_id.clone(),
-                        status: task.status.clone(),
-                        is_final: true,
-                        metadata: None,
-                    })))
-                    .await;
+                let _ = tx.send(Ok(StreamEvent::final_status(&task))).await;
                 return Ok(());
             }
             tracing::debug!(task = %id, "stream closed early; resubscribing");
             resubscribes += 1;
             req = Request::Resubscribe(TaskIdParams { id, metadata: None });
         }
+    }
+
+    /// A resubscription refused because the task finished in the meantime (servers refuse
+    /// to stream a finished task) ends the stream with the task's final status; any other
+    /// refusal is the error.
+    async fn finished_meanwhile(
+        &self,
+        req: &Request,
+        e: RpcError,
+        tx: &mpsc::Sender<Result<StreamEvent, A2aError>>,
+    ) -> Result<(), A2aError> {
+        if let Request::Resubscribe(p) = req
+            && e.code == crate::error::code::UNSUPPORTED_OPERATION
+            && let Ok(task) = self.get_task(&p.id, Some(0)).await
+            && task.state().is_terminal()
+        {
+            let _ = tx.send(Ok(StreamEvent::final_status(&task))).await;
+            return Ok(());
+        }
+        Err(e.into())
     }
 }
 

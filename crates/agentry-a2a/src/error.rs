@@ -120,6 +120,10 @@ pub enum A2aError {
     },
     #[error("authentication required by {url} (HTTP 401): pass a bearer token or API key")]
     Unauthorized { url: String },
+    /// The credentials were read and are not allowed this: other ones are needed, not
+    /// missing ones.
+    #[error("{url} refused the credentials sent (HTTP 403): use credentials allowed to call it")]
+    Forbidden { url: String },
     #[error("no agent card at {url} (HTTP 404): is this the agent's base URL?")]
     CardNotFound { url: String },
     #[error("invalid agent card at {url}: {reason}")]
@@ -131,7 +135,7 @@ pub enum A2aError {
     #[error("invalid response from agent: {0}")]
     InvalidResponse(String),
     #[error("store: {0}")]
-    Store(String),
+    Store(#[from] crate::store::StoreError),
     #[error("{0}")]
     Other(String),
 }

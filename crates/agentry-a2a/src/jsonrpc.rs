@@ -109,10 +109,21 @@ struct Envelope<'a> {
 /// one could be read (`Value::Null` otherwise), so the caller can always answer.
 pub fn decode_request(body: &[u8]) -> Result<(Value, Request), (Value, RpcError)> {
     let (id, method, params) = decode_envelope(body)?;
-    match decode_params(method, params) {
-        Ok(req) => Ok((id, req)),
-        Err(e) => Err((id, e)),
-    }
+    let req = decode_params(&method, params).map_err(|e| (id.clone().unwrap_or_default(), e))?;
+    Ok((require_id(id)?, req))
+}
+
+/// A request without an id is a JSON-RPC notification, which gets no answer; every A2A method
+/// has one to give, so agentry refuses them. Only after the method and params were checked:
+/// a notification with a wrong method or bad params gets that error (-32601 / -32602, as the
+/// official SDKs and the conformance kit expect), not -32600.
+fn require_id(id: Option<Value>) -> Result<Value, (Value, RpcError)> {
+    id.ok_or_else(|| {
+        (
+            Value::Null,
+            RpcError::invalid_request("`id` is required (a string or a number)"),
+        )
+    })
 }
 
 /// Decodes a request body with the codec of `version` (the `A2A-Version` header's; `None`
@@ -123,6 +134,8 @@ pub fn decode_request_as(
 ) -> Result<(Value, Request, ProtocolVersion), (Value, RpcError, ProtocolVersion)> {
     let fallback = version.unwrap_or(ProtocolVersion::V0_3);
     let (id, method, params) = decode_envelope(body).map_err(|(id, e)| (id, e, fallback))?;
+    let method = &*method;
+    let answer_id = id.clone().unwrap_or_default();
     // No header: the method name tells (the two sets of names do not overlap).
     let v = version.unwrap_or(if crate::v1::is_method(method) {
         ProtocolVersion::V1_0
@@ -142,13 +155,25 @@ pub fn decode_request_as(
         ProtocolVersion::V0_3 => decode_params(method, params),
     };
     match decoded {
-        Ok(req) => Ok((id, req, v)),
-        Err(e) => Err((id, e, v)),
+        Ok(req) => Ok((require_id(id).map_err(|(id, e)| (id, e, v))?, req, v)),
+        Err(e) => Err((answer_id, e, v)),
     }
 }
 
-/// The envelope's id, method and raw params.
-fn decode_envelope(body: &[u8]) -> Result<(Value, &str, Option<&str>), (Value, RpcError)> {
+/// The envelope's id (`None` when absent or null: a notification), method and raw params.
+#[allow(clippy::type_complexity)]
+fn decode_envelope(
+    body: &[u8],
+) -> Result<(Option<Value>, std::borrow::Cow<'_, str>, Option<&str>), (Value, RpcError)> {
+    // Before decoding: serde would read an array as the envelope's fields in order.
+    if body.trim_ascii_start().starts_with(b"[") {
+        return Err((
+            Value::Null,
+            RpcError::invalid_request(
+                "batch requests are not supported: send each request in its own call",
+            ),
+        ));
+    }
     let env: Envelope = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(e) if e.is_data() => {
@@ -161,13 +186,8 @@ fn decode_envelope(body: &[u8]) -> Result<(Value, &str, Option<&str>), (Value, R
         Err(e) => return Err((Value::Null, RpcError::parse(e))),
     };
     let id = match env.id {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(Value::Null) | None => {
-            return Err((
-                Value::Null,
-                RpcError::invalid_request("`id` is required (a string or a number)"),
-            ));
-        }
+        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id),
+        Some(Value::Null) | None => None,
         Some(_) => {
             return Err((
                 Value::Null,
@@ -175,13 +195,27 @@ fn decode_envelope(body: &[u8]) -> Result<(Value, &str, Option<&str>), (Value, R
             ));
         }
     };
-    if env.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
-        return Err((id, RpcError::invalid_request("`jsonrpc` must be \"2.0\"")));
+    let answer_id = id.clone().unwrap_or_default();
+    // Decoded, not compared raw: `"2\u002e0"` is "2.0" too.
+    let version = env.jsonrpc.map(|v| serde_json::from_str::<String>(v.get()));
+    if !matches!(version, Some(Ok(v)) if v == "2.0") {
+        return Err((
+            answer_id,
+            RpcError::invalid_request("`jsonrpc` must be \"2.0\""),
+        ));
     }
-    let method: &str = match env.method.map(|m| serde_json::from_str::<&str>(m.get())) {
+    // Borrowed unless it holds escapes.
+    let method = match env.method.map(|m| {
+        serde_json::from_str::<&str>(m.get())
+            .map(std::borrow::Cow::Borrowed)
+            .or_else(|_| serde_json::from_str::<String>(m.get()).map(std::borrow::Cow::Owned))
+    }) {
         Some(Ok(m)) => m,
         _ => {
-            return Err((id, RpcError::invalid_request("`method` must be a string")));
+            return Err((
+                answer_id,
+                RpcError::invalid_request("`method` must be a string"),
+            ));
         }
     };
     Ok((id, method, env.params.map(RawValue::get)))
@@ -280,7 +314,30 @@ pub(crate) fn validate_send(p: MessageSendParams) -> Result<MessageSendParams, R
     if let Some(c) = &p.configuration {
         check_history_length(c.history_length, "params.configuration.historyLength")?;
     }
+    for (i, part) in p.message.parts.iter().enumerate() {
+        if let Part::File(f) = part
+            && let FileContent::Bytes(b) = &f.file.content
+            && !is_base64(b)
+        {
+            return Err(RpcError::invalid_params(format!(
+                "params.message.parts[{i}]: the file's bytes are not base64"
+            )));
+        }
+    }
     Ok(p)
+}
+
+/// Base64 as A2A carries file bytes: the standard or URL-safe alphabet, padding optional,
+/// no whitespace. Checked at the edge so an agent never gets bytes it cannot decode.
+pub(crate) fn is_base64(s: &str) -> bool {
+    let body = s.trim_end_matches('=');
+    let padding = s.len() - body.len();
+    padding <= 2
+        && body.len() % 4 != 1
+        && (padding == 0 || s.len().is_multiple_of(4))
+        && body
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_'))
 }
 
 #[derive(Serialize)]

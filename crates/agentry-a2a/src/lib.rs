@@ -15,6 +15,8 @@
 //! Features: `server`, `client`, `sqlite` (all on by default).
 
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod jsonrpc;
 pub mod model;
 pub mod rest;

@@ -25,6 +25,26 @@ pub fn format_unix_millis(ms: i64) -> String {
     )
 }
 
+/// Formats seconds since the Unix epoch as an HTTP date (RFC 9110 IMF-fixdate), for
+/// `Last-Modified`: `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn format_http_date(secs: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(m - 1) as usize],
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60
+    )
+}
+
 /// Parses an RFC 3339 timestamp (`Z` or a numeric offset, any fraction) into milliseconds
 /// since the Unix epoch.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
@@ -110,6 +130,15 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_http_dates() {
+        assert_eq!(
+            format_http_date(784_111_777),
+            "Sun, 06 Nov 1994 08:49:37 GMT"
+        );
+        assert_eq!(format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
 
     #[test]
     fn formats_known_instants() {

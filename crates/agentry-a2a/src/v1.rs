@@ -90,9 +90,61 @@ pub fn decode_params(method: &str, params: Option<&str>) -> Result<Request, RpcE
     decode_value(method, v)
 }
 
+/// ProtoJSON parsers accept a field by its proto name (`task_id`) as well as its JSON name
+/// (`taskId`); TCK 1.0 sends the former. Renames proto names to JSON names, leaving the
+/// free-form values alone (`metadata` and a data part's `data` are `Struct`s: their keys
+/// are the caller's).
+fn camel_case_keys(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map.keys().any(|k| k.contains('_')) {
+                let old = std::mem::take(map);
+                for (k, v) in old {
+                    let k = if k.contains('_') {
+                        let camel = lower_camel(&k);
+                        if camel != k && !map.contains_key(&camel) {
+                            camel
+                        } else {
+                            k
+                        }
+                    } else {
+                        k
+                    };
+                    map.insert(k, v);
+                }
+            }
+            for (k, v) in map.iter_mut() {
+                if k != "metadata" && k != "data" {
+                    camel_case_keys(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(camel_case_keys),
+        _ => {}
+    }
+}
+
+/// `push_notification_config` -> `pushNotificationConfig`.
+fn lower_camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = !out.is_empty();
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// [`decode_params`] on params already parsed (the REST binding assembles them from the path,
 /// the query and the body).
-pub fn decode_value(method: &str, v: Value) -> Result<Request, RpcError> {
+pub fn decode_value(method: &str, mut v: Value) -> Result<Request, RpcError> {
+    camel_case_keys(&mut v);
     let Value::Object(mut p) = v else {
         return Err(RpcError::invalid_params("params must be an object"));
     };
@@ -1062,6 +1114,46 @@ pub fn card_up(v: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TCK 1.0 sends proto field names (`task_id`); ProtoJSON takes both spellings. The
+    /// caller's own keys (metadata, data parts) are left as they are.
+    #[test]
+    fn proto_field_names_are_accepted() {
+        let req = decode_params(
+            method::PUSH_CREATE,
+            Some(r#"{"task_id":"t1","url":"https://example.com/hook","token":"x"}"#),
+        )
+        .unwrap();
+        let Request::SetPushConfig(p) = req else {
+            panic!("{req:?}")
+        };
+        assert_eq!(p.task_id, "t1");
+        assert_eq!(p.push_notification_config.url, "https://example.com/hook");
+        let req = decode_params(
+            method::SEND,
+            Some(
+                r#"{"message":{"message_id":"m","role":"ROLE_USER","context_id":"c",
+                "parts":[{"data":{"a_b":1}}],"metadata":{"x_y":2}},"configuration":{"history_length":3}}"#,
+            ),
+        )
+        .unwrap();
+        let Request::SendMessage(p) = req else {
+            panic!("{req:?}")
+        };
+        assert_eq!(p.message.message_id, "m");
+        assert_eq!(p.message.context_id.as_deref(), Some("c"));
+        assert_eq!(p.configuration.unwrap().history_length, Some(3));
+        assert_eq!(p.message.metadata.unwrap()["x_y"], 2);
+        let Part::Data(d) = &p.message.parts[0] else {
+            panic!("{:?}", p.message.parts)
+        };
+        assert_eq!(d.data["a_b"], 1);
+        assert_eq!(
+            lower_camel("push_notification_config"),
+            "pushNotificationConfig"
+        );
+        assert_eq!(lower_camel("_x"), "x");
+    }
 
     fn sample_task() -> Task {
         let mut t = Task::new("t1".into(), "c1".into());

@@ -55,6 +55,7 @@ impl CliError {
                 Some("pass the agent's base URL, e.g. http://127.0.0.1:8080")
             }
             A2aError::Unauthorized { .. } => Some("pass --token TOKEN or --api-key HEADER=VALUE"),
+            A2aError::Forbidden { .. } => Some("these credentials are not allowed: use other ones"),
             A2aError::Rpc(r) if r.code == agentry::a2a::error::code::TASK_NOT_FOUND => {
                 Some("check the task id; tasks of an in-memory agent are lost when it restarts")
             }

@@ -97,6 +97,9 @@ pub(crate) async fn run_team(task: &str, o: TeamOptions, json: bool) -> Result<(
     let state =
         crate::flows::execute_on(&run.engine, run.workflow.clone(), run.input.clone(), json)
             .await?;
+    if let Some(path) = run.deck(&state) {
+        eprintln!("agentry: deck in {}", path.display());
+    }
     if let Some(path) = run.write_summary(&state)? {
         eprintln!("agentry: cited summary in {}", path.display());
     }

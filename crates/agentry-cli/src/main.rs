@@ -186,6 +186,15 @@ enum AgentName {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum CardArg {
+    /// The 0.3 card with the 1.0 fields added (the default).
+    Both,
+    /// The 1.0 card only.
+    #[value(name = "1.0")]
+    V1,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum StoreArg {
     /// SQLite file (the default; tasks survive a restart).
     Sqlite,
@@ -221,6 +230,10 @@ struct ServeArgs {
     /// Allow push-notification webhooks on loopback/private addresses (tests only).
     #[arg(long)]
     allow_private_push: bool,
+    /// The agent card for requests without `A2A-Version`: both generations' fields (every
+    /// SDK reads it) or strictly 1.0 (what the 1.0 JSON schema validates).
+    #[arg(long, value_enum)]
+    card: Option<CardArg>,
     /// Require this bearer token on every call (added to the config's `bearer_tokens`).
     #[arg(long, env = "AGENTRY_SERVE_TOKEN")]
     token: Option<String>,
@@ -466,6 +479,12 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
         s.bearer_tokens.push(t);
     }
     s.allow_private_push |= args.allow_private_push;
+    if let Some(c) = args.card {
+        s.card = match c {
+            CardArg::Both => agentry::config::CardChoice::Both,
+            CardArg::V1 => agentry::config::CardChoice::V1_0,
+        };
+    }
     Ok(config)
 }
 
@@ -503,12 +522,13 @@ async fn mcp_serve(
                 .await
                 .map_err(|e| CliError::Failed(format!("MCP stdio server: {e}"))),
             Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(&addr)
-                    .await
-                    .map_err(|source| agentry::Error::Listen {
-                        addr: addr.clone(),
-                        source,
-                    })?;
+                let listener =
+                    agentry::a2a::server::listen::bind(&addr)
+                        .await
+                        .map_err(|source| agentry::Error::Listen {
+                            addr: addr.clone(),
+                            source,
+                        })?;
                 eprintln!("agentry: MCP toolset `{name}` at http://{addr}/mcp");
                 let router = guarded(server.http_router(None), &addr);
                 agentry::a2a::server::listen::serve_router(

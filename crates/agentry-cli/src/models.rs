@@ -56,7 +56,7 @@ pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
                 embedder: Some(emb),
                 embedder_name: "all-minilm-l6-v2".into(),
             };
-            let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+            let listener = agentry::a2a::server::listen::bind((host.as_str(), port))
                 .await
                 .map_err(|source| agentry::Error::Listen {
                     addr: format!("{host}:{port}"),

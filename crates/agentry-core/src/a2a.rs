@@ -221,12 +221,21 @@ impl AgentHandle for Agent {
             }
             let context = ask.context_id.as_deref();
             self.refresh_tools().await;
+            if let Some(c) = context {
+                self.recall(c).await;
+            }
             let resumed = match &ask.task_id {
                 Some(id) => self.checkpoints.load(id).await.filter(|s| !s.is_done()),
                 None => None,
             };
             let mut state = match resumed {
-                Some(s) => s,
+                // The message that resumed the run is read too (it may say what changed).
+                Some(mut s) => {
+                    if !text.trim().is_empty() {
+                        s.add_user(&text);
+                    }
+                    s
+                }
                 None => self.start(&text, context),
             };
             let hooks = UpdateHooks {
@@ -234,6 +243,9 @@ impl AgentHandle for Agent {
                 checkpoints: ask.task_id.as_deref().map(|id| (&self.checkpoints, id)),
             };
             let result = self.drive(&mut state, context, &hooks, ask.cancel).await;
+            if let Some(c) = context {
+                self.persist(c).await;
+            }
             if let Some(id) = &ask.task_id {
                 self.checkpoints.remove(id).await;
             }

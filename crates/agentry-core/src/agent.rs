@@ -385,7 +385,7 @@ impl AgentFactory {
             tools: std::sync::RwLock::new(tools),
             source: None,
             kind,
-            memory: Mutex::new(HashMap::new()),
+            memory: Mutex::new(Conversations::default()),
             checkpoints: Checkpoints::default(),
         })
     }
@@ -408,6 +408,60 @@ pub struct RunReport {
 
 /// Messages of a conversation kept per contextId.
 const MEMORY_MESSAGES: usize = 40;
+/// Conversations kept in memory; the least recently used goes first (a served agent's run
+/// store still has it, see [`Checkpoints`]).
+const MEMORY_CONTEXTS: usize = 1024;
+
+/// The recent conversations, by contextId, bounded to [`MEMORY_CONTEXTS`].
+#[derive(Default)]
+struct Conversations {
+    by_context: HashMap<String, (u64, Vec<ChatMessage>)>,
+    clock: u64,
+}
+
+impl Conversations {
+    fn contains(&self, context: &str) -> bool {
+        self.by_context.contains_key(context)
+    }
+
+    /// Adds one exchange to a conversation, keeping its last [`MEMORY_MESSAGES`].
+    fn record(&mut self, context: &str, query: &str, reply: &str) {
+        let mut conv = self
+            .by_context
+            .remove(context)
+            .map(|(_, m)| m)
+            .unwrap_or_default();
+        conv.push(ChatMessage::user(query));
+        conv.push(ChatMessage::assistant(reply));
+        let extra = conv.len().saturating_sub(MEMORY_MESSAGES);
+        conv.drain(..extra);
+        self.put(context, conv);
+    }
+
+    fn get(&mut self, context: &str) -> Option<Vec<ChatMessage>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.by_context.get_mut(context).map(|(used, m)| {
+            *used = clock;
+            m.clone()
+        })
+    }
+
+    fn put(&mut self, context: &str, messages: Vec<ChatMessage>) {
+        self.clock += 1;
+        self.by_context
+            .insert(context.to_owned(), (self.clock, messages));
+        if self.by_context.len() > MEMORY_CONTEXTS
+            && let Some(oldest) = self
+                .by_context
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(c, _)| c.clone())
+        {
+            self.by_context.remove(&oldest);
+        }
+    }
+}
 
 /// A specialized agent: one ReAct engine with a prompt, tools and a model.
 pub struct Agent {
@@ -419,7 +473,7 @@ pub struct Agent {
     tools: std::sync::RwLock<ToolRegistry>,
     source: Option<Arc<dyn ToolSource>>,
     kind: AgentKind,
-    memory: Mutex<HashMap<String, Vec<ChatMessage>>>,
+    memory: Mutex<Conversations>,
     pub(crate) checkpoints: Checkpoints,
 }
 
@@ -496,7 +550,7 @@ impl Agent {
     /// A fresh run state for `query` in `context_id`'s conversation.
     pub fn start(&self, query: &str, context_id: Option<&str>) -> ReactState {
         let history = context_id
-            .and_then(|c| self.memory().get(c).cloned())
+            .and_then(|c| self.memory().get(c))
             .unwrap_or_default();
         ReactState::new(
             self.react_config(),
@@ -507,8 +561,33 @@ impl Agent {
         )
     }
 
-    fn memory(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<ChatMessage>>> {
+    fn memory(&self) -> std::sync::MutexGuard<'_, Conversations> {
         self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Brings a conversation the run store has but memory does not (after a restart, or
+    /// evicted) back into memory.
+    pub(crate) async fn recall(&self, context_id: &str) {
+        if self.memory().contains(context_id) {
+            return;
+        }
+        if let Some(messages) = self.checkpoints.conversation(context_id).await {
+            let mut mem = self.memory();
+            // A turn that ran meanwhile has the newer messages.
+            if !mem.contains(context_id) {
+                mem.put(context_id, messages);
+            }
+        }
+    }
+
+    /// Saves a conversation's recent messages in the run store.
+    pub(crate) async fn persist(&self, context_id: &str) {
+        let messages = self.memory().get(context_id);
+        if let Some(messages) = messages {
+            self.checkpoints
+                .save_conversation(context_id, &messages)
+                .await;
+        }
     }
 
     /// Drives `state` to its end, then remembers the exchange in the context's conversation.
@@ -552,14 +631,7 @@ impl Agent {
             _ => None,
         };
         if let (Some(c), Some(reply)) = (context_id, &reply) {
-            let mut mem = self.memory();
-            let conv = mem.entry(c.to_owned()).or_default();
-            conv.push(ChatMessage::user(query.clone()));
-            conv.push(ChatMessage::assistant(reply.clone()));
-            if conv.len() > MEMORY_MESSAGES {
-                let cut = conv.len() - MEMORY_MESSAGES;
-                conv.drain(..cut);
-            }
+            self.memory().record(c, &query, reply);
         }
         RunReport {
             query,
@@ -604,5 +676,25 @@ impl RunHooks for ShouldContinue<'_> {
     }
     fn checkpoint<'a>(&'a self, state: &'a ReactState) -> crate::llm::BoxFuture<'a, ()> {
         self.inner.checkpoint(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ChatMessage, Conversations, MEMORY_CONTEXTS};
+
+    #[test]
+    fn memory_keeps_the_most_recently_used_conversations() {
+        let mut m = Conversations::default();
+        for i in 0..MEMORY_CONTEXTS {
+            m.put(&format!("c{i}"), vec![ChatMessage::user(format!("hi {i}"))]);
+        }
+        // c0 is used again, so c1 is now the least recently used.
+        assert!(m.get("c0").is_some());
+        m.put("new", Vec::new());
+        assert_eq!(m.by_context.len(), MEMORY_CONTEXTS);
+        assert!(m.get("c1").is_none(), "the least recently used stayed");
+        assert_eq!(m.get("c0").unwrap()[0].content, "hi 0");
+        assert!(m.get("new").is_some());
     }
 }

@@ -211,4 +211,81 @@ mod tests {
         let fine = format!("{}1{}", "(".repeat(60), ")".repeat(60));
         assert_eq!(eval(&fine).unwrap(), 1.0);
     }
+
+    /// An expression tree, rendered fully parenthesized, with the value it must evaluate to.
+    #[derive(Debug, Clone)]
+    enum Expr {
+        Num(u16),
+        Neg(Box<Expr>),
+        Bin(Box<Expr>, char, Box<Expr>),
+    }
+
+    impl Expr {
+        fn text(&self) -> String {
+            match self {
+                Expr::Num(n) => n.to_string(),
+                Expr::Neg(e) => format!("-({})", e.text()),
+                Expr::Bin(a, op, b) => format!("({}) {op} ({})", a.text(), b.text()),
+            }
+        }
+        fn value(&self) -> f64 {
+            match self {
+                Expr::Num(n) => f64::from(*n),
+                Expr::Neg(e) => -e.value(),
+                Expr::Bin(a, op, b) => {
+                    let (a, b) = (a.value(), b.value());
+                    match op {
+                        '+' => a + b,
+                        '-' => a - b,
+                        '*' => a * b,
+                        '/' => a / b,
+                        '%' => a % b,
+                        _ => a.powf(b),
+                    }
+                }
+            }
+        }
+    }
+
+    fn expr() -> impl Strategy<Value = Expr> {
+        any::<u16>()
+            .prop_map(Expr::Num)
+            .prop_recursive(6, 40, 2, |inner| {
+                prop_oneof![
+                    inner.clone().prop_map(|e| Expr::Neg(Box::new(e))),
+                    (
+                        inner.clone(),
+                        proptest::sample::select(vec!['+', '-', '*', '/', '%', '^']),
+                        inner
+                    )
+                        .prop_map(|(a, op, b)| Expr::Bin(
+                            Box::new(a),
+                            op,
+                            Box::new(b)
+                        )),
+                ]
+            })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any well-formed expression evaluates to what its tree says (or is refused as not
+        /// finite when the tree's value is not).
+        #[test]
+        fn evaluates_like_the_tree(e in expr()) {
+            let want = e.value();
+            match eval(&e.text()) {
+                Ok(v) => prop_assert!(v == want || (v - want).abs() <= want.abs() * 1e-12, "{} = {v}, not {want}", e.text()),
+                Err(err) => prop_assert!(!want.is_finite(), "{}: {err}", e.text()),
+            }
+        }
+
+        /// Any text over the expression alphabet gets a value or an error, never a panic or a
+        /// stack overflow (the tool is served to whoever reaches `mcp serve builtin`).
+        #[test]
+        fn any_text_is_an_answer_or_an_error(s in "[-+*/%^() .0-9x]{0,6000}") {
+            let _ = eval(&s);
+        }
+    }
 }

@@ -123,6 +123,88 @@ pub async fn read_capped(path: PathBuf, max: u64) -> std::io::Result<Vec<u8>> {
     .map_err(std::io::Error::other)?
 }
 
+/// Names tried for one file before giving up (`deck.pptx`, `deck-2.pptx`, ...).
+const MAX_NAME_TRIES: usize = 1000;
+
+/// Writes `bytes` into `dir` under the plain file name `name` (replacing what is there when
+/// `replace`), else under the first free `stem-2.ext`, `stem-3.ext`, ..., and returns the
+/// name used. For what an agent writes for its callers: one client's file is never replaced
+/// by another's under the same name, and no host path is returned. A reader never sees half a
+/// file: the bytes go to a fresh temporary file (created exclusively, so a planted symlink is
+/// not followed), which is then renamed over `name`, or hard-linked to the first name not
+/// taken (a link, unlike a rename, fails instead of replacing). Blocking: call it off the
+/// async workers.
+pub fn write_new(dir: &Path, name: &str, bytes: &[u8], replace: bool) -> std::io::Result<String> {
+    use std::io::{ErrorKind, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+    std::fs::create_dir_all(dir)?;
+    let n = TEMPORARY.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(".{name}.{}-{n}-{nanos}.part", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if replace {
+        return match std::fs::rename(&tmp, dir.join(name)) {
+            Ok(()) => Ok(name.to_owned()),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        };
+    }
+    let (stem, ext) = match name.rfind('.') {
+        Some(i) if i > 0 => name.split_at(i),
+        _ => (name, ""),
+    };
+    let mut result = Err(std::io::Error::new(
+        ErrorKind::AlreadyExists,
+        format!("{MAX_NAME_TRIES} files named {stem}-N{ext} exist already"),
+    ));
+    for n in 1..=MAX_NAME_TRIES {
+        let candidate = if n == 1 {
+            name.to_owned()
+        } else {
+            format!("{stem}-{n}{ext}")
+        };
+        match std::fs::hard_link(&tmp, dir.join(&candidate)) {
+            Ok(()) => {
+                result = Ok(candidate);
+                break;
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            // A file system without hard links: an exclusive create is still no-clobber,
+            // only not atomic for readers.
+            Err(_) => match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(dir.join(&candidate))
+            {
+                Ok(mut f) => {
+                    result = f.write_all(bytes).map(|_| candidate);
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            },
+        }
+    }
+    let _ = std::fs::remove_file(&tmp);
+    result
+}
+
 /// A file-name-safe stem from a title: lower-case letters, digits and `-`, at most 60
 /// characters, `presentation` when nothing is left. No separators, so no way out of a folder.
 pub fn file_stem(title: &str) -> String {

@@ -131,6 +131,10 @@ pub struct ReactState {
     pub iteration: u32,
     pub usage: Usage,
     pub phase: Phase,
+    /// User messages that came while tool calls were pending: they join the conversation
+    /// after the tool results (a chat cannot put a user turn between a call and its result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<ChatMessage>,
 }
 
 fn builtin_specs(ask_user: bool) -> Vec<ToolSpec> {
@@ -204,6 +208,17 @@ impl ReactState {
             iteration: 0,
             usage: Usage::default(),
             phase: Phase::CallModel,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// A message from the user to a run that is not done (one resumed after a restart, say):
+    /// the model reads it on its next call, after the results of any pending tool calls.
+    pub fn add_user(&mut self, text: &str) {
+        let m = ChatMessage::user(text);
+        match self.phase {
+            Phase::CallTools { .. } => self.waiting.push(m),
+            _ => self.messages.push(m),
         }
     }
 
@@ -314,8 +329,11 @@ impl ReactState {
     }
 
     /// A bare string argument (from `Action Input: text`) goes to the tool's only parameter.
+    /// Not one that opens like a JSON object or array: that is JSON that did not parse (a
+    /// native tool call's `{name: Hamlet`), which the model must correct, not a value.
     fn fit_arguments(spec: &ToolSpec, args: Value) -> Value {
         if let Value::String(s) = &args
+            && !s.trim_start().starts_with(['{', '['])
             && let Some(props) = spec.parameters.get("properties").and_then(Value::as_object)
             && props.len() == 1
         {
@@ -421,6 +439,7 @@ impl ReactState {
                 Err(e) => self.observe(&r.call_id, &r.name, format!("Error: {e}"), true, None),
             }
         }
+        self.messages.append(&mut self.waiting);
         self.phase = Phase::CallModel;
     }
 }

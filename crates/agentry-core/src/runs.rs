@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::llm::BoxFuture;
+use crate::llm::{BoxFuture, ChatMessage};
 use crate::react::ReactState;
 
 /// A run store failure.
@@ -103,7 +103,7 @@ mod sqlite {
     }
 
     /// Checkpoints in one SQLite table (`checkpoints`), in WAL mode with the task store's
-    /// durability (`synchronous=NORMAL`: a resolved write survives a crash of the process).
+    /// durability (`synchronous=FULL`: a resolved write is fsynced).
     ///
     /// It may share a file with other writers (agentry puts it in the agent's task database):
     /// every write is one statement, and a busy database is waited for, not failed.
@@ -128,7 +128,7 @@ mod sqlite {
                 .map_err(|e| fail(Box::new(e)))?;
             conn.execute_batch(
                 "PRAGMA journal_mode=WAL;
-                 PRAGMA synchronous=NORMAL;
+                 PRAGMA synchronous=FULL;
                  CREATE TABLE IF NOT EXISTS checkpoints (
                      key TEXT PRIMARY KEY,
                      body TEXT NOT NULL,
@@ -204,56 +204,101 @@ mod sqlite {
 ///
 /// Failures are logged, not returned: a run whose checkpoint could not be saved goes on (it
 /// only loses the ability to resume), and an unreadable checkpoint starts the run afresh.
+///
+/// A store given to [`Checkpoints::new`] also keeps each conversation's recent messages (key
+/// `conversation:<contextId>`), so an agent remembers a context after a restart as its task
+/// store remembers the tasks; the default in-memory one keeps none (it would hold every
+/// conversation without bound, and the agent's own memory already has the recent ones).
 #[derive(Clone)]
-pub struct Checkpoints(Arc<dyn RunStore>);
+pub struct Checkpoints {
+    store: Arc<dyn RunStore>,
+    conversations: bool,
+}
 
 impl Default for Checkpoints {
     /// In memory.
     fn default() -> Self {
-        Checkpoints(Arc::new(MemoryRunStore::default()))
+        Checkpoints {
+            store: Arc::new(MemoryRunStore::default()),
+            conversations: false,
+        }
     }
 }
 
 impl Checkpoints {
-    /// Checkpoints in `store`.
+    /// Checkpoints (and conversations) in `store`.
     pub fn new(store: Arc<dyn RunStore>) -> Self {
-        Checkpoints(store)
+        Checkpoints {
+            store,
+            conversations: true,
+        }
     }
 
     /// The store underneath.
     pub fn store(&self) -> &Arc<dyn RunStore> {
-        &self.0
+        &self.store
+    }
+
+    /// Saves a conversation's recent messages (a no-op for the default in-memory store).
+    pub async fn save_conversation(&self, context_id: &str, messages: &[ChatMessage]) {
+        if self.conversations {
+            self.put_json(
+                &format!("conversation:{context_id}"),
+                &messages,
+                "conversation",
+            )
+            .await;
+        }
+    }
+
+    /// A conversation's saved messages, if there are readable ones.
+    pub async fn conversation(&self, context_id: &str) -> Option<Vec<ChatMessage>> {
+        if !self.conversations {
+            return None;
+        }
+        self.get_json(&format!("conversation:{context_id}"), "conversation")
+            .await
     }
 
     /// Saves `state` as the run's checkpoint.
     pub async fn save(&self, run_id: &str, state: &ReactState) {
-        match serde_json::to_string(state) {
-            Ok(json) => {
-                if let Err(e) = self.0.put(run_id, &json).await {
-                    tracing::warn!(run = run_id, "checkpoint not saved: {e}");
-                }
-            }
-            Err(e) => tracing::warn!(run = run_id, "checkpoint not serializable: {e}"),
-        }
+        self.put_json(run_id, state, "checkpoint").await;
     }
 
     /// The run's checkpoint, if there is a readable one.
     pub async fn load(&self, run_id: &str) -> Option<ReactState> {
-        let body = match self.0.get(run_id).await {
+        self.get_json(run_id, "checkpoint").await
+    }
+
+    /// Stores `value` as JSON under `key`; a failure is logged as `what` (see the type docs).
+    async fn put_json<T: serde::Serialize + ?Sized>(&self, key: &str, value: &T, what: &str) {
+        match serde_json::to_string(value) {
+            Ok(json) => {
+                if let Err(e) = self.store.put(key, &json).await {
+                    tracing::warn!(key, "{what} not saved: {e}");
+                }
+            }
+            Err(e) => tracing::warn!(key, "{what} not serializable: {e}"),
+        }
+    }
+
+    /// The JSON under `key`, if there is a readable one; a failure is logged as `what`.
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, key: &str, what: &str) -> Option<T> {
+        let body = match self.store.get(key).await {
             Ok(body) => body?,
             Err(e) => {
-                tracing::warn!(run = run_id, "checkpoint not read: {e}");
+                tracing::warn!(key, "{what} not read: {e}");
                 return None;
             }
         };
         serde_json::from_str(&body)
-            .inspect_err(|e| tracing::warn!(run = run_id, "checkpoint unreadable: {e}"))
+            .inspect_err(|e| tracing::warn!(key, "{what} unreadable: {e}"))
             .ok()
     }
 
     /// Forgets the run's checkpoint (the run ended).
     pub async fn remove(&self, run_id: &str) {
-        if let Err(e) = self.0.delete(run_id).await {
+        if let Err(e) = self.store.delete(run_id).await {
             tracing::warn!(run = run_id, "checkpoint not removed: {e}");
         }
     }

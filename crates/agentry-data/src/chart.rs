@@ -25,11 +25,14 @@ pub enum ChartKind {
 /// A chart request over a table's columns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChartSpec {
+    /// Bar, line, scatter or histogram.
     pub kind: ChartKind,
+    /// The column on the horizontal axis (the values, for a histogram).
     pub x: String,
     /// Required except for histograms.
     #[serde(default)]
     pub y: Option<String>,
+    /// The chart's title (and its file name).
     #[serde(default)]
     pub title: Option<String>,
     /// Histogram buckets (default 20).
@@ -40,7 +43,9 @@ pub struct ChartSpec {
 /// The rendered chart.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {
+    /// The chart as PNG (800x500).
     pub png: Vec<u8>,
+    /// The same chart as SVG.
     pub svg: String,
 }
 

@@ -3,6 +3,8 @@
 //! PNG and SVG ([`chart`]). Tools `query_db`, `analyze`, `visualize` for models; a structured
 //! request (`{"source", "sql", "analyze", "chart"}`) runs them without one.
 
+#![warn(missing_docs)]
+
 pub mod access;
 pub mod chart;
 pub mod kind;
@@ -28,10 +30,13 @@ pub use query::{DEFAULT_QUERY_TIME, Source, Table};
 /// Why a data request failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
+    /// The request itself: an unknown or refused source, a bad argument.
     #[error("{0}")]
     Input(String),
+    /// The engine refused or failed the SQL (syntax, a write, the time budget).
     #[error("query failed: {0}")]
     Query(String),
+    /// The chart could not be drawn or saved.
     #[error("chart: {0}")]
     Chart(String),
 }
@@ -161,7 +166,9 @@ struct VisualizeArgs {
 /// Saved chart files.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChartFiles {
+    /// The PNG's file name in the chart folder.
     pub png: String,
+    /// The SVG's file name in the chart folder.
     pub svg: String,
 }
 
@@ -177,7 +184,7 @@ impl Tool for Visualize {
     async fn call(&self, a: VisualizeArgs) -> Result<ChartFiles, DataError> {
         let (_, t) = self.0.query(&a.source, &a.sql, MAX_ROWS).await?;
         let c = render_off_workers(t, a.chart).await?;
-        save(&self.0.out_dir, a.name.as_deref().unwrap_or("chart"), &c)
+        save(&self.0.out_dir, a.name.as_deref().unwrap_or("chart"), &c).await
     }
 }
 
@@ -188,27 +195,41 @@ async fn render_off_workers(t: Table, spec: ChartSpec) -> Result<chart::Chart, D
         .map_err(|e| DataError::Chart(e.to_string()))?
 }
 
-/// Saves the chart; the names returned are relative to the chart folder (no host paths).
-fn save(dir: &std::path::Path, name: &str, c: &chart::Chart) -> Result<ChartFiles, DataError> {
+/// Saves the chart (off the async workers) under names relative to the chart folder (no
+/// host paths); a name another request used gets a number instead of replacing its chart.
+async fn save(
+    dir: &std::path::Path,
+    name: &str,
+    c: &chart::Chart,
+) -> Result<ChartFiles, DataError> {
     let stem = agentry_core::confine::file_stem(name);
-    let failed = |e: std::io::Error| DataError::Chart(format!("cannot save the chart: {e}"));
-    std::fs::create_dir_all(dir).map_err(failed)?;
-    let (png, svg) = (format!("{stem}.png"), format!("{stem}.svg"));
-    std::fs::write(dir.join(&png), &c.png)
-        .and_then(|_| std::fs::write(dir.join(&svg), &c.svg))
-        .map_err(failed)?;
-    Ok(ChartFiles { png, svg })
+    let (dir, png_bytes, svg_bytes) = (dir.to_path_buf(), c.png.clone(), c.svg.clone());
+    let saved = tokio::task::spawn_blocking(move || {
+        use agentry_core::confine::write_new;
+        let png = write_new(&dir, &format!("{stem}.png"), &png_bytes, false)?;
+        let stem = png.strip_suffix(".png").unwrap_or(&png);
+        let svg = write_new(&dir, &format!("{stem}.svg"), svg_bytes.as_bytes(), false)?;
+        Ok::<_, std::io::Error>(ChartFiles { png, svg })
+    })
+    .await
+    .map_err(|e| DataError::Chart(format!("cannot save the chart: {e}")))?;
+    saved.map_err(|e| DataError::Chart(format!("cannot save the chart: {e}")))
 }
 
 /// A data request as structured input.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DataRequest {
+    /// A file or folder the agent may read, a named source, or a listed database URL.
     pub source: String,
+    /// One read-only statement (SELECT or WITH ...).
     pub sql: String,
+    /// Summary statistics of every column of the result.
     #[serde(default)]
     pub analyze: bool,
+    /// A chart of the result.
     #[serde(default)]
     pub chart: Option<ChartSpec>,
+    /// Rows returned at most (capped by the agent).
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -226,6 +247,7 @@ impl DataSpecialist {
         DataSpecialist { settings }
     }
 
+    /// The agent's card, served at `url`.
     pub fn card(&self, url: &str) -> agentry_a2a::model::AgentCard {
         let mut card = agentry_a2a::model::AgentCard::new("Data Analyst", &self.description(), url);
         card.default_output_modes = vec![
@@ -253,6 +275,7 @@ impl DataSpecialist {
         card
     }
 
+    /// Answers one request: rows, statistics, chart.
     pub async fn run(&self, req: &DataRequest) -> Result<Reply, DataError> {
         let limit = req.limit.unwrap_or(MAX_ROWS).clamp(1, MAX_ROWS);
         let (src, t) = self.settings.query(&req.source, &req.sql, limit).await?;
@@ -290,7 +313,7 @@ impl DataSpecialist {
                 .title
                 .clone()
                 .unwrap_or_else(|| format!("{:?} {}", spec.kind, spec.x));
-            let files = save(&self.settings.out_dir, &name, &c)?;
+            let files = save(&self.settings.out_dir, &name, &c).await?;
             text.push_str(&format!("\nChart: {} and {}\n", files.png, files.svg));
             data["chart"] = json!(files);
             use base64::Engine;

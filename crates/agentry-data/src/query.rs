@@ -13,7 +13,9 @@ use super::DataError;
 /// A query result: column names and rows of JSON values.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
+    /// Column names, in order.
     pub columns: Vec<String>,
+    /// One value per column in each row.
     pub rows: Vec<Vec<Value>>,
     /// More rows existed than the limit allowed.
     pub truncated: bool,
@@ -67,7 +69,9 @@ impl Table {
 pub enum Source {
     /// Files queried together, each a table (name → path).
     Files(BTreeMap<String, PathBuf>),
+    /// A SQLite database file, opened read-only.
     Sqlite(PathBuf),
+    /// A PostgreSQL URL, queried in a read-only transaction.
     Postgres(String),
 }
 

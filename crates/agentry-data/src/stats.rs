@@ -9,19 +9,26 @@ use serde_json::Value;
 
 use super::query::Table;
 
+/// Summary statistics of one column.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ColumnStats {
+    /// The column's name.
     pub column: String,
     /// Non-null values.
     pub count: usize,
+    /// Null values.
     pub nulls: usize,
+    /// Numeric or categorical figures.
     #[serde(flatten)]
     pub kind: Kind,
 }
 
+/// The figures of a column, by what it holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Kind {
+    /// Numbers: moments and quartiles (pandas' `describe`, sample standard deviation).
+    #[allow(missing_docs)]
     Numeric {
         mean: f64,
         std: f64,
@@ -31,6 +38,8 @@ pub enum Kind {
         p75: f64,
         max: f64,
     },
+    /// Anything else: how many distinct values, the most frequent and its count.
+    #[allow(missing_docs)]
     Categorical {
         distinct: usize,
         top: Option<String>,

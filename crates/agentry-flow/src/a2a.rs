@@ -25,6 +25,7 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
+    /// Serves `workflows` (each a skill) as the agent `name`, run by `engine`.
     pub fn new(name: &str, engine: Arc<Engine>, workflows: Vec<Workflow>) -> Self {
         Orchestrator {
             engine,

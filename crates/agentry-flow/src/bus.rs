@@ -15,9 +15,13 @@ use agentry_core::llm::BoxFuture;
 /// One published event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BusEvent {
+    /// Unique per event.
     pub id: String,
+    /// The topic it was published on.
     pub topic: String,
+    /// What was published.
     pub payload: Map<String, Value>,
+    /// When (RFC 3339).
     pub time: String,
 }
 
@@ -57,6 +61,7 @@ impl Default for InProcessBus {
 }
 
 impl InProcessBus {
+    /// A bus keeping up to `capacity` events per subscriber before the slowest skips ahead.
     pub fn new(capacity: usize) -> Self {
         InProcessBus {
             tx: broadcast::channel(capacity.max(1)).0,

@@ -26,29 +26,41 @@ use crate::workflow::{OnFailure, Workflow, WorkflowStep};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
+    /// Not started yet.
     Pending,
+    /// Its agent is working on it.
     Running,
+    /// Answered.
     Done,
+    /// Failed after its retries.
     Failed,
+    /// Not run (its condition was false, or a dependency failed).
     Skipped,
 }
 
 /// What a step produced.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepOutput {
+    /// The answer's text.
     pub text: String,
     /// Structured output: the answer's data parts, and its text when that is a JSON object.
     pub data: Map<String, Value>,
+    /// Files and other artifacts the answer carried.
     pub artifacts: Vec<agentry_a2a::model::Artifact>,
 }
 
+/// One step's record in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
+    /// Where it stands.
     pub status: StepStatus,
+    /// What it produced, once done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<StepOutput>,
+    /// Why it failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Attempts made so far.
     pub attempts: u32,
     /// The agent that answered (the fallback, when one was used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,22 +71,33 @@ pub struct StepRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    /// Steps are still running.
     Running,
+    /// Every step that had to run ran.
     Completed,
+    /// A step failed and the workflow gave up.
     Failed,
+    /// Canceled before it finished.
     Canceled,
 }
 
 /// The whole state of a run: what is checkpointed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
+    /// The run's id (also its checkpoint key).
     pub run_id: String,
+    /// The workflow being run.
     pub workflow: Workflow,
+    /// The run's input.
     pub input: Value,
+    /// Each step's record, by step id.
     pub steps: BTreeMap<String, StepRecord>,
+    /// Where the run stands.
     pub status: RunStatus,
+    /// The rendered final output, once completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_output: Option<String>,
+    /// Why the run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -179,26 +202,43 @@ impl Ready {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum FlowEvent {
+    /// A step's agent was asked (again, when `attempt` > 1).
     StepStarted {
+        /// The step's id.
         step: String,
+        /// The agent asked.
         agent: String,
+        /// 1 for the first attempt.
         attempt: u32,
     },
+    /// A step answered.
     StepFinished {
+        /// The step's id.
         step: String,
+        /// Its answer's text.
         output: String,
     },
+    /// A step's attempt failed.
     StepFailed {
+        /// The step's id.
         step: String,
+        /// Why.
         error: String,
+        /// Whether another attempt follows.
         retrying: bool,
     },
+    /// A step was not run.
     StepSkipped {
+        /// The step's id.
         step: String,
+        /// Why.
         reason: String,
     },
+    /// The run ended.
     RunFinished {
+        /// How.
         status: RunStatus,
+        /// The final output, when completed.
         final_output: Option<String>,
     },
 }
@@ -229,6 +269,7 @@ pub enum FlowError {
 
 /// Runs workflows over an [`AgentRegistry`], checkpointing into a run store.
 pub struct Engine {
+    /// Where step agents are found (local handles and A2A URLs).
     pub agents: Arc<AgentRegistry>,
     store: Option<Arc<dyn RunStore>>,
     cancel_grace: Duration,
@@ -266,6 +307,7 @@ fn preview(s: &str) -> String {
 }
 
 impl Engine {
+    /// An engine over `agents`, checkpointing in memory (see `with_store`).
     pub fn new(agents: Arc<AgentRegistry>) -> Self {
         Engine {
             agents,

@@ -12,6 +12,8 @@
 //! - [`a2a`]: the orchestrator as an A2A agent whose skills are its workflows.
 //! - [`bus`]: publish-subscribe between agents (in-process now, a broker later).
 
+#![warn(missing_docs)]
+
 pub mod a2a;
 pub mod bus;
 pub mod exec;

@@ -17,10 +17,17 @@ use crate::workflow::Workflow;
 /// Why no plan came out.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// The model could not be asked.
     #[error("model call failed: {0}")]
     Model(String),
+    /// Every attempt gave a workflow that does not validate.
     #[error("no valid plan after {attempts} attempts; last problems:\n{problems}")]
-    Invalid { attempts: u32, problems: String },
+    Invalid {
+        /// Plans asked for (the first and its repairs).
+        attempts: u32,
+        /// The last plan's problems, one per line.
+        problems: String,
+    },
 }
 
 /// Plans workflows with an LLM.
@@ -64,6 +71,7 @@ fn first_object(text: &str) -> Option<Value> {
 }
 
 impl Planner {
+    /// A planner asking `llm`, repairing an invalid plan up to twice.
     pub fn new(llm: Arc<dyn DynLlmProvider>) -> Self {
         Planner {
             llm,

@@ -45,8 +45,11 @@ struct Breaker {
 /// What the planner and validator know about an agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentInfo {
+    /// The agent's name in workflows.
     pub name: String,
+    /// What it does (from its card or handle).
     pub description: String,
+    /// Its skill ids.
     pub skills: Vec<String>,
 }
 
@@ -75,6 +78,7 @@ impl Default for AgentRegistry {
 }
 
 impl AgentRegistry {
+    /// An empty registry that prefers `mode` for agents both local and remote.
     pub fn new(mode: Mode) -> Self {
         AgentRegistry {
             entries: BTreeMap::new(),
@@ -90,11 +94,13 @@ impl AgentRegistry {
         }
     }
 
+    /// How long an agent that failed is skipped before being tried again (default 30 s).
     pub fn with_cooldown(mut self, d: Duration) -> Self {
         self.cooldown = d;
         self
     }
 
+    /// Where steps go first for agents both local and remote.
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -147,6 +153,7 @@ impl AgentRegistry {
         self.entries.get(agent).map(|e| e.skills.as_slice())
     }
 
+    /// What the planner and validator know of every agent.
     pub fn describe(&self) -> Vec<AgentInfo> {
         self.entries
             .iter()

@@ -17,10 +17,13 @@ use serde_json::Value;
 /// A template that names something missing, or is malformed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TemplateError {
+    /// `${` without its `}` (at this byte).
     #[error("unclosed `${{` at byte {0}")]
     Unclosed(usize),
+    /// `${}` with nothing inside.
     #[error("empty `${{}}`")]
     Empty,
+    /// A path the run's context does not have.
     #[error("`${{{0}}}` names nothing in the run's context")]
     Missing(String),
 }

@@ -10,7 +10,9 @@ use crate::workflow::{OnFailure, Workflow};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}{message}", step.as_ref().map(|s| format!("step `{s}`: ")).unwrap_or_default())]
 pub struct ValidationError {
+    /// The step the problem is in (`None`: the workflow as a whole).
     pub step: Option<String>,
+    /// What is wrong.
     pub message: String,
 }
 

@@ -26,11 +26,13 @@ use serde::{Deserialize, Serialize};
 pub struct Workflow {
     /// Identifier; also the orchestrator's skill id when served over A2A.
     pub name: String,
+    /// What the workflow does (the skill's description when served).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// Names of the top-level input fields (`${input.NAME...}`); empty means any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<String>,
+    /// The steps, in any order (dependencies decide the order).
     pub steps: Vec<WorkflowStep>,
     /// The final output, a template (default: the outputs of the steps nothing depends on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,13 +56,16 @@ pub struct WorkflowStep {
     /// `${steps.ID.data.field}`, `${steps.ID.artifacts}`.
     #[serde(default)]
     pub input: String,
+    /// Steps whose outputs this one needs; it starts when they are done.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
     /// Seconds per attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_secs: Option<f64>,
+    /// Attempts and backoff on failure.
     #[serde(default, skip_serializing_if = "Retry::is_none")]
     pub retry: Retry,
+    /// What a failure does to the run: fail it (default), skip, or fall back.
     #[serde(default, skip_serializing_if = "OnFailure::is_fail")]
     pub on_failure: OnFailure,
     /// Run only when this holds: a template that is truthy, or `A == B` / `A != B`.
@@ -157,7 +162,9 @@ impl OnFailure {
 #[derive(Debug, thiserror::Error)]
 #[error("workflow {path}: {reason}")]
 pub struct LoadError {
+    /// The file.
     pub path: String,
+    /// What was wrong with it.
     pub reason: String,
 }
 
@@ -191,6 +198,7 @@ impl Workflow {
         serde_json::to_value(schemars::schema_for!(Workflow)).unwrap_or_default()
     }
 
+    /// The step with this id.
     pub fn step(&self, id: &str) -> Option<&WorkflowStep> {
         self.steps.iter().find(|s| s.id == id)
     }

@@ -1225,4 +1225,132 @@ mod tests {
         let rec = json!({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"});
         assert!(Grammar::from_schema(&rec, 10).is_err());
     }
+
+    use proptest::prelude::*;
+
+    /// A schema and one value it allows, built together.
+    fn schema_and_value() -> impl Strategy<Value = (Value, Value)> {
+        let leaf = prop_oneof![
+            (0usize..8, "[a-z ]{0,8}").prop_map(|(n, s)| {
+                let s: String = s.chars().take(n).collect();
+                (json!({"type": "string", "maxLength": n}), json!(s))
+            }),
+            any::<i32>().prop_map(|i| (json!({"type": "integer"}), json!(i))),
+            (any::<i32>(), 0u32..1000).prop_map(|(i, f)| {
+                let x = f64::from(i) + f64::from(f) / 1000.0;
+                (json!({"type": "number"}), json!(x))
+            }),
+            any::<bool>().prop_map(|b| (json!({"type": "boolean"}), json!(b))),
+            Just((json!({"type": "null"}), Value::Null)),
+            (
+                proptest::collection::btree_set("[a-z]{1,5}", 1..4),
+                any::<proptest::sample::Index>()
+            )
+                .prop_map(|(set, i)| {
+                    let v: Vec<String> = set.into_iter().collect();
+                    let pick = v[i.index(v.len())].clone();
+                    (json!({"enum": v}), json!(pick))
+                }),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                (inner.clone(), any::<bool>()).prop_map(|((s, v), one)| (
+                    json!({"type": "array", "items": s}),
+                    if one { json!([v]) } else { json!([]) }
+                )),
+                proptest::collection::btree_map("[a-z]{1,6}", (inner, 0u8..3), 0..4).prop_map(
+                    |props| {
+                        let mut properties = serde_json::Map::new();
+                        let mut required = Vec::new();
+                        let mut value = serde_json::Map::new();
+                        for (k, ((s, v), how)) in props {
+                            properties.insert(k.clone(), s);
+                            // 0: required, 1: optional and given, 2: optional and left out.
+                            if how == 0 {
+                                required.push(k.clone());
+                            }
+                            if how < 2 {
+                                value.insert(k, v);
+                            }
+                        }
+                        (
+                            json!({"type": "object", "properties": properties, "required": required}),
+                            Value::Object(value),
+                        )
+                    }
+                ),
+            ]
+        })
+    }
+
+    /// JSON shaped like schemas, right or wrong: what a request's `response_format` may hold.
+    fn schema_like() -> impl Strategy<Value = Value> {
+        let key = proptest::sample::select(vec![
+            "type",
+            "properties",
+            "items",
+            "$ref",
+            "enum",
+            "anyOf",
+            "oneOf",
+            "required",
+            "maxLength",
+            "$defs",
+            "const",
+            "minItems",
+            "maxItems",
+            "x",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| json!(i)),
+            proptest::sample::select(vec![
+                "object",
+                "string",
+                "integer",
+                "number",
+                "array",
+                "boolean",
+                "null",
+                "#/$defs/a",
+                "#/$defs/b",
+                "#",
+                "#/x",
+                "http://e/x",
+            ])
+            .prop_map(|s| json!(s)),
+        ];
+        leaf.prop_recursive(6, 64, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map(key.clone(), inner.clone(), 0..6).prop_map(|m| {
+                    Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+                proptest::collection::btree_map("[a-b]", inner, 1..3)
+                    .prop_map(|defs| json!({"$defs": defs, "$ref": "#/$defs/a"})),
+            ]
+        })
+    }
+
+    proptest! {
+        /// What a schema allows, its grammar accepts (written compactly, keys in order).
+        #[test]
+        fn the_grammar_accepts_what_the_schema_allows((schema, value) in schema_and_value()) {
+            let g = Grammar::from_schema(&schema, 64).unwrap();
+            let text = value.to_string();
+            prop_assert!(accepts(&g, &text), "{schema} refused {text}");
+        }
+
+        /// Any schema-like JSON compiles or is refused, within the node cap, and any bytes fed
+        /// to what compiled are taken or refused: never a panic, a stack overflow or a hang.
+        #[test]
+        fn any_schema_compiles_or_is_refused(schema in schema_like(), bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(g) = Grammar::from_schema(&schema, 16) {
+                prop_assert!(g.nodes.len() <= MAX_NODES);
+                let mut m = Matcher::new(&g);
+                let _ = m.feed(&bytes);
+            }
+        }
+    }
 }

@@ -26,10 +26,7 @@ fn have_models() -> bool {
             "embedded models not found under {}: run `bash scripts/fetch-models.sh`",
             paths::models_dir().display()
         );
-        if std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() == Ok("1") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
+        agentry_testkit::missing::<()>(agentry_testkit::Peer::Models, &msg);
     }
     ok
 }

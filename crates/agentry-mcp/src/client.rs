@@ -7,6 +7,7 @@
 //! the server forgot (404, or 400 as some servers answer) is re-established by the transport.
 
 use crate::McpServerSpec;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,11 +23,21 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
-/// Which commands configs may launch. Empty `allowed` with `allow_any` false refuses all.
+/// Which programs configs may launch as stdio servers. Closed by default: [`default`] and
+/// [`from_env`] with `AGENTRY_MCP_ALLOW` unset launch nothing.
+///
+/// Entries and commands are compared as the files they resolve to (a bare name is looked up
+/// on `PATH`, symlinks followed), so allowing `python3` admits `/usr/bin/python3` but not a
+/// `python3` in some other folder, and a server's own `env` cannot redirect the lookup: the
+/// program is started by the absolute path found at the check.
+///
+/// [`default`]: LaunchPolicy::default
+/// [`from_env`]: LaunchPolicy::from_env
 #[derive(Debug, Clone, Default)]
 pub struct LaunchPolicy {
     /// Program names or paths (`npx`, `node`, `/usr/bin/python3`).
     pub allowed: Vec<String>,
+    /// Any command (tests, or a deliberate `AGENTRY_MCP_ALLOW=*`).
     pub allow_any: bool,
 }
 
@@ -39,51 +50,105 @@ impl LaunchPolicy {
         }
     }
 
-    /// From `AGENTRY_MCP_ALLOW` (comma-separated programs; `*` allows any).
-    pub fn from_env() -> Self {
-        match std::env::var("AGENTRY_MCP_ALLOW") {
-            Ok(s) if s.trim() == "*" => Self::any(),
-            Ok(s) => LaunchPolicy {
-                allowed: s
-                    .split(',')
-                    .map(|p| p.trim().to_owned())
-                    .filter(|p| !p.is_empty())
-                    .collect(),
-                allow_any: false,
-            },
-            Err(_) => Self::any(),
+    /// Allows exactly `programs` (names looked up on `PATH`, or paths).
+    pub fn allow<I: IntoIterator<Item = S>, S: Into<String>>(programs: I) -> Self {
+        LaunchPolicy {
+            allowed: programs.into_iter().map(Into::into).collect(),
+            allow_any: false,
         }
     }
 
-    pub fn check(&self, command: &str) -> Result<(), McpError> {
-        if self.allow_any {
-            return Ok(());
-        }
-        let base = std::path::Path::new(command)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or(command);
-        if self.allowed.iter().any(|a| a == command || a == base) {
-            Ok(())
-        } else {
-            Err(McpError::NotAllowed(command.to_owned()))
+    /// From `AGENTRY_MCP_ALLOW`: comma-separated programs, `*` for any; unset or empty
+    /// allows none.
+    pub fn from_env() -> Self {
+        match std::env::var("AGENTRY_MCP_ALLOW") {
+            Ok(s) if s.trim() == "*" => Self::any(),
+            Ok(s) => Self::allow(s.split(',').map(str::trim).filter(|p| !p.is_empty())),
+            Err(_) => Self::default(),
         }
     }
+
+    /// The absolute path to start `command` by, when the policy allows it; the error names
+    /// the allow-list.
+    pub fn check(&self, command: &str) -> Result<PathBuf, McpError> {
+        let found = find_program(command);
+        if self.allow_any {
+            return Ok(found.unwrap_or_else(|| PathBuf::from(command)));
+        }
+        let refused = || McpError::NotAllowed(command.to_owned());
+        let found = found.ok_or_else(refused)?;
+        let file = std::fs::canonicalize(&found).map_err(|_| refused())?;
+        let allowed = self.allowed.iter().any(|a| {
+            find_program(a)
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .is_some_and(|p| p == file)
+        });
+        if allowed { Ok(found) } else { Err(refused()) }
+    }
+}
+
+/// Where `command` is: a path (with a `/`) made absolute, a bare name looked up on `PATH`
+/// (the first executable regular file). Not canonicalized: a virtualenv's `python` symlink
+/// must start as itself.
+fn find_program(command: &str) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            #[cfg(unix)]
+            let runnable = std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0;
+            #[cfg(not(unix))]
+            let runnable = true;
+            m.is_file() && runnable
+        })
+    };
+    if command.is_empty() {
+        return None;
+    }
+    if command.contains('/') {
+        let p = std::path::absolute(command).ok()?;
+        return executable(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(command))
+        .find(|p| executable(p))
 }
 
 /// MCP failures.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum McpError {
+    /// A server entry that cannot be used as written.
     #[error("invalid MCP config: {0}")]
     Config(String),
-    #[error("command `{0}` is not in the MCP launch allow-list (AGENTRY_MCP_ALLOW)")]
+    /// A stdio command the launch policy refuses.
+    #[error(
+        "command `{0}` is not in the MCP launch allow-list: add it to AGENTRY_MCP_ALLOW \
+         (comma-separated program names or paths; `*` allows any)"
+    )]
     NotAllowed(String),
+    /// Launching, connecting or negotiating failed.
     #[error("cannot connect to MCP server {server}: {reason}")]
-    Connect { server: String, reason: String },
+    Connect {
+        /// The server's name in the config.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// No answer (or progress) in time; the call was canceled.
     #[error("MCP server {server} did not answer within {secs} s")]
-    Timeout { server: String, secs: f64 },
+    Timeout {
+        /// The server's name in the config.
+        server: String,
+        /// The timeout that passed.
+        secs: f64,
+    },
+    /// The server answered the call with an error, or the session broke during it.
     #[error("MCP server {server}: {reason}")]
-    Call { server: String, reason: String },
+    Call {
+        /// The server's name in the config.
+        server: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// Receives server notifications: a changed tool list marks the client's tools stale.
@@ -111,7 +176,10 @@ async fn wait_closed(s: &Session) {
 
 /// One MCP server.
 pub struct McpClient {
+    /// How the server was configured.
     pub spec: McpServerSpec,
+    /// The stdio server's program, as the launch policy resolved it.
+    program: Option<PathBuf>,
     /// The server turned out to speak only the legacy HTTP+SSE transport.
     legacy_sse: std::sync::atomic::AtomicBool,
     handler: Handler,
@@ -126,11 +194,11 @@ impl McpClient {
         spec: McpServerSpec,
         policy: &LaunchPolicy,
     ) -> Result<Arc<Self>, McpError> {
-        if let Some(cmd) = &spec.command
-            && !cmd.is_empty()
-        {
-            policy.check(cmd)?;
-        } else if spec.url.is_none() {
+        let program = match spec.command.as_deref().filter(|c| !c.is_empty()) {
+            Some(cmd) => Some(policy.check(cmd)?),
+            None => None,
+        };
+        if program.is_none() && spec.url.is_none() {
             return Err(McpError::Config(format!(
                 "MCP server {} needs `command` or `url`",
                 spec.name
@@ -138,6 +206,7 @@ impl McpClient {
         }
         let c = Arc::new(McpClient {
             spec,
+            program,
             legacy_sse: Default::default(),
             handler: Handler::default(),
             session: Mutex::new(None),
@@ -155,8 +224,9 @@ impl McpClient {
     }
 
     async fn open(&self, lifecycle: ClientLifecycleMode) -> Result<Session, McpError> {
-        if let Some(cmd) = self.spec.command.as_deref().filter(|c| !c.is_empty()) {
-            let mut command = tokio::process::Command::new(cmd);
+        if let Some(program) = &self.program {
+            let cmd = program.display();
+            let mut command = tokio::process::Command::new(program);
             command
                 .args(&self.spec.args)
                 .envs(&self.spec.env)

@@ -15,8 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 /// Why the legacy transport failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LegacySseError {
+    /// The HTTP exchange failed.
     #[error("legacy SSE: {0}")]
     Http(String),
+    /// The stream never said where to post messages.
     #[error("legacy SSE: the server sent no endpoint event")]
     NoEndpoint,
 }

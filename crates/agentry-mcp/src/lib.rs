@@ -11,6 +11,8 @@
 //! - [`server`]: agentry's tools served over MCP (stdio, Streamable HTTP).
 //! - [`spec`]: an agent config's `[[mcp_servers]]` entries, read and checked.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod legacy_sse;
 pub mod server;

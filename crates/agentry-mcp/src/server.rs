@@ -23,6 +23,7 @@ pub struct ToolServer {
 }
 
 impl ToolServer {
+    /// Serves `tools` under the server name `name`.
     pub fn new(name: &str, tools: ToolRegistry) -> Self {
         ToolServer {
             name: name.to_owned(),

@@ -17,8 +17,10 @@ pub struct McpServerSpec {
     /// A command to launch (stdio transport).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The command's arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// Environment variables set for the command.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// An endpoint (Streamable HTTP transport, falling back to legacy HTTP+SSE).
@@ -28,8 +30,10 @@ pub struct McpServerSpec {
     /// with a fallback to legacy SSE when the server only speaks that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
+    /// HTTP headers sent with every request (HTTP transports).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// Sent as `Authorization: Bearer ...` (HTTP transports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token: Option<String>,
     /// Seconds without an answer (or progress) before a call is canceled.
@@ -44,6 +48,7 @@ pub struct McpServerSpec {
     /// Tool name patterns to expose (`*` wildcards); empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_tools: Vec<String>,
+    /// Tool name patterns to hide, applied after `allow_tools`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_tools: Vec<String>,
     /// Namespace for the tools; default: `name`.
@@ -65,6 +70,7 @@ fn default_connect() -> f64 {
 }
 
 impl McpServerSpec {
+    /// A server launched as `command args...`, spoken to over stdio, default timeouts.
     pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
         McpServerSpec {
             name: name.into(),
@@ -85,6 +91,7 @@ impl McpServerSpec {
         }
     }
 
+    /// A server at `url` (Streamable HTTP, falling back to legacy SSE), default timeouts.
     pub fn http(name: &str, url: &str) -> Self {
         McpServerSpec {
             command: None,
@@ -94,6 +101,7 @@ impl McpServerSpec {
         }
     }
 
+    /// The prefix of this server's tool names: `prefix`, else `name`.
     pub fn namespace(&self) -> &str {
         self.prefix.as_deref().unwrap_or(&self.name)
     }

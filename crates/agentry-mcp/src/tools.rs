@@ -135,6 +135,7 @@ impl DynTool for McpTool {
 
 /// Connected servers and their tools.
 pub struct McpTools {
+    /// One client per configured server, in config order.
     pub clients: Vec<Arc<McpClient>>,
 }
 
@@ -174,7 +175,9 @@ impl McpTools {
 /// One server's part of a fan-out.
 #[derive(Debug, Clone)]
 pub struct FanOutResult {
+    /// The server's name.
     pub server: String,
+    /// Its answer, or why there is none.
     pub result: Result<ToolOutput, String>,
 }
 

@@ -13,19 +13,14 @@ use agentry_mcp::*;
 use serde_json::{Map, Value, json};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn required() -> bool {
-    std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1")
+    agentry_testkit::repo_root()
 }
 
 fn missing(what: &str) -> Option<()> {
-    if required() {
-        panic!("{what} is missing: run scripts/test.sh, which installs it");
-    }
-    eprintln!("SKIPPED: {what} not installed; run scripts/test.sh");
-    None
+    agentry_testkit::missing(
+        agentry_testkit::Peer::Interop,
+        format!("{what} is missing: run scripts/test.sh, which installs it"),
+    )
 }
 
 fn npm_server(pkg: &str) -> Option<String> {
@@ -60,13 +55,7 @@ fn args(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap_or_default()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use agentry_testkit::free_port;
 
 struct Child(tokio::process::Child);
 impl Drop for Child {
@@ -374,6 +363,35 @@ async fn the_launch_allow_list_is_enforced() {
     .unwrap();
     assert!(e.to_string().contains("needs `command` or `url`"), "{e}");
     let _ = Arc::new(());
+}
+
+#[test]
+fn the_launch_policy_is_closed_by_default_and_matches_files() {
+    // Nothing is launched unless allowed.
+    assert!(matches!(
+        LaunchPolicy::default().check("sh"),
+        Err(McpError::NotAllowed(_))
+    ));
+    // A name admits the program PATH finds, by name or by its path, started by that path.
+    let sh = LaunchPolicy::allow(["sh"]);
+    let by_name = sh.check("sh").unwrap();
+    assert!(by_name.is_absolute(), "{}", by_name.display());
+    assert_eq!(sh.check(by_name.to_str().unwrap()).unwrap(), by_name);
+    // A program of the same name elsewhere is another program.
+    let dir = std::env::temp_dir().join(format!("agentry-launch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("sh");
+    std::fs::copy(&by_name, &other).unwrap();
+    let e = sh.check(other.to_str().unwrap()).unwrap_err();
+    assert!(matches!(e, McpError::NotAllowed(_)), "{e}");
+    assert!(e.to_string().contains("AGENTRY_MCP_ALLOW"), "{e}");
+    // Allowed by its full path, that copy (and only it) may start.
+    let copy = LaunchPolicy::allow([other.to_str().unwrap()]);
+    assert_eq!(copy.check(other.to_str().unwrap()).unwrap(), other);
+    assert!(copy.check("sh").is_err());
+    // Something that is not there is refused, not guessed.
+    assert!(sh.check("./no-such-program").is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

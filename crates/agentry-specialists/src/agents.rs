@@ -131,27 +131,33 @@ impl AgentHandle for RagSpecialist {
     }
 }
 
+/// The media type of a .pptx deck.
+pub const PPTX_MIME: &str =
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation";
+
 /// The PPT agent: builds a deck with the PPT tools from an [`Outline`] (JSON), from research
-/// (`{"title", "slides", "research": <RAG answer>}`), or from a Markdown outline.
+/// (`{"title", "slides", "research": <RAG answer>}`), or from a Markdown outline. The reply
+/// carries the deck itself (a file part with its bytes) and its name in the output folder,
+/// never a server path: the caller may be on another machine.
 pub struct PptSpecialist {
     pub tools: ToolRegistry,
     pub name: String,
+    out_dir: std::path::PathBuf,
 }
 
 impl PptSpecialist {
-    pub fn new(tools: ToolRegistry) -> Self {
+    /// A PPT agent building decks with the tools over `decks` (saved in its output folder).
+    pub fn new(decks: &crate::pptx::Decks) -> Self {
         PptSpecialist {
-            tools,
+            tools: crate::pptx::ppt_tools(decks),
             name: "ppt".into(),
+            out_dir: decks.out_dir().to_path_buf(),
         }
     }
 
     pub fn card(&self, url: &str) -> AgentCard {
         let mut card = AgentCard::new("PowerPoint Builder", &self.description(), url);
-        card.default_output_modes = vec![
-            "text/plain".into(),
-            "application/vnd.openxmlformats-officedocument.presentationml.presentation".into(),
-        ];
+        card.default_output_modes = vec!["text/plain".into(), PPTX_MIME.into()];
         card.skills = vec![AgentSkill {
             id: "build_deck".into(),
             name: "Build a deck".into(),
@@ -295,27 +301,29 @@ impl AgentHandle for PptSpecialist {
                 outline.slides.len()
             )));
             let built = build_outline(&self.tools, &outline).await.map_err(fail)?;
-            let path = built.path.display().to_string();
+            // The deck travels in the reply: a remote caller has no access to this folder.
+            let saved = self.out_dir.join(&built.file);
+            let deck = tokio::task::spawn_blocking(move || std::fs::read(saved))
+                .await
+                .map_err(fail)?
+                .map_err(|e| fail(format!("cannot read back {}: {e}", built.file)))?;
             let file = Part::file(File {
-                content: FileContent::Uri(format!("file://{path}")),
-                mime_type: Some(
-                    "application/vnd.openxmlformats-officedocument.presentationml.presentation"
-                        .into(),
-                ),
-                name: built
-                    .path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned()),
+                content: FileContent::Bytes(base64::engine::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    &deck,
+                )),
+                mime_type: Some(PPTX_MIME.into()),
+                name: Some(built.file.clone()),
             });
             let data = json!({
-                "path": path,
+                "file": built.file,
                 "slides": built.slides,
                 "bytes": built.bytes,
                 "outline": outline,
                 "tool_calls": built.calls.len(),
             });
             Ok(Reply {
-                text: format!("Saved a {}-slide deck to {path}", built.slides),
+                text: format!("Saved a {}-slide deck as {}", built.slides, built.file),
                 data: vec![data.as_object().cloned().unwrap_or_default()],
                 artifacts: vec![Artifact::new(Some("deck"), vec![file])],
                 context_id: ask.context_id,

@@ -3,32 +3,61 @@
 //! in a binary that builds in a fraction of the time.
 //!
 //! ```text
-//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task] [SQLITE_DB]
+//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task|conformance] [SQLITE_DB [process|power]]
 //! ```
+//!
+//! `conformance` serves the conformance agent instead (its `test-resubscribe-message-id`
+//! tasks stream for `AGENTRY_STREAM_SECONDS`, default 10: the load test's open streams). The
+//! last argument is the SQLite store's durability (default `power`).
 
 use std::sync::Arc;
 
-use agentry::agents::{Echo, EchoMode};
+use agentry::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::server::{A2aServer, AgentService};
-use agentry_a2a::store::{MemoryStore, SqliteStore, TaskStore};
+use agentry_a2a::store::{Durability, MemoryStore, SqliteStore, TaskStore};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let port: u16 = args.first().map(|p| p.parse()).transpose()?.unwrap_or(8080);
     let mode = match args.get(1).map(String::as_str) {
-        Some("message") => EchoMode::Message,
-        Some("task") | None => EchoMode::Task,
-        Some(other) => return Err(format!("mode {other:?}: use message or task").into()),
+        Some("message") => Some(EchoMode::Message),
+        Some("task") | None => Some(EchoMode::Task),
+        Some("conformance") => None,
+        Some(other) => {
+            return Err(format!("mode {other:?}: use message, task or conformance").into());
+        }
     };
     let store: Arc<dyn TaskStore> = match args.get(2) {
-        Some(path) => Arc::new(SqliteStore::open(path)?),
+        Some(path) => {
+            let durability = match args.get(3).map(String::as_str) {
+                Some("power") | None => Durability::Power,
+                Some("process") => Durability::Process,
+                Some(other) => return Err(format!("durability {other:?}: process or power").into()),
+            };
+            Arc::new(SqliteStore::open_with(path, durability)?)
+        }
         None => Arc::new(MemoryStore::default()),
     };
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let listener = agentry_a2a::server::listen::bind(("127.0.0.1", port)).await?;
     let url = format!("http://127.0.0.1:{port}/");
-    let agent = AgentService::new(Echo::card(&url), Echo { mode }, store);
-    eprintln!("echo ({mode:?}) on {url}");
+    let agent = match mode {
+        Some(mode) => {
+            eprintln!("echo ({mode:?}) on {url}");
+            AgentService::new(Echo::card(&url), Echo { mode }, store)
+        }
+        None => {
+            let seconds: u64 = std::env::var("AGENTRY_STREAM_SECONDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(10);
+            eprintln!("conformance on {url}");
+            let agent = Conformance {
+                resubscribe_window: std::time::Duration::from_secs(seconds),
+            };
+            AgentService::new(Conformance::card(&url), agent, store)
+        }
+    };
     A2aServer::new()
         .agent("/", agent)
         .serve(listener, async {

@@ -78,10 +78,10 @@ impl AgentExecutor for Echo {
 /// | `tck-stream-artifact-chunked` | working, two chunks of one artifact, completed |
 /// | `tck-stream-002` | completed |
 /// | `tck-stream` | working, a text artifact, completed |
-/// | anything else | working, an echo artifact, then input-required |
+/// | anything else | working, an echo artifact, then the turn ends with the task `working` |
 ///
-/// Every turn that does not end the task ends in `input-required`, so a client can continue or
-/// cancel a task after a blocking send.
+/// Every turn that does not end the task leaves it `working` (or `input-required` when asked
+/// to), so a client can continue or cancel a task after a blocking send.
 #[derive(Debug, Clone)]
 pub struct Conformance {
     /// How long `test-resubscribe-message-id` tasks stay working.
@@ -240,7 +240,7 @@ impl AgentExecutor for Conformance {
                 let text = ctx.message.text_content();
                 ev.artifact(text_artifact("echo", &text), false, true)
                     .await?;
-                ev.input_required(Some(ev.agent_text(format!("echo: {text}"))))
+                ev.end_turn_working(Some(ev.agent_text(format!("echo: {text}"))))
                     .await
             }
         }

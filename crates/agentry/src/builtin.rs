@@ -8,20 +8,20 @@ use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::DynAgentExecutor;
 
 use crate::Error;
-use crate::config::{BuiltinAgent, EchoMode};
+use crate::config::{BuiltinAgent, EchoMode, ServerSection};
 
 /// A built-in agent's card (advertising `url`) and executor. Everything that can fail on the
 /// agent's own inputs (a knowledge base, a researcher config) fails here, before any store
 /// is created.
 ///
-/// `state_dir` holds the server's own files (task stores, runs): agents that read files never
-/// read there.
+/// `server` says where the server's own files are (task stores, runs: agents that read files
+/// never read there) and which programs MCP stdio servers may start.
 pub async fn make(
     agent: &BuiltinAgent,
     url: &str,
-    state_dir: &std::path::Path,
+    server: &ServerSection,
 ) -> Result<(AgentCard, Arc<dyn DynAgentExecutor>), Error> {
-    let _ = state_dir;
+    let _ = server; // read by the data and researcher agents, in builds that have them
     Ok(match agent {
         BuiltinAgent::Echo { mode } => {
             let mode = match mode {
@@ -45,9 +45,8 @@ pub async fn make(
         BuiltinAgent::Ppt { output, pictures } => {
             use agentry_core::a2a::Served;
             use agentry_specialists::agents::PptSpecialist;
-            use agentry_specialists::pptx::ppt_tools;
             let decks = crate::toolsets::decks(output, pictures)?;
-            let ppt = Arc::new(PptSpecialist::new(ppt_tools(&decks)));
+            let ppt = Arc::new(PptSpecialist::new(&decks));
             (ppt.card(url), Arc::new(Served(ppt)))
         }
         #[cfg(feature = "data")]
@@ -67,7 +66,7 @@ pub async fn make(
                     databases: databases.clone(),
                     query_seconds: *query_seconds,
                 },
-                state_dir,
+                &server.state_dir(),
             )?;
             let data = Arc::new(agentry_data::DataSpecialist::new(settings));
             (data.card(url), Arc::new(Served(data)))
@@ -86,7 +85,9 @@ pub async fn make(
                     reason,
                 }
             })?;
-            let r = Arc::new(Researcher::new(cfg));
+            let r = Arc::new(
+                Researcher::new(cfg).with_policy(crate::setup::launch_policy(&server.mcp_allow)),
+            );
             (r.card(url), Arc::new(Served(r)))
         }
         #[allow(unreachable_patterns)]

@@ -191,6 +191,65 @@ pub struct ServerSection {
     /// answers only `localhost`, `127.0.0.1`, `[::1]` and the public URL's host by default
     /// (so a DNS-rebound name cannot reach an agent from a web page).
     pub allowed_hosts: Vec<String>,
+    /// The agent card a request without `A2A-Version` gets: `both` (default: the 0.3 card
+    /// with the 1.0 fields added, which every SDK of both generations reads) or `1.0` (valid
+    /// against the strict 1.0 JSON schema, unreadable to 0.3-only clients). A request with
+    /// the header always gets its generation's card.
+    pub card: CardChoice,
+    /// The largest request body, in bytes (default 4 MiB); larger ones get HTTP 413 with a
+    /// JSON-RPC (or `google.rpc.Status`) error body.
+    pub max_body_bytes: Option<usize>,
+    /// What an answered task survives with the SQLite store: `power` (default: the machine
+    /// losing power; every group commit is fsynced) or `process` (the process dying; commits
+    /// are not fsynced, for disks whose flushes are slow). docs/BENCHMARKS.md has the cost
+    /// of each.
+    pub durability: DurabilityChoice,
+    /// Programs the agents' MCP stdio servers may start, besides those of
+    /// `$AGENTRY_MCP_ALLOW`: names looked up on `PATH` or paths, compared as the files they
+    /// resolve to; `"*"` allows any. None by default: a config naming `command = "npx"` is
+    /// refused until `npx` is listed here or in the variable.
+    pub mcp_allow: Vec<String>,
+}
+
+/// See [`ServerSection::durability`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DurabilityChoice {
+    /// Survives the process dying.
+    Process,
+    /// Survives a power loss too.
+    #[default]
+    Power,
+}
+
+impl From<DurabilityChoice> for agentry_a2a::store::Durability {
+    fn from(d: DurabilityChoice) -> Self {
+        match d {
+            DurabilityChoice::Process => agentry_a2a::store::Durability::Process,
+            DurabilityChoice::Power => agentry_a2a::store::Durability::Power,
+        }
+    }
+}
+
+/// See [`ServerSection::card`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub enum CardChoice {
+    /// Both generations' fields.
+    #[default]
+    #[serde(rename = "both")]
+    Both,
+    /// The 1.0 card only.
+    #[serde(rename = "1.0")]
+    V1_0,
+}
+
+impl From<CardChoice> for agentry_a2a::server::CardDefault {
+    fn from(c: CardChoice) -> Self {
+        match c {
+            CardChoice::Both => agentry_a2a::server::CardDefault::Both,
+            CardChoice::V1_0 => agentry_a2a::server::CardDefault::V1_0,
+        }
+    }
 }
 
 impl Default for ServerSection {
@@ -207,6 +266,10 @@ impl Default for ServerSection {
             api_key_header: "X-API-Key".into(),
             allow_private_push: false,
             allowed_hosts: Vec::new(),
+            card: CardChoice::Both,
+            max_body_bytes: None,
+            durability: DurabilityChoice::Power,
+            mcp_allow: Vec::new(),
         }
     }
 }

@@ -13,7 +13,7 @@ use agentry_core::a2a::Served;
 use agentry_core::runs::{Checkpoints, SqliteRunStore};
 
 use crate::config::{Config, StoreKind};
-use crate::setup::{Setup, create_agent, open_store};
+use crate::setup::{Configs, open_store};
 use crate::{Error, builtin};
 
 /// One agent as served.
@@ -60,7 +60,10 @@ impl Service {
                         let path = file
                             .map(Path::to_owned)
                             .unwrap_or_else(|| state_dir.join(format!("{name}.db")));
-                        (Arc::new(open_store(&path)?), Some(path))
+                        (
+                            Arc::new(open_store(&path, server.durability.into())?),
+                            Some(path),
+                        )
                     }
                 })
             };
@@ -68,6 +71,10 @@ impl Service {
         let mut server_config = ServerConfig::default();
         server_config.push.allow_private = server.allow_private_push;
         server_config.allowed_hosts = server.host_allow_list();
+        server_config.card = server.card.into();
+        if let Some(n) = server.max_body_bytes {
+            server_config.body_limit = n;
+        }
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add = |path: String,
@@ -99,16 +106,17 @@ impl Service {
             a2a = std::mem::take(&mut a2a).agent(&path, svc);
         };
 
-        // The workflow registry's own agents are made only when an orchestrator uses them.
-        let orchestrated = config.orchestrator.is_some();
-        let setup = Setup::prepare(config, orchestrated).await?;
-        let mut configured = setup.agents.iter();
-        for entry in &setup.config.agents {
+        // Each configured agent is made once (its MCP servers started once): the instance
+        // served at its path is the one workflows use.
+        let configs = Configs::read(config).await?;
+        let mut configured = configs.agents.iter();
+        let mut made = Vec::new();
+        for entry in &configs.config.agents {
             let path = entry.normalized_path();
             let url = url_for(&path);
             let creds = credentials(server, Some(entry))?;
             if let Some(b) = &entry.builtin {
-                let (card, executor) = builtin::make(b, &url, &state_dir).await?;
+                let (card, executor) = builtin::make(b, &url, server).await?;
                 add(
                     path,
                     card,
@@ -124,13 +132,18 @@ impl Service {
                     Some(file) => Checkpoints::new(Arc::new(SqliteRunStore::open(file)?)),
                     None => Checkpoints::default(),
                 };
-                let agent = create_agent(&setup.factory, cfg.clone())
-                    .await?
-                    .with_checkpoints(checkpoints);
+                let agent = Arc::new(
+                    configs
+                        .create(cfg.clone())
+                        .await?
+                        .with_checkpoints(checkpoints),
+                );
                 let card = agent.card(&url);
-                add(path, card, Arc::new(Served(Arc::new(agent))), store, &creds);
+                add(path, card, Arc::new(Served(agent.clone())), store, &creds);
+                made.push(agent);
             }
         }
+        let setup = configs.assemble(made);
         if let Some(o) = &setup.config.orchestrator {
             let engine = Arc::new(setup.engine()?);
             let mut orch =
@@ -254,7 +267,7 @@ pub async fn serve(
         );
     }
     let service = Service::build(config).await?;
-    let listener = tokio::net::TcpListener::bind(&addr)
+    let listener = agentry_a2a::server::listen::bind(&addr)
         .await
         .map_err(|source| Error::Listen {
             addr: addr.clone(),

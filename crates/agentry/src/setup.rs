@@ -49,17 +49,34 @@ pub async fn agent_factory<'a>(
 }
 
 /// Makes the agent a config describes, connecting its MCP servers (with the `mcp` feature; the
-/// programs stdio servers may launch come from `AGENTRY_MCP_ALLOW`).
+/// programs stdio servers may launch come from `AGENTRY_MCP_ALLOW`; unset, none may).
 pub async fn create_agent(factory: &AgentFactory, config: AgentConfig) -> Result<Agent, Error> {
+    create_agent_allowing(factory, config, &[]).await
+}
+
+/// `$AGENTRY_MCP_ALLOW`'s programs and `allow`'s.
+#[cfg(feature = "mcp")]
+pub(crate) fn launch_policy(allow: &[String]) -> agentry_mcp::LaunchPolicy {
+    let mut policy = agentry_mcp::LaunchPolicy::from_env();
+    policy.allow_any |= allow.iter().any(|a| a.trim() == "*");
+    policy.allowed.extend(allow.iter().cloned());
+    policy
+}
+
+/// As [`create_agent`], stdio servers may also launch the programs of `allow` (a config's
+/// `[server] mcp_allow`).
+pub(crate) async fn create_agent_allowing(
+    factory: &AgentFactory,
+    config: AgentConfig,
+    allow: &[String],
+) -> Result<Agent, Error> {
     #[cfg(feature = "mcp")]
     {
-        Ok(
-            agentry_mcp::create_agent(factory, config, &agentry_mcp::LaunchPolicy::from_env())
-                .await?,
-        )
+        Ok(agentry_mcp::create_agent(factory, config, &launch_policy(allow)).await?)
     }
     #[cfg(not(feature = "mcp"))]
     {
+        let _ = allow;
         if !config.mcp_servers.is_empty() {
             return Err(Error::Disabled {
                 what: format!("agent `{}` names MCP servers, which", config.name),
@@ -121,12 +138,28 @@ impl Setup {
 
     /// Makes the agents of a loaded config.
     pub async fn from_config(config: Config) -> Result<Self, Error> {
-        Self::prepare(config, true).await
+        let configs = Configs::read(config).await?;
+        let mut made = Vec::new();
+        for (_, cfg) in &configs.agents {
+            made.push(Arc::new(configs.create(cfg.clone()).await?));
+        }
+        Ok(configs.assemble(made))
     }
+}
 
-    /// Reads the agent configs and makes the factory; with `workflows`, also the in-process
-    /// agents of the registry (MCP servers connected), which only workflows use.
-    pub(crate) async fn prepare(config: Config, workflows: bool) -> Result<Self, Error> {
+/// A config's agent configs and the factory to make them with, read before any agent is made
+/// (so `serve` makes each agent once, for its path and for workflows alike).
+pub(crate) struct Configs {
+    pub(crate) config: Config,
+    /// (path, config) of each configured (not built-in) agent.
+    pub(crate) agents: Vec<(String, AgentConfig)>,
+    pub(crate) factory: AgentFactory,
+    mode: Mode,
+}
+
+impl Configs {
+    /// Reads the agent configs and makes the factory (opening its knowledge base once).
+    pub(crate) async fn read(config: Config) -> Result<Self, Error> {
         let mode = match config.server.agent_mode.as_deref() {
             None => Mode::from_env(),
             Some("direct") => Mode::Direct,
@@ -137,7 +170,6 @@ impl Setup {
                 )));
             }
         };
-        let mut registry = AgentRegistry::new(mode);
         let mut agents = Vec::new();
         for entry in &config.agents {
             if let Some(c) = entry.agent_config()? {
@@ -145,21 +177,40 @@ impl Setup {
             }
         }
         let factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
-        for (_, cfg) in agents.iter().filter(|_| workflows) {
-            // Workflows use their own in-process instance of each agent.
-            registry.add_local(Arc::new(create_agent(&factory, cfg.clone()).await?));
-        }
-        for r in &config.remotes {
-            registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
-        }
-        Ok(Setup {
+        Ok(Configs {
             config,
             agents,
-            registry: Arc::new(registry),
             factory,
+            mode,
         })
     }
 
+    /// Makes one of the agents, its stdio MCP servers allowed what `[server] mcp_allow` and
+    /// `$AGENTRY_MCP_ALLOW` allow.
+    pub(crate) async fn create(&self, config: AgentConfig) -> Result<Agent, Error> {
+        create_agent_allowing(&self.factory, config, &self.config.server.mcp_allow).await
+    }
+
+    /// The setup over `made`, the agents of [`Configs::agents`] in their order, each the one
+    /// instance that serves it and that workflows use.
+    pub(crate) fn assemble(self, made: Vec<Arc<Agent>>) -> Setup {
+        let mut registry = AgentRegistry::new(self.mode);
+        for agent in made {
+            registry.add_local(agent);
+        }
+        for r in &self.config.remotes {
+            registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
+        }
+        Setup {
+            config: self.config,
+            agents: self.agents,
+            registry: Arc::new(registry),
+            factory: self.factory,
+        }
+    }
+}
+
+impl Setup {
     /// The workflow engine over the registry, checkpointing runs in `<state_dir>/workflows.db`
     /// so `resume` can continue them after a crash.
     pub fn engine(&self) -> Result<Engine, Error> {
@@ -198,8 +249,11 @@ impl Setup {
 }
 
 /// Opens (creating) a SQLite task store.
-pub(crate) fn open_store(path: &Path) -> Result<SqliteStore, Error> {
-    SqliteStore::open(path).map_err(|source| Error::Store {
+pub(crate) fn open_store(
+    path: &Path,
+    durability: agentry_a2a::store::Durability,
+) -> Result<SqliteStore, Error> {
+    SqliteStore::open_with(path, durability).map_err(|source| Error::Store {
         path: PathBuf::from(path),
         source,
     })

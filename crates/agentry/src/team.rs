@@ -8,7 +8,7 @@ use agentry_core::agent::ModelConfig;
 use agentry_flow::{Engine, RunState, Workflow};
 use agentry_specialists::agents::{PptSpecialist, RagSpecialist};
 use agentry_specialists::job::{Team, plan, plan_request, understand_with};
-use agentry_specialists::pptx::{Decks, ppt_tools};
+use agentry_specialists::pptx::Decks;
 use agentry_specialists::rag::RagAgent;
 use serde_json::Value;
 
@@ -96,7 +96,7 @@ pub async fn prepare(task: &str, o: TeamOptions) -> Result<TeamRun, Error> {
     let mut rag_agent = RagAgent::new(kb, &o.collection);
     rag_agent.writer = llm.clone();
     let rag = RagSpecialist::new(rag_agent);
-    let ppt = PptSpecialist::new(ppt_tools(&Decks::new(&o.output)));
+    let ppt = PptSpecialist::new(&Decks::new(&o.output).replacing());
     let team = if o.in_process {
         Team::in_process(rag, ppt)
     } else {
@@ -145,6 +145,13 @@ impl TeamRun {
         let topic = state.input["topic"].as_str().unwrap_or(&self.task);
         std::fs::write(&path, format!("# {topic}\n\n{}\n", research.text)).map_err(create)?;
         Ok(Some(path))
+    }
+
+    /// Where the deck step saved the deck (`None` when the run built none).
+    pub fn deck(&self, state: &RunState) -> Option<PathBuf> {
+        let out = state.steps.get("deck")?.output.as_ref()?;
+        let file = out.data.get("file")?.as_str()?;
+        Some(self.output.join(file))
     }
 
     /// The folder the deck and summary go to.

@@ -136,6 +136,18 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
+    /// The final status update that `task`'s current status stands for: what ends a stream
+    /// whose task is known (from a snapshot) to have ended its turn.
+    pub fn final_status(task: &Task) -> Self {
+        StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            status: task.status.clone(),
+            is_final: true,
+            metadata: None,
+        })
+    }
+
     /// This event ends the stream.
     pub fn is_final(&self) -> bool {
         match self {

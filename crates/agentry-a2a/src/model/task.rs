@@ -140,6 +140,11 @@ pub struct Task {
     /// and only that caller can see or touch the task.
     #[serde(skip)]
     pub owner: Option<String>,
+    /// The agent's last turn ended with the task left `working` on purpose (it waits for the
+    /// next message unasked): no turn is running and none was cut short, so a restarted
+    /// server leaves it as it is. Server-side only, kept by stores beside the task.
+    #[serde(skip)]
+    pub parked: bool,
 }
 
 impl Task {
@@ -153,6 +158,7 @@ impl Task {
             artifacts: Vec::new(),
             metadata: None,
             owner: None,
+            parked: false,
         }
     }
 

@@ -148,6 +148,21 @@ impl EventSink {
         self.status(TaskState::InputRequired, message).await
     }
 
+    /// Ends this turn with the task still `working`: the agent waits for the client's next
+    /// message without asking for one (A2A's status update in state `working` with `final:
+    /// true`, as the official SDKs leave a task whose agent returns while working). Use
+    /// [`input_required`](Self::input_required) to ask. The next message starts a new turn;
+    /// a cancel ends the task. The task is stored as parked ([`Task::parked`]), so a server
+    /// restarted meanwhile leaves it waiting rather than recover it as interrupted.
+    pub async fn end_turn_working(&self, message: Option<Message>) -> Result<(), AgentError> {
+        self.hub
+            .apply(AgentEvent::Park(TaskStatus::now(
+                TaskState::Working,
+                message,
+            )))
+            .await
+    }
+
     pub async fn fail(&self, message: Option<Message>) -> Result<(), AgentError> {
         self.status(TaskState::Failed, message).await
     }

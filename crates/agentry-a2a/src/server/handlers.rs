@@ -23,8 +23,8 @@ use crate::version::{self, ProtocolVersion};
 
 /// Everything a request to one agent needs.
 pub(super) struct AgentEndpoint {
-    pub(super) card_json: Bytes,
-    card_etag: HeaderValue,
+    /// The card both generations read (see `v1::merged_card`), and the strict 1.0 one.
+    pub(super) cards: Cards,
     pub(super) extended_card: Option<AgentCard>,
     /// Extensions the card declares, and those it marks required.
     extensions: Vec<String>,
@@ -44,8 +44,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         // One card for both generations (see `v1::merged_card`), declaring the HTTP+JSON
         // binding this server also answers at the same URL.
         let public = with_rest_interface(svc.card.clone());
-        let card_json =
-            Bytes::from(serde_json::to_vec(&v1::merged_card(&public)).unwrap_or_default());
+        let cards = Cards::new(&public, config.card);
         let exts = &svc.card.capabilities.extensions;
         let extensions = exts.iter().map(|e| e.uri.clone()).collect();
         let required_extensions = exts
@@ -53,11 +52,23 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             .filter(|e| e.required == Some(true))
             .map(|e| e.uri.clone())
             .collect();
-        let card_etag = HeaderValue::from_str(&format!("\"{:016x}\"", fnv1a(&card_json)))
-            .unwrap_or(HeaderValue::from_static("\"0\""));
+        if push_supported {
+            // Deliveries a previous process left pending (its outbox): sent before anything
+            // new for the same task, since lanes keep arrival order.
+            let (store, push) = (svc.store.clone(), push.clone());
+            tokio::spawn(async move {
+                match store.pending_pushes().await {
+                    Ok(items) if !items.is_empty() => {
+                        tracing::info!("resending {} pending push notification(s)", items.len());
+                        push.queue(items, Some(&store));
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!("pending push notifications not read: {e}"),
+                }
+            });
+        }
         let state = Arc::new(AgentEndpoint {
-            card_json,
-            card_etag,
+            cards,
             extended_card: svc.extended_card.map(with_rest_interface),
             extensions,
             required_extensions,
@@ -103,8 +114,10 @@ fn with_rest_interface(mut card: AgentCard) -> AgentCard {
                 transport: "JSONRPC".into(),
             });
         }
+        // The REST base has no trailing slash: clients append `/message:send` and so on
+        // (TCK 1.0 by plain concatenation, which made `//message:send` before).
         card.additional_interfaces.push(AgentInterface {
-            url: card.url.clone(),
+            url: card.url.trim_end_matches('/').to_owned(),
             transport: "HTTP+JSON".into(),
         });
     }
@@ -117,15 +130,84 @@ fn fnv1a(b: &[u8]) -> u64 {
     })
 }
 
-async fn card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Response {
+/// One card as served: body, validator.
+struct CardBody {
+    json: Bytes,
+    etag: HeaderValue,
+}
+
+impl CardBody {
+    fn new(card: &Value) -> CardBody {
+        let json = Bytes::from(serde_json::to_vec(card).unwrap_or_default());
+        let etag = HeaderValue::from_str(&format!("\"{:016x}\"", fnv1a(&json)))
+            .unwrap_or(HeaderValue::from_static("\"0\""));
+        CardBody { json, etag }
+    }
+}
+
+/// The cards of one agent, by protocol generation, and when they were made.
+pub(super) struct Cards {
+    both: CardBody,
+    v1: CardBody,
+    default: super::CardDefault,
+    last_modified: HeaderValue,
+}
+
+impl Cards {
+    fn new(card: &AgentCard, default: super::CardDefault) -> Cards {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Cards {
+            both: CardBody::new(&v1::merged_card(card)),
+            v1: CardBody::new(&v1::card(card)),
+            default,
+            last_modified: HeaderValue::from_str(&crate::time::format_http_date(now))
+                .unwrap_or(HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT")),
+        }
+    }
+
+    /// The card for a request that asked for `version` (`None`: no header).
+    fn for_version(&self, version: Option<ProtocolVersion>) -> &CardBody {
+        match (version, self.default) {
+            (Some(ProtocolVersion::V1_0), _) | (None, super::CardDefault::V1_0) => &self.v1,
+            _ => &self.both,
+        }
+    }
+
+    /// The card JSON both generations read (the REST `/v1/card` of v0.3).
+    pub(super) fn both_json(&self) -> Bytes {
+        self.both.json.clone()
+    }
+}
+
+/// The agent card: by the `A2A-Version` header (or query parameter) the generation asked
+/// for, else the configured default; cacheable, revalidated by ETag.
+async fn card(
+    State(s): State<Arc<AgentEndpoint>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let asked = match requested_version(&headers, query.as_deref()) {
+        Ok(v) => v,
+        Err(e) => {
+            let mut r = json_body(crate::jsonrpc::encode_error(&Value::Null, &v1::error(&e)));
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return r;
+        }
+    };
+    let body = s.cards.for_version(asked);
     let cache = [
         (
             header::CACHE_CONTROL,
             HeaderValue::from_static("public, max-age=300"),
         ),
-        (header::ETAG, s.card_etag.clone()),
+        (header::ETAG, body.etag.clone()),
+        (header::LAST_MODIFIED, s.cards.last_modified.clone()),
+        // Caches keep one card per generation.
+        (header::VARY, HeaderValue::from_static("A2A-Version")),
     ];
-    if headers.get(header::IF_NONE_MATCH) == Some(&s.card_etag) {
+    if headers.get(header::IF_NONE_MATCH) == Some(&body.etag) {
         return (StatusCode::NOT_MODIFIED, cache).into_response();
     }
     (
@@ -134,7 +216,7 @@ async fn card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Respon
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        s.card_json.clone(),
+        body.json.clone(),
     )
         .into_response()
 }
@@ -247,13 +329,27 @@ async fn rpc(
     State(s): State<Arc<AgentEndpoint>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let asked = match requested_version(&headers, query.as_deref()) {
         Ok(v) => v,
         Err(e) => return rpc_error(&Value::Null, &e, ProtocolVersion::V1_0),
     };
     let fallback = asked.unwrap_or(ProtocolVersion::V0_3);
+    // Larger than the body limit (or unreadable): a JSON-RPC error with the HTTP status
+    // (413), not axum's plain-text answer.
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => {
+            let mut r = rpc_error(
+                &Value::Null,
+                &RpcError::invalid_request(e.body_text()),
+                fallback,
+            );
+            *r.status_mut() = e.status();
+            return r;
+        }
+    };
     // A JSON content type is required: a web page can POST text/plain (or no type) to a
     // loopback agent without a CORS preflight, but not application/json.
     match headers.get(header::CONTENT_TYPE) {
@@ -349,22 +445,18 @@ pub(super) async fn streaming(
     match req {
         Request::StreamMessage(p) => {
             if let Err(e) = check_push(s, &p) {
-                return stream::error(frame, e, s.keep_alive);
+                return stream::error(frame, e);
             }
             match s.tasks.start(p, caller).await {
                 Ok(turn) => stream::turn(frame, turn, s.keep_alive),
-                Err(e) => stream::error(frame, e, s.keep_alive),
+                Err(e) => stream::error(frame, e),
             }
         }
         Request::Resubscribe(p) => match s.tasks.subscribe(&p.id, caller).await {
             Ok((lease, task, rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
-            Err(e) => stream::error(frame, e, s.keep_alive),
+            Err(e) => stream::error(frame, e),
         },
-        _ => stream::error(
-            frame,
-            RpcError::internal("unary method routed as a stream"),
-            s.keep_alive,
-        ),
+        _ => stream::error(frame, RpcError::internal("unary method routed as a stream")),
     }
 }
 
@@ -465,10 +557,19 @@ pub(super) async fn unary(
         }
         Request::GetPushConfig(p) => {
             let configs = push_configs(s, &p.id, caller).await?;
+            // A config set without an id is named after its task (as the Python SDK does),
+            // and also answers to "default" (what TCK 0.3 asks for after such a set).
             let want = p.push_notification_config_id.as_deref().unwrap_or(&p.id);
+            let alias = (want == "default").then_some(p.id.as_str());
             let cfg = configs
-                .into_iter()
+                .iter()
                 .find(|c| c.id.as_deref() == Some(want))
+                .or_else(|| {
+                    configs
+                        .iter()
+                        .find(|c| alias.is_some() && c.id.as_deref() == alias)
+                })
+                .cloned()
                 .ok_or_else(|| {
                     RpcError::invalid_params(format!(
                         "task {} has no push notification config {want:?}",
@@ -546,8 +647,10 @@ async fn list_tasks(
         .map_err(|e| RpcError::internal(e.to_string()))?;
     let next = offset.saturating_add(page.tasks.len());
     let keep_artifacts = l.include_artifacts == Some(true);
-    let tasks = page
+    let tasks = s
         .tasks
+        .recovered(page.tasks, caller)
+        .await?
         .into_iter()
         .map(|mut t| {
             t.limit_history(history_limit(l.history_length));

@@ -17,17 +17,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
-use tokio::sync::{Mutex as AsyncMutex, broadcast, watch};
+use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
 use super::executor::{AgentError, DynAgentExecutor, EventSink, RequestContext};
 use super::push::PushSender;
 use crate::error::RpcError;
 use crate::model::*;
-use crate::store::TaskStore;
+use crate::store::{OutgoingPush, TaskStore};
 
 /// What an agent emits.
 pub(crate) enum AgentEvent {
     Status(TaskStatus),
+    /// `working`, ending the turn: the agent waits for the next message unasked.
+    Park(TaskStatus),
     Artifact {
         artifact: Artifact,
         append: bool,
@@ -48,7 +50,12 @@ pub(crate) struct HubState {
     /// When the snapshot was last handed to the store.
     last_saved: Option<Instant>,
     pub push: Vec<PushNotificationConfig>,
+    /// Why the store last refused a save that had to succeed (the end of a turn).
+    store_error: Option<String>,
 }
+
+/// How long a message waits for the previous turn's agent to return after its final event.
+const TURN_END_WAIT: Duration = Duration::from_secs(5);
 
 /// The most a running turn's progress goes unsaved.
 const PERSIST_INTERVAL: Duration = Duration::from_millis(100);
@@ -62,6 +69,8 @@ pub(crate) struct Hub {
     pub state: AsyncMutex<HubState>,
     pub events: broadcast::Sender<Arc<StreamEvent>>,
     cancel: watch::Sender<bool>,
+    /// Signalled when a turn's agent has returned (`running` went false).
+    ended: Notify,
     agent: Arc<AgentTasks>,
 }
 
@@ -86,9 +95,11 @@ impl Hub {
                 running: false,
                 last_saved: None,
                 push,
+                store_error: None,
             }),
             events,
             cancel,
+            ended: Notify::new(),
             agent,
         }
     }
@@ -103,74 +114,94 @@ impl Hub {
     /// once and later ones at most every [`PERSIST_INTERVAL`] (the next save carries whatever
     /// was skipped), so a fast agent costs one or two writes per turn while a long one is
     /// still checkpointed as it goes. Reads of a live task come from the hub, not the store.
-    async fn save(&self, st: &mut HubState) -> Result<(), AgentError> {
-        if st.task.state().ends_turn() {
+    ///
+    /// `pushes` (this change's notifications) are stored with the snapshot, in the same
+    /// transaction, or alone when the snapshot's save is skipped.
+    async fn save(
+        &self,
+        st: &mut HubState,
+        ends_turn: bool,
+        pushes: &[OutgoingPush],
+    ) -> Result<(), AgentError> {
+        let store = &self.agent.store;
+        if ends_turn || st.task.state().ends_turn() {
             st.last_saved = Some(Instant::now());
-            return self
-                .agent
-                .store
-                .save(&st.task)
-                .await
-                .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")));
+            return match store.save_with_pushes(&st.task, pushes).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let why = format!("cannot store task: {e}");
+                    st.store_error = Some(why.clone());
+                    Err(AgentError::Failed(why))
+                }
+            };
         }
         if st
             .last_saved
             .is_none_or(|t| t.elapsed() >= PERSIST_INTERVAL)
         {
             st.last_saved = Some(Instant::now());
-            drop(self.agent.store.save(&st.task));
+            drop(store.save_with_pushes(&st.task, pushes));
+        } else if !pushes.is_empty() {
+            drop(store.enqueue_pushes(pushes));
         }
         Ok(())
     }
 
-    fn notify_push(&self, st: &HubState) {
+    /// The notifications the task's current state owes its webhooks.
+    fn pushes(&self, st: &HubState) -> Vec<OutgoingPush> {
+        self.agent.outgoing(&st.push, &st.task)
+    }
+
+    /// Hands notifications already stored (see [`Hub::save`]) to the sender.
+    fn send_pushes(&self, pushes: Vec<OutgoingPush>) {
         if let Some(p) = &self.agent.push
-            && !st.push.is_empty()
+            && !pushes.is_empty()
         {
-            p.notify(&st.push, &st.task);
+            let _ = p.queue(pushes, Some(&self.agent.store));
         }
     }
 
     /// Persists and publishes the opening snapshot of a turn, once.
     async fn announce(&self, st: &mut HubState) -> Result<(), AgentError> {
         if !st.announced {
-            self.save(st).await?;
+            let pushes = self.pushes(st);
+            self.save(st, false, &pushes).await?;
             st.stored = true;
             st.announced = true;
             self.publish(StreamEvent::Task(st.task.clone()));
-            self.notify_push(st);
+            self.send_pushes(pushes);
         }
         Ok(())
     }
 
     /// Applies one agent event: snapshot, store, publish, push.
     pub(crate) async fn apply(&self, ev: AgentEvent) -> Result<(), AgentError> {
+        let parks = matches!(ev, AgentEvent::Park(_));
         let mut st = self.state.lock().await;
         if st.task.state().is_terminal() || st.turn_over {
             return Err(AgentError::TaskClosed(self.task_id.clone()));
         }
         match ev {
-            AgentEvent::Message(m) if !st.stored => {
-                // A direct answer: no task is created.
+            AgentEvent::Message(mut m) if !st.stored => {
+                // A direct answer: no task is created, so the message names none.
+                m.task_id = None;
                 st.turn_over = true;
                 self.publish(StreamEvent::Message(m));
             }
             AgentEvent::Message(m) => {
                 self.announce(&mut st).await?;
                 st.task.history.push(m.clone());
-                self.agent
-                    .store
-                    .save(&st.task)
-                    .await
-                    .map_err(|e| AgentError::Failed(format!("cannot store task: {e}")))?;
+                self.save(&mut st, true, &[]).await?;
                 st.turn_over = true;
                 self.publish(StreamEvent::Message(m));
             }
-            AgentEvent::Status(status) => {
+            AgentEvent::Status(status) | AgentEvent::Park(status) => {
                 self.announce(&mut st).await?;
                 st.task.transition(status)?;
-                self.save(&mut st).await?;
-                let is_final = st.task.state().ends_turn();
+                st.task.parked = parks;
+                let pushes = self.pushes(&st);
+                self.save(&mut st, parks, &pushes).await?;
+                let is_final = st.task.state().ends_turn() || parks;
                 st.turn_over = is_final;
                 self.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
                     task_id: self.task_id.clone(),
@@ -179,7 +210,7 @@ impl Hub {
                     is_final,
                     metadata: None,
                 }));
-                self.notify_push(&st);
+                self.send_pushes(pushes);
             }
             AgentEvent::Artifact {
                 artifact,
@@ -188,7 +219,7 @@ impl Hub {
             } => {
                 self.announce(&mut st).await?;
                 st.task.apply_artifact(&artifact, append);
-                self.save(&mut st).await?;
+                self.save(&mut st, false, &[]).await?;
                 self.publish(StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
                     task_id: self.task_id.clone(),
                     context_id: self.context_id.clone(),
@@ -205,9 +236,19 @@ impl Hub {
     /// Closes a turn whose agent returned: `Ok` without a final state completes the task, an
     /// error fails it with the error's text.
     async fn end_turn(&self, result: Result<(), AgentError>) {
+        self.close_turn(result).await;
+        let mut st = self.state.lock().await;
+        self.force_end(&mut st).await;
+        // Only now may the next turn start: a client that answered the moment the final
+        // event reached it waits in `start` for this, instead of being refused.
+        st.running = false;
+        drop(st);
+        self.ended.notify_waiters();
+    }
+
+    async fn close_turn(&self, result: Result<(), AgentError>) {
         let open = {
-            let mut st = self.state.lock().await;
-            st.running = false;
+            let st = self.state.lock().await;
             !(st.turn_over || st.task.state().is_terminal())
         };
         if !open {
@@ -224,6 +265,33 @@ impl Hub {
         if let Err(e) = self.apply(AgentEvent::Status(status)).await {
             tracing::warn!(task = %self.task_id, "closing the turn failed: {e}");
         }
+    }
+
+    /// A turn still open after its agent returned and the turn was closed: the store refused
+    /// its end (disk full, a lost database). The caller still gets an end: the task failed,
+    /// saying why (saved if the store takes it now), so nobody waits forever.
+    async fn force_end(&self, st: &mut HubState) {
+        if st.turn_over {
+            return;
+        }
+        let why = st
+            .store_error
+            .take()
+            .unwrap_or_else(|| "the task store refused the update".into());
+        let said = self.agent_text(format!("The task could not be stored, so it failed: {why}"));
+        st.task.history.push(said.clone());
+        st.task.status = TaskStatus::now(TaskState::Failed, Some(said));
+        let pushes = self.pushes(st);
+        if let Err(e) = self.agent.store.save_with_pushes(&st.task, &pushes).await {
+            tracing::warn!(task = %self.task_id, "the failed task could not be stored either: {e}");
+        }
+        st.turn_over = true;
+        if !st.announced {
+            st.announced = true;
+            self.publish(StreamEvent::Task(st.task.clone()));
+        }
+        self.publish(StreamEvent::final_status(&st.task));
+        self.send_pushes(pushes);
     }
 
     fn agent_text(&self, text: String) -> Message {
@@ -273,6 +341,15 @@ impl AgentTasks {
         })
     }
 
+    /// The notifications `task`'s state owes the webhooks of `configs` (none without a
+    /// sender: push is off for this agent).
+    fn outgoing(&self, configs: &[PushNotificationConfig], task: &Task) -> Vec<OutgoingPush> {
+        match &self.push {
+            Some(_) if !configs.is_empty() => PushSender::outgoing(configs, task),
+            _ => Vec::new(),
+        }
+    }
+
     fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Hub>, usize)>> {
         self.hubs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -313,7 +390,7 @@ impl AgentTasks {
             }
             return Ok(self.lease(hub));
         }
-        let task = self
+        let mut task = self
             .store
             .get(task_id)
             .await
@@ -325,7 +402,18 @@ impl AgentTasks {
             .list_push(task_id)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?;
-        Ok(self.lease(Arc::new(Hub::new(task, true, push, self.clone()))))
+        let mut pushes = Vec::new();
+        if is_orphan(&task) {
+            recover(&mut task);
+            pushes = self.outgoing(&push, &task);
+            self.store
+                .save_with_pushes(&task, &pushes)
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?;
+        }
+        let lease = self.lease(Arc::new(Hub::new(task, true, push, self.clone())));
+        lease.hub.send_pushes(pushes);
+        Ok(lease)
     }
 
     /// Starts a turn for `params`: a new task, or the next turn of an interrupted one.
@@ -349,6 +437,16 @@ impl AgentTasks {
             }
         };
         let hub = lease.hub.clone();
+        // The previous turn's final event is out but its agent has not returned yet (a
+        // client answering at once): wait for it, a little, rather than refuse the message.
+        let ended = hub.ended.notified();
+        let returning = {
+            let st = hub.state.lock().await;
+            st.running && st.turn_over
+        };
+        if returning {
+            let _ = tokio::time::timeout(TURN_END_WAIT, ended).await;
+        }
         let (previous, events) = {
             let mut st = hub.state.lock().await;
             let state = st.task.state();
@@ -405,6 +503,8 @@ impl AgentTasks {
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 upsert_push(&mut st.push, cfg);
             }
+            // A parked task is running again (saved so with the turn's first snapshot).
+            st.task.parked = false;
             st.running = true;
             st.announced = false;
             st.last_saved = None;
@@ -436,9 +536,9 @@ impl AgentTasks {
     }
 
     /// The current task: from its live hub when it has one (fresher than the store while a
-    /// turn runs), else from the store.
+    /// turn runs), else from the store (an orphan recovered first, see [`is_orphan`]).
     pub(super) async fn snapshot(
-        &self,
+        self: &Arc<Self>,
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Task, RpcError> {
@@ -452,12 +552,36 @@ impl AgentTasks {
                 return Ok(st.task.clone());
             }
         }
-        self.store
+        let task = self
+            .store
             .get(task_id)
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?
             .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))
+            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        if is_orphan(&task) && !self.hubs().contains_key(task_id) {
+            let lease = self.open(task_id, caller).await?;
+            return Ok(lease.hub.state.lock().await.task.clone());
+        }
+        Ok(task)
+    }
+
+    /// Tasks as listed, an orphan among them recovered first (see [`is_orphan`]).
+    pub(super) async fn recovered(
+        self: &Arc<Self>,
+        tasks: Vec<Task>,
+        caller: Option<&str>,
+    ) -> Result<Vec<Task>, RpcError> {
+        let mut out = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            if is_orphan(&t) && !self.hubs().contains_key(&t.id) {
+                let lease = self.open(&t.id, caller).await?;
+                out.push(lease.hub.state.lock().await.task.clone());
+            } else {
+                out.push(t);
+            }
+        }
+        Ok(out)
     }
 
     /// Cancels a task that is not yet final; returns it canceled.
@@ -477,19 +601,14 @@ impl AgentTasks {
             st.task
                 .transition(TaskStatus::now(TaskState::Canceled, None))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
+            let pushes = hub.pushes(&st);
             self.store
-                .save(&st.task)
+                .save_with_pushes(&st.task, &pushes)
                 .await
                 .map_err(|e| RpcError::internal(e.to_string()))?;
             st.turn_over = true;
-            hub.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: hub.task_id.clone(),
-                context_id: hub.context_id.clone(),
-                status: st.task.status.clone(),
-                is_final: true,
-                metadata: None,
-            }));
-            hub.notify_push(&st);
+            hub.publish(StreamEvent::final_status(&st.task));
+            hub.send_pushes(pushes);
             st.task.clone()
         };
         let _ = hub.cancel.send(true);
@@ -508,6 +627,15 @@ impl AgentTasks {
         let lease = self.open(task_id, caller).await?;
         let (task, rx) = {
             let st = lease.hub.state.lock().await;
+            // A finished task has nothing more to stream (A2A 1.0: UnsupportedOperationError;
+            // the 0.3 SDKs refuse it too). Checked under the lock: no final event slips
+            // between the check and the subscription.
+            let state = st.task.state();
+            if state.is_terminal() {
+                return Err(RpcError::unsupported(format!(
+                    "task {task_id} is {state}: there is nothing more to stream (get it instead)"
+                )));
+            }
             (st.task.clone(), lease.hub.events.subscribe())
         };
         Ok((lease, task, rx))
@@ -547,6 +675,27 @@ impl AgentTasks {
         st.push.retain(|c| c.id.as_deref() != Some(config_id));
         Ok(())
     }
+}
+
+/// Whether a stored task was left mid-turn by a process that is gone. In one process a turn
+/// holds its task's hub from start to end, so a task stored as submitted or working with no
+/// live hub here (the callers check) was running when an earlier process died (crash, kill,
+/// power loss). It cannot go on by itself. A parked task ([`Task::parked`]) was not running.
+fn is_orphan(task: &Task) -> bool {
+    matches!(task.state(), TaskState::Submitted | TaskState::Working) && !task.parked
+}
+
+/// Moves an orphan to input-required, saying why: the caller sends the message again to go
+/// on (an agent that checkpoints its runs resumes from the checkpoint), or cancels.
+fn recover(task: &mut Task) {
+    let said = Message::text(
+        Role::Agent,
+        "The server stopped while this task was running. Send your message again to continue, \
+         or cancel the task.",
+    )
+    .in_task(&task.id, &task.context_id);
+    // Submitted and working both move to input-required.
+    let _ = task.transition(TaskStatus::now(TaskState::InputRequired, Some(said)));
 }
 
 /// A config without an id gets the task's id, as the official SDKs do.

@@ -28,7 +28,10 @@ pub struct Limits {
     /// Time to send a request's head, counted from when the connection starts waiting for it
     /// (so also the longest idle time between keep-alive requests).
     pub header_read: Duration,
-    /// Connections open at once; more wait in the backlog until one closes.
+    /// Connections open at once; more wait in the backlog until one closes. By default what
+    /// the process's open-files limit leaves after 256 descriptors for stores, outgoing
+    /// calls and child processes (at least 64; 1024 where the limit cannot be read), so the
+    /// cap, not the descriptor table, is what a flood of connections meets.
     pub max_connections: usize,
     /// After shutdown is asked for, how long open requests and streams get to finish.
     pub shutdown_grace: Duration,
@@ -38,10 +41,46 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             header_read: Duration::from_secs(30),
-            max_connections: 1024,
+            max_connections: open_files_limit()
+                .map_or(1024, |n| n.saturating_sub(256).clamp(64, 1 << 20)),
             shutdown_grace: Duration::from_secs(10),
         }
     }
+}
+
+/// The soft limit on open files (Linux: `/proc/self/limits`), `None` where unknown.
+fn open_files_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line.split_whitespace().nth(3)?;
+    if soft == "unlimited" {
+        return Some(1 << 20);
+    }
+    soft.parse().ok()
+}
+
+/// How many connections may wait to be accepted (capped by the kernel, `somaxconn`): a burst
+/// of clients connecting at once waits there instead of having its SYNs dropped (retried a
+/// second, then 3, 7, 15 s later: the tail of a burst at the default 1,024).
+pub const BACKLOG: u32 = 4096;
+
+/// Binds a listener on `addr` with a [`BACKLOG`]-deep accept queue (`TcpListener::bind`
+/// gives 1,024).
+pub async fn bind(addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves; then stops

@@ -184,6 +184,24 @@ pub struct ServerConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// Connection limits of [`A2aServer::serve`] (header-read timeout, connection cap).
     pub limits: listen::Limits,
+    /// The card a request without `A2A-Version` gets (one with the header gets its
+    /// generation's card).
+    pub card: CardDefault,
+}
+
+/// Which agent card a card request without an `A2A-Version` header gets. A 0.3 client sends
+/// no header and needs the 0.3 fields (`url`, `protocolVersion`, ...), which the 1.0 JSON
+/// schema forbids; a strict 1.0 validator (TCK 1.0) sends no header either. No one answer
+/// satisfies both, so it is a setting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CardDefault {
+    /// The 0.3 card with the 1.0 fields added: every SDK of both generations reads it (the
+    /// interop matrix), strict 1.0 schema validation does not.
+    #[default]
+    Both,
+    /// The 1.0 card only, valid against the 1.0 JSON schema; 0.3-only clients cannot read it.
+    V1_0,
 }
 
 impl Default for ServerConfig {
@@ -195,6 +213,7 @@ impl Default for ServerConfig {
             push: PushSettings::default(),
             allowed_hosts: None,
             limits: listen::Limits::default(),
+            card: CardDefault::default(),
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Push notifications: the task is POSTed to each webhook of a task when its state changes.
 //!
-//! Deliveries run off the agent's path: `notify` only queues (a full queue drops the
+//! Deliveries run off the agent's path: `queue` only queues (a full queue drops the
 //! notification with a warning rather than slow the agent; one task may hold only a share of
 //! the queue, so a task with many webhooks cannot crowd out the others), and a worker posts
-//! with retries and exponential backoff.
+//! with retries and exponential backoff. Each (task, webhook) pair is one lane, delivered in
+//! order: a webhook gets a task's notifications in the order its states changed.
 //!
 //! Targets on private, loopback, link-local and other special-purpose addresses are refused
 //! unless configuration allows them, so a client cannot aim the server at its own network
@@ -11,7 +12,7 @@
 //! through [`PublicResolver`], which drops special-purpose addresses, so a name that changes its
 //! answer between a check and the connection (DNS rebinding) still cannot reach them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +21,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::error::RpcError;
 use crate::model::{PushNotificationConfig, Task};
+use crate::store::{OutgoingPush, TaskStore};
 
 /// Push delivery settings.
 #[derive(Debug, Clone)]
@@ -53,6 +55,17 @@ struct Job {
     task_id: String,
     config: PushNotificationConfig,
     body: Arc<Vec<u8>>,
+    /// The outbox entry to acknowledge once the delivery is over (delivered or given up).
+    ack: Option<(Arc<dyn TaskStore>, String)>,
+}
+
+impl Job {
+    fn done(&self) {
+        if let Some((store, id)) = &self.ack {
+            // Queued at call time (the store contract): no need to wait for it.
+            drop(store.ack_push(id));
+        }
+    }
 }
 
 /// Notifications waiting per task, for the per-task share of the queue.
@@ -77,6 +90,77 @@ impl Waiting {
             if *n == 0 {
                 m.remove(task);
             }
+        }
+    }
+}
+
+/// One lane per (task, webhook): a lane delivers its notifications one after another, in the
+/// order the task's states changed, so a webhook never sees `working` after `completed`.
+/// Lanes of different tasks or webhooks run side by side.
+#[derive(Default, Clone)]
+struct Lanes(Arc<Mutex<HashMap<LaneKey, VecDeque<Job>>>>);
+
+/// A lane: (task id, webhook URL).
+type LaneKey = (String, String);
+
+impl Lanes {
+    fn key(job: &Job) -> LaneKey {
+        (job.task_id.clone(), job.config.url.clone())
+    }
+
+    /// `Some(job)` when its lane was idle (the caller delivers it and then drains the lane),
+    /// `None` when it queued behind the lane's delivery in progress.
+    fn enter(&self, job: Job) -> Option<Job> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match m.entry(Self::key(&job)) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                e.get_mut().push_back(job);
+                None
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(VecDeque::new());
+                Some(job)
+            }
+        }
+    }
+
+    /// The lane's next notification after `done`, or `None` with the lane closed (under the
+    /// same lock as [`Lanes::enter`], so nothing queues into a lane nobody drains).
+    fn next(&self, done: &Job) -> Option<Job> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let key = Self::key(done);
+        let next = m.get_mut(&key).and_then(VecDeque::pop_front);
+        if next.is_none() {
+            m.remove(&key);
+        }
+        next
+    }
+}
+
+/// How one notification's delivery ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Delivery {
+    /// The webhook answered 2xx, after this many attempts.
+    Delivered(u32),
+    /// The webhook answered a 4xx other than 429: the notification is not retried.
+    Rejected(u16),
+    /// Every attempt failed (5xx, 429, timeout, connection refused).
+    GaveUp(u32),
+    /// Not sent: the target is not allowed (a private address) or cannot be reached at all.
+    Refused(String),
+}
+
+impl Delivery {
+    fn log(&self, url: &str) {
+        match self {
+            Delivery::Delivered(_) => {}
+            Delivery::Rejected(status) => {
+                tracing::warn!(%url, status, "push notification rejected by webhook")
+            }
+            Delivery::GaveUp(n) => {
+                tracing::warn!(%url, "push notification failed after {n} attempts")
+            }
+            Delivery::Refused(why) => tracing::warn!(%url, "push notification refused: {why}"),
         }
     }
 }
@@ -130,20 +214,37 @@ impl PushSender {
         let w = waiting.clone();
         tokio::spawn(async move {
             let limit = Arc::new(Semaphore::new(64));
+            let lanes = Lanes::default();
             while let Some(job) = rx.recv().await {
-                let Ok(permit) = limit.clone().acquire_owned().await else {
-                    break;
+                let Some(first) = lanes.enter(job) else {
+                    continue; // queued behind its lane's delivery in progress
                 };
-                let client = client.clone();
-                let s = s.clone();
-                let w = w.clone();
+                let (lanes, limit, client, s, w) = (
+                    lanes.clone(),
+                    limit.clone(),
+                    client.clone(),
+                    s.clone(),
+                    w.clone(),
+                );
                 tokio::spawn(async move {
-                    match &client {
-                        Some(c) => deliver(c, &s, &job).await,
-                        None => tracing::warn!("push notification dropped: no HTTP client"),
+                    let mut job = first;
+                    loop {
+                        let Ok(permit) = limit.acquire().await else {
+                            return;
+                        };
+                        let outcome = match &client {
+                            Some(c) => deliver(c, &s, &job).await,
+                            None => Delivery::Refused("no HTTP client".into()),
+                        };
+                        drop(permit);
+                        outcome.log(&job.config.url);
+                        job.done();
+                        w.release(&job.task_id);
+                        match lanes.next(&job) {
+                            Some(next) => job = next,
+                            None => return,
+                        }
                     }
-                    w.release(&job.task_id);
-                    drop(permit);
                 });
             }
         });
@@ -158,37 +259,69 @@ impl PushSender {
         &self.settings
     }
 
-    /// Queues the task for every config; never waits.
-    /// Queues the task's notification to each config's webhook: v0.3's bare Task, or for
-    /// configs made over v1.0 a `StreamResponse` (`{"task": …}`) in v1.0 form.
-    pub(crate) fn notify(&self, configs: &[PushNotificationConfig], task: &Task) {
+    /// The task's notification to each config's webhook: v0.3's bare Task, or for configs
+    /// made over v1.0 a `StreamResponse` (`{"task": …}`) in v1.0 form. The hub stores them
+    /// with the task (its outbox), then [`queue`]s them.
+    ///
+    /// [`queue`]: PushSender::queue
+    pub(crate) fn outgoing(configs: &[PushNotificationConfig], task: &Task) -> Vec<OutgoingPush> {
         let mut v03 = None;
         let mut v10 = None;
-        for config in configs {
-            let body = if config.body_version.as_deref() == Some("1.0") {
-                v10.get_or_insert_with(|| {
-                    Arc::new(
+        configs
+            .iter()
+            .map(|config| {
+                let body = if config.body_version.as_deref() == Some("1.0") {
+                    v10.get_or_insert_with(|| {
                         serde_json::to_vec(&serde_json::json!({ "task": crate::v1::task(task) }))
-                            .unwrap_or_default(),
-                    )
-                })
-            } else {
-                v03.get_or_insert_with(|| Arc::new(serde_json::to_vec(task).unwrap_or_default()))
+                            .unwrap_or_default()
+                    })
+                } else {
+                    v03.get_or_insert_with(|| serde_json::to_vec(task).unwrap_or_default())
+                };
+                OutgoingPush {
+                    id: crate::new_id(),
+                    task_id: task.id.clone(),
+                    config: config.clone(),
+                    body: body.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Queues notifications for delivery, acknowledged in `store`'s outbox when done. Never
+    /// waits; returns how many were queued (the others were dropped, and logged).
+    pub(crate) fn queue(
+        &self,
+        items: Vec<OutgoingPush>,
+        store: Option<&Arc<dyn TaskStore>>,
+    ) -> usize {
+        let mut queued = 0;
+        for p in items {
+            let job = Job {
+                ack: store.map(|s| (s.clone(), p.id)),
+                task_id: p.task_id,
+                config: p.config,
+                body: Arc::new(p.body),
             };
-            if !self.waiting.take(&task.id, self.settings.per_task.max(1)) {
-                tracing::warn!(task = %task.id, url = %config.url, "push: the task's share of the queue is full: notification dropped");
+            if !self
+                .waiting
+                .take(&job.task_id, self.settings.per_task.max(1))
+            {
+                tracing::warn!(task = %job.task_id, url = %job.config.url, "push: the task's share of the queue is full: notification dropped");
+                job.done();
                 continue;
             }
-            let job = Job {
-                task_id: task.id.clone(),
-                config: config.clone(),
-                body: body.clone(),
-            };
-            if self.tx.try_send(job).is_err() {
-                self.waiting.release(&task.id);
-                tracing::warn!(task = %task.id, url = %config.url, "push queue full: notification dropped");
+            let task_id = job.task_id.clone();
+            if let Err(e) = self.tx.try_send(job) {
+                self.waiting.release(&task_id);
+                let job = e.into_inner();
+                tracing::warn!(task = %task_id, url = %job.config.url, "push queue full: notification dropped");
+                job.done();
+            } else {
+                queued += 1;
             }
         }
+        queued
     }
 
     /// Checks a webhook URL when a config is set: scheme, and literal addresses.
@@ -199,11 +332,10 @@ impl PushSender {
     }
 }
 
-async fn deliver(client: &reqwest::Client, s: &PushSettings, job: &Job) {
+async fn deliver(client: &reqwest::Client, s: &PushSettings, job: &Job) -> Delivery {
     let url = &job.config.url;
     if let Err(why) = check_target(url, s.allow_private).await {
-        tracing::warn!(%url, "push notification refused: {why}");
-        return;
+        return Delivery::Refused(why);
     }
     let mut delay = s.backoff;
     for attempt in 0..=s.retries {
@@ -224,10 +356,9 @@ async fn deliver(client: &reqwest::Client, s: &PushSettings, job: &Job) {
             req = req.bearer_auth(cred);
         }
         match req.send().await {
-            Ok(r) if r.status().is_success() => return,
+            Ok(r) if r.status().is_success() => return Delivery::Delivered(attempt + 1),
             Ok(r) if r.status().is_client_error() && r.status().as_u16() != 429 => {
-                tracing::warn!(%url, status = %r.status(), "push notification rejected by webhook");
-                return;
+                return Delivery::Rejected(r.status().as_u16());
             }
             Ok(r) => tracing::debug!(%url, status = %r.status(), attempt, "push retry"),
             Err(e) => tracing::debug!(%url, attempt, "push retry: {e}"),
@@ -237,7 +368,7 @@ async fn deliver(client: &reqwest::Client, s: &PushSettings, job: &Job) {
             delay *= 2;
         }
     }
-    tracing::warn!(%url, "push notification failed after {} attempts", s.retries + 1);
+    Delivery::GaveUp(s.retries + 1)
 }
 
 /// Scheme and literal-address checks that need no DNS.
@@ -427,5 +558,211 @@ mod tests {
             .await;
         assert!(sent.is_err());
         assert!(!accepted.await.unwrap(), "the connection reached loopback");
+    }
+
+    /// What the test webhook does with each request, in order; `Ok` once the script runs out.
+    #[derive(Clone, Copy, Debug)]
+    enum Answer {
+        Ok,
+        Status(u16),
+        Hang(Duration),
+    }
+
+    /// A webhook on loopback that answers by `script` and records the state of every task it
+    /// is sent (also those it answers with an error).
+    struct Hook {
+        url: String,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    async fn hook(script: Vec<Answer>) -> Hook {
+        use axum::{Router, body::Bytes, extract::State, routing::post};
+        type Shared = (Arc<Mutex<VecDeque<Answer>>>, Arc<Mutex<Vec<String>>>);
+        async fn handle(State((script, seen)): State<Shared>, body: Bytes) -> http::StatusCode {
+            let task: Task = serde_json::from_slice(&body).unwrap();
+            seen.lock().unwrap().push(task.status.state.to_string());
+            let answer = script.lock().unwrap().pop_front().unwrap_or(Answer::Ok);
+            match answer {
+                Answer::Ok => http::StatusCode::OK,
+                Answer::Status(code) => http::StatusCode::from_u16(code).unwrap(),
+                Answer::Hang(d) => {
+                    tokio::time::sleep(d).await;
+                    http::StatusCode::OK
+                }
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let shared: Shared = (Arc::new(Mutex::new(script.into())), seen.clone());
+        let app = Router::new()
+            .route("/hook", post(handle))
+            .with_state(shared);
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", l.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(l, app).await });
+        Hook { url, seen }
+    }
+
+    fn settings() -> PushSettings {
+        PushSettings {
+            allow_private: true,
+            timeout: Duration::from_millis(300),
+            retries: 2,
+            backoff: Duration::from_millis(10),
+            ..PushSettings::default()
+        }
+    }
+
+    fn task_in(state: crate::model::TaskState) -> Task {
+        let mut t = Task::new("t1".into(), "c1".into());
+        t.status = crate::model::TaskStatus::now(state, None);
+        t
+    }
+
+    fn job_for(url: &str) -> Job {
+        Job {
+            task_id: "t1".into(),
+            config: PushNotificationConfig {
+                id: None,
+                url: url.into(),
+                token: None,
+                authentication: None,
+                body_version: None,
+            },
+            body: Arc::new(serde_json::to_vec(&task_in(crate::model::TaskState::Working)).unwrap()),
+            ack: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn deliveries_retry_server_errors_and_timeouts_and_stop_on_client_errors() {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let s = settings();
+        let cases = [
+            (
+                vec![Answer::Status(503), Answer::Status(500)],
+                Delivery::Delivered(3),
+                3,
+            ),
+            (
+                vec![Answer::Hang(Duration::from_secs(2))],
+                Delivery::Delivered(2),
+                2,
+            ),
+            (vec![Answer::Status(429)], Delivery::Delivered(2), 2),
+            (vec![Answer::Status(400)], Delivery::Rejected(400), 1),
+            (vec![Answer::Status(404)], Delivery::Rejected(404), 1),
+            (vec![Answer::Status(503); 5], Delivery::GaveUp(3), 3),
+        ];
+        for (script, expected, requests) in cases {
+            let h = hook(script.clone()).await;
+            let got = deliver(&client, &s, &job_for(&h.url)).await;
+            assert_eq!(got, expected, "{script:?}");
+            assert_eq!(h.seen.lock().unwrap().len(), requests, "{script:?}");
+        }
+        // Nothing listening: every attempt fails, and the sender says so.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dead = format!("http://{}/hook", l.local_addr().unwrap());
+        drop(l);
+        assert_eq!(
+            deliver(&client, &s, &job_for(&dead)).await,
+            Delivery::GaveUp(3)
+        );
+        // A private target is refused before anything is sent, by address or by a name that
+        // resolves to one.
+        let closed = PushSettings {
+            allow_private: false,
+            ..settings()
+        };
+        let h = hook(Vec::new()).await;
+        assert!(matches!(
+            deliver(&client, &closed, &job_for(&h.url)).await,
+            Delivery::Refused(_)
+        ));
+        let by_name = h.url.replace("127.0.0.1", "localhost");
+        assert!(matches!(
+            deliver(&client, &closed, &job_for(&by_name)).await,
+            Delivery::Refused(_)
+        ));
+        assert!(h.seen.lock().unwrap().is_empty());
+    }
+
+    /// The first notification is slow to be accepted; the ones after it still arrive after it
+    /// (before lanes, each was posted on its own and `completed` overtook `working`).
+    #[tokio::test]
+    async fn a_webhook_gets_a_tasks_notifications_in_order() {
+        use crate::model::TaskState::*;
+        let h = hook(vec![
+            Answer::Hang(Duration::from_millis(150)),
+            Answer::Status(503),
+        ])
+        .await;
+        let other = hook(Vec::new()).await;
+        let sender = PushSender::start(settings());
+        let config = |url: &str| PushNotificationConfig {
+            id: None,
+            url: url.into(),
+            token: None,
+            authentication: None,
+            body_version: None,
+        };
+        let configs = [config(&h.url), config(&other.url)];
+        for state in [Submitted, Working, InputRequired, Working, Completed] {
+            assert_eq!(
+                sender.queue(PushSender::outgoing(&configs, &task_in(state)), None),
+                2
+            );
+        }
+        let expected = [
+            "submitted",
+            "working",
+            "input-required",
+            "working",
+            "completed",
+        ];
+        for _ in 0..500 {
+            if other.seen.lock().unwrap().len() >= 5 && h.seen.lock().unwrap().len() >= 6 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The retried 503 is sent twice, in its place.
+        let mut seen = h.seen.lock().unwrap().clone();
+        seen.dedup();
+        assert_eq!(seen, expected);
+        assert_eq!(*other.seen.lock().unwrap(), expected);
+    }
+
+    #[tokio::test]
+    async fn a_task_holds_only_its_share_of_the_queue() {
+        let h = hook(vec![Answer::Hang(Duration::from_millis(200))]).await;
+        let sender = PushSender::start(PushSettings {
+            per_task: 2,
+            ..settings()
+        });
+        let configs = [PushNotificationConfig {
+            id: None,
+            url: h.url.clone(),
+            token: None,
+            authentication: None,
+            body_version: None,
+        }];
+        let t = task_in(crate::model::TaskState::Working);
+        assert_eq!(sender.queue(PushSender::outgoing(&configs, &t), None), 1);
+        assert_eq!(sender.queue(PushSender::outgoing(&configs, &t), None), 1);
+        assert_eq!(
+            sender.queue(PushSender::outgoing(&configs, &t), None),
+            0,
+            "a third waiting notification was kept"
+        );
+        // Another task still gets its notifications through.
+        let mut other = t.clone();
+        other.id = "t2".into();
+        assert_eq!(
+            sender.queue(PushSender::outgoing(&configs, &other), None),
+            1
+        );
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -69,6 +70,21 @@ pub(super) fn error(e: &RpcError) -> Response {
     let (status, body) = crate::rest::error_body(e);
     let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    r
+}
+
+/// A body that could not be read (larger than the server's body limit: HTTP 413) as a
+/// `google.rpc.Status`, not axum's plain-text answer.
+fn rejected(e: BytesRejection) -> Response {
+    let status = e.status();
+    let body = json!({"error": {
+        "code": status.as_u16(),
+        "status": if status == StatusCode::PAYLOAD_TOO_LARGE { "RESOURCE_EXHAUSTED" } else { "INVALID_ARGUMENT" },
+        "message": e.body_text(),
+        "details": [],
+    }});
+    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+    *r.status_mut() = status;
     r
 }
 
@@ -268,8 +284,12 @@ async fn send<const V03: bool>(
     State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return rejected(e),
+    };
     let p = send_params(&headers, &body, V03);
     call(&s, &headers, q.as_deref(), method::SEND, p, V03).await
 }
@@ -278,8 +298,12 @@ async fn send_streaming<const V03: bool>(
     State(s): State<Arc<AgentEndpoint>>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return rejected(e),
+    };
     let p = send_params(&headers, &body, V03);
     call(&s, &headers, q.as_deref(), method::STREAM, p, V03).await
 }
@@ -319,8 +343,12 @@ async fn task_post<const V03: bool>(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return rejected(e),
+    };
     let (id, op) = if let Some(id) = id.strip_suffix(":cancel") {
         (id, method::CANCEL)
     } else if let Some(id) = id.strip_suffix(":subscribe") {
@@ -353,8 +381,12 @@ async fn push_create<const V03: bool>(
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return rejected(e),
+    };
     let p = body_params(&headers, &body).map(|b| {
         if V03 {
             v03::create_push_to_v1(b, &id)
@@ -405,7 +437,7 @@ async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) ->
             handlers::json_body(serde_json::to_vec(&v1::merged_card(card)).unwrap_or_default())
         }
         Some(_) => unauthorized(),
-        None => handlers::json_body(s.card_json.to_vec()),
+        None => handlers::json_body(s.cards.both_json().to_vec()),
     }
 }
 

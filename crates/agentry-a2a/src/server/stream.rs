@@ -84,33 +84,28 @@ where
         .into_response()
 }
 
-/// A stream that carries one JSON-RPC error (stream clients expect an event stream).
-pub(super) fn error(frame: Frame, e: RpcError, keep_alive: Duration) -> Response {
-    let body = match frame {
+/// A streaming request refused before its stream opened, in the form each generation reads.
+pub(super) fn error(frame: Frame, e: RpcError) -> Response {
+    match frame {
+        // v0.3 clients (TCK 0.3 among them) read a refusal from the stream they asked for:
+        // one event holding the JSON-RPC error.
         Frame::JsonRpc {
             id,
             version: ProtocolVersion::V0_3,
-        } => jsonrpc::encode_error(&id, &e),
+        } => {
+            let body = jsonrpc::encode_error(&id, &e);
+            let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
+            sse(stream::iter([ev]), Duration::from_secs(15))
+        }
+        // v1.0 tells a refusal from a stream by the content type (TCK 1.0, STREAM-SUB-003):
+        // one JSON-RPC error as `application/json`.
         Frame::JsonRpc {
             id,
             version: ProtocolVersion::V1_0,
-        } => jsonrpc::encode_error(&id, &v1::error(&e)),
+        } => super::handlers::json_body(jsonrpc::encode_error(&id, &v1::error(&e))),
         // Nothing was streamed yet: a plain HTTP error says it best.
-        Frame::Rest(_) => return super::rest::error(&e),
-    };
-    let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
-    sse(stream::iter([ev]), keep_alive)
-}
-
-/// The final status event that a snapshot in a turn-ending state stands for.
-fn closing_event(task: &Task) -> StreamEvent {
-    StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-        task_id: task.id.clone(),
-        context_id: task.context_id.clone(),
-        status: task.status.clone(),
-        is_final: true,
-        metadata: None,
-    })
+        Frame::Rest(_) => super::rest::error(&e),
+    }
 }
 
 struct Forward {
@@ -143,7 +138,7 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
                 tracing::debug!(task = %f.lease.hub.task_id, skipped = n, "slow subscriber skipped ahead");
                 let task = f.lease.hub.state.lock().await.task.clone();
                 if task.state().ends_turn() {
-                    f.pending.push(closing_event(&task));
+                    f.pending.push(StreamEvent::final_status(&task));
                 }
                 let out = f.frame.event(&StreamEvent::Task(task));
                 Some((out, f))
@@ -178,7 +173,7 @@ pub(super) fn resubscribe(
 ) -> Response {
     let mut pending = Vec::new();
     if task.state().is_terminal() {
-        pending.push(closing_event(&task));
+        pending.push(StreamEvent::final_status(&task));
     }
     pending.push(StreamEvent::Task(task));
     sse(

@@ -15,25 +15,52 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sqlite::{Durability, SqliteStore};
 
 /// A boxed future, as the object-safe store methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A store failure.
+/// What a store failure came from (a database error, an I/O error, a JSON error, ...).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A store failure, with what was being done and the error underneath.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
-    #[error("store backend: {0}")]
-    Backend(String),
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
+    /// The database (or the file system under it) failed.
+    #[error("store backend: {context}: {source}")]
+    Backend {
+        context: String,
+        #[source]
+        source: BoxError,
+    },
+    /// A stored record does not decode.
+    #[error("stored data is corrupt: {context}: {source}")]
+    Corrupt {
+        context: String,
+        #[source]
+        source: BoxError,
+    },
+    /// The store was shut down.
     #[error("store is closed")]
     Closed,
 }
 
-impl From<StoreError> for crate::error::A2aError {
-    fn from(e: StoreError) -> Self {
-        crate::error::A2aError::Store(e.to_string())
+impl StoreError {
+    /// A backend failure while doing `context`.
+    pub fn backend(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Backend {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// A record that does not decode, `context` saying which.
+    pub fn corrupt(context: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StoreError::Corrupt {
+            context: context.into(),
+            source: source.into(),
+        }
     }
 }
 
@@ -98,6 +125,59 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &'a str,
         config_id: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Keeps push notifications until they are delivered (an outbox), in call order like
+    /// every write, so a server that dies with deliveries pending sends them when it starts
+    /// again: at least once, in order per task. The default keeps nothing (deliveries are
+    /// then at most once, as with the in-memory store, which dies with its tasks anyway).
+    fn enqueue_pushes<'a>(
+        &'a self,
+        items: &'a [OutgoingPush],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = items;
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Saves `task` and enqueues `pushes` (its notifications) together: a store with an
+    /// outbox writes both in one transaction, so a crash keeps both or neither. The default
+    /// queues the save, then the notifications, at call time.
+    fn save_with_pushes<'a>(
+        &'a self,
+        task: &'a Task,
+        pushes: &'a [OutgoingPush],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let saved = self.save(task);
+        let queued = (!pushes.is_empty()).then(|| self.enqueue_pushes(pushes));
+        Box::pin(async move {
+            saved.await?;
+            match queued {
+                Some(q) => q.await,
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// The notifications enqueued and not yet acknowledged, oldest first.
+    fn pending_pushes(&self) -> BoxFuture<'_, Result<Vec<OutgoingPush>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Forgets a notification that was delivered (or given up on).
+    fn ack_push<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = id;
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A push notification on its way: the body as sent, to the config's webhook with its
+/// credentials.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutgoingPush {
+    /// Unique; what [`TaskStore::ack_push`] names.
+    pub id: String,
+    pub task_id: String,
+    pub config: PushNotificationConfig,
+    pub body: Vec<u8>,
 }
 
 #[cfg(test)]

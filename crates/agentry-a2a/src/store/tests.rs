@@ -80,6 +80,20 @@ async fn listing(store: &dyn TaskStore) {
         store.get("o1").await.unwrap().unwrap().owner.as_deref(),
         Some("bearer:alice")
     );
+    // A parked task stays parked (a restarted server must not take it for an orphan).
+    let mut parked = at("p1", "c9", TaskState::Working, 5_500);
+    parked.parked = true;
+    store.save(&parked).await.unwrap();
+    assert!(store.get("p1").await.unwrap().unwrap().parked);
+    let listed = store
+        .list(&TaskQuery {
+            context_id: Some("c9".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(listed.tasks[0].parked);
     let mine = TaskQuery {
         owner: Some("bearer:alice".into()),
         limit: 10,
@@ -155,6 +169,62 @@ async fn sqlite_store_contract_and_restart() {
     }
 }
 
+/// The push outbox: kept in order until acknowledged, across a reopen (a restart); the
+/// credentials of the config come back with it (the webhook needs them).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_push_outbox_keeps_notifications_until_acknowledged() {
+    let path = temp_db();
+    let push = |n: usize| OutgoingPush {
+        id: format!("p{n}"),
+        task_id: "t1".into(),
+        config: PushNotificationConfig {
+            id: Some("hook".into()),
+            url: "https://example.com/hook".into(),
+            token: Some("tok".into()),
+            authentication: None,
+            body_version: None,
+        },
+        body: format!("{{\"n\":{n}}}").into_bytes(),
+    };
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        let items: Vec<_> = (0..4).map(push).collect();
+        // Not awaited: queued at call time, like the server's intermediate writes.
+        drop(s.enqueue_pushes(&items[..2]));
+        s.enqueue_pushes(&items[2..]).await.unwrap();
+        s.ack_push("p1").await.unwrap();
+        let pending = s.pending_pushes().await.unwrap();
+        assert_eq!(
+            pending.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["p0", "p2", "p3"]
+        );
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    let pending = s.pending_pushes().await.unwrap();
+    assert_eq!(pending, vec![push(0), push(2), push(3)]);
+    // A state change and its notification are written together.
+    let t = task("t1", TaskState::Working);
+    s.save_with_pushes(&t, &[push(7)]).await.unwrap();
+    assert_eq!(
+        s.get("t1").await.unwrap().unwrap().state(),
+        TaskState::Working
+    );
+    let pending = s.pending_pushes().await.unwrap();
+    assert_eq!(pending.last(), Some(&push(7)));
+    for p in &pending {
+        s.ack_push(&p.id).await.unwrap();
+    }
+    assert!(s.pending_pushes().await.unwrap().is_empty());
+    // The in-memory store keeps none.
+    let m = MemoryStore::default();
+    m.enqueue_pushes(&[push(9)]).await.unwrap();
+    assert!(m.pending_pushes().await.unwrap().is_empty());
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_group_commit_keeps_every_concurrent_write() {
@@ -195,6 +265,9 @@ async fn sqlite_reports_corrupt_rows_instead_of_panicking() {
             [],
         )
         .unwrap();
-    assert!(matches!(s.get("bad").await, Err(StoreError::Corrupt(_))));
+    assert!(matches!(
+        s.get("bad").await,
+        Err(StoreError::Corrupt { .. })
+    ));
     let _ = std::fs::remove_file(&path);
 }

@@ -79,13 +79,25 @@ async fn oversize_bodies_get_413_and_the_server_goes_on() {
     let s = common::serve_on(listener, svc, config).await;
     let big = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
         "role": "user", "messageId": "m", "parts": [{"kind": "text", "text": "x".repeat(4096)}]}}});
-    let (status, _) = post_raw(
+    let (status, body) = post_raw(
         &s.base,
         Some("application/json"),
         big.to_string().into_bytes(),
     )
     .await;
     assert_eq!(status, 413);
+    // A JSON-RPC error body, not plain text.
+    assert_eq!(error_code(&body), -32600, "{body}");
+    // The same over HTTP+JSON, as a google.rpc.Status.
+    let (status, body) = post_raw(
+        &format!("{}message:send", s.base),
+        Some("application/json"),
+        big["params"].to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 413);
+    let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(v["error"]["code"], 413, "{body}");
     let c = A2aClient::discover(&s.base, ClientConfig::default())
         .await
         .unwrap();
@@ -248,6 +260,10 @@ async fn client_errors_are_distinct() {
         .route(
             "/locked/.well-known/agent-card.json",
             get(|| async { (axum::http::StatusCode::UNAUTHORIZED, "no") }),
+        )
+        .route(
+            "/denied/.well-known/agent-card.json",
+            get(|| async { (axum::http::StatusCode::FORBIDDEN, "not you") }),
         );
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
     let e = A2aClient::discover(&base, cfg.clone()).await.err().unwrap();
@@ -260,6 +276,13 @@ async fn client_errors_are_distinct() {
         .err()
         .unwrap();
     assert!(matches!(e, A2aError::Unauthorized { .. }), "{e}");
+    // 403 is not 401: credentials were read and refused, so the advice differs.
+    let e = A2aClient::discover(&format!("{base}/denied"), cfg.clone())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, A2aError::Forbidden { .. }), "{e}");
+    assert!(e.to_string().contains("403"), "{e}");
     let quick = ClientConfig {
         request_timeout: Duration::from_millis(200),
         ..cfg
@@ -304,6 +327,117 @@ async fn card_has_cache_headers_and_legacy_path() {
         .await
         .unwrap();
     assert_eq!(legacy.name, "echo");
+}
+
+/// Each generation gets a card that validates for it: `A2A-Version: 1.0` the 1.0 card only
+/// (the 1.0 JSON schema forbids the 0.3 fields), no header the configured default (both
+/// generations' fields, or strictly 1.0); the HTTP+JSON base has no trailing slash; the card
+/// carries `Last-Modified` and `Vary: A2A-Version`.
+#[tokio::test]
+async fn each_generation_gets_its_card() {
+    const V03_ONLY: [&str; 4] = [
+        "url",
+        "protocolVersion",
+        "preferredTransport",
+        "additionalInterfaces",
+    ];
+    let http = reqwest::Client::new();
+    let get = async |base: &str, version: Option<&str>| -> (Value, reqwest::header::HeaderMap) {
+        let mut r = http.get(format!("{base}.well-known/agent-card.json"));
+        if let Some(v) = version {
+            r = r.header("A2A-Version", v);
+        }
+        let r = r.send().await.unwrap();
+        let headers = r.headers().clone();
+        (r.json().await.unwrap(), headers)
+    };
+    let s = common::echo_server().await;
+    let (both, headers) = get(&s.base, None).await;
+    for k in V03_ONLY {
+        assert!(both.get(k).is_some(), "{k} missing: {both}");
+    }
+    assert!(both["supportedInterfaces"].is_array(), "{both}");
+    assert!(headers.contains_key("last-modified"), "{headers:?}");
+    assert_eq!(headers["vary"], "A2A-Version");
+    let rest = both["supportedInterfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["protocolBinding"] == "HTTP+JSON")
+        .unwrap();
+    assert!(!rest["url"].as_str().unwrap().ends_with('/'), "{rest}");
+    let (v1, v1_headers) = get(&s.base, Some("1.0")).await;
+    for k in V03_ONLY {
+        assert!(v1.get(k).is_none(), "{k} in the 1.0 card: {v1}");
+    }
+    assert!(
+        v1["capabilities"].get("stateTransitionHistory").is_none(),
+        "{v1}"
+    );
+    assert_eq!(v1["name"], both["name"]);
+    assert_ne!(
+        v1_headers["etag"], headers["etag"],
+        "one validator per card"
+    );
+    let (v03, _) = get(&s.base, Some("0.3")).await;
+    assert_eq!(v03, both);
+
+    // Strictly 1.0 by default.
+    let (listener, url) = common::bind().await;
+    let config = ServerConfig {
+        card: agentry_a2a::server::CardDefault::V1_0,
+        ..Default::default()
+    };
+    let svc = agentry_a2a::server::AgentService::new(
+        agentry::agents::Echo::card(&url),
+        agentry::agents::Echo::default(),
+        std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
+    );
+    let strict = common::serve_on(listener, svc, config).await;
+    let (default, _) = get(&strict.base, None).await;
+    assert_eq!(default, v1_with_url(&v1, &s.base, &strict.base));
+    let (asked, _) = get(&strict.base, Some("0.3")).await;
+    assert!(asked.get("url").is_some(), "{asked}");
+}
+
+/// `card`, another server's 1.0 card, with its URLs moved to `to`.
+fn v1_with_url(card: &Value, from: &str, to: &str) -> Value {
+    serde_json::from_str(
+        &card
+            .to_string()
+            .replace(from.trim_end_matches('/'), to.trim_end_matches('/')),
+    )
+    .unwrap()
+}
+
+/// HTTP+JSON refusals carry the HTTP status the 1.0 binding maps them to: a body that is not
+/// JSON 415, an unknown `A2A-Version` 400.
+#[tokio::test]
+async fn rest_refusals_use_their_http_status() {
+    let s = common::echo_server().await;
+    let http = reqwest::Client::new();
+    let send = format!("{}message:send", s.base);
+    let body = r#"{"message":{"role":"ROLE_USER","parts":[{"text":"x"}],"messageId":"m"}}"#;
+    let r = http
+        .post(&send)
+        .header("Content-Type", "text/plain")
+        .header("A2A-Version", "1.0")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let r = http
+        .post(&send)
+        .header("Content-Type", "application/json")
+        .header("A2A-Version", "99.0")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["status"], "FAILED_PRECONDITION", "{v}");
 }
 
 /// `A2A-Version`: absent or empty means 0.3, the query parameter works too, an unknown version
@@ -430,4 +564,111 @@ async fn extensions_are_required_and_echoed() {
     assert_eq!(echoed, format!("{REQUIRED}, {OPTIONAL}"));
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], -32001, "past the extension check: {v}");
+}
+
+/// A raw HTTP server that answers `tasks/get` with a dropped connection, then a 503 asking to
+/// retry after a second, then the task; and `message/send` with 503 every time. Returns its
+/// URL and the log of (method, when) it saw.
+async fn flaky_server() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", l.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        let mut gets = 0;
+        while let Ok((mut sock, _)) = l.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head_end, len) = loop {
+                let n = sock.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break (0, 0);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    break (i + 4, len);
+                }
+            };
+            while buf.len() < head_end + len {
+                let n = sock.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let req: Value = serde_json::from_slice(&buf[head_end..]).unwrap_or(Value::Null);
+            let method = req["method"].as_str().unwrap_or("").to_owned();
+            log.lock()
+                .unwrap()
+                .push((method.clone(), std::time::Instant::now()));
+            let unavailable = |after: u32| {
+                format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nRetry-After: {after}\r\n\
+                     Content-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            };
+            let answer = match method.as_str() {
+                "tasks/get" => {
+                    gets += 1;
+                    match gets {
+                        1 => continue, // dropped: the socket closes unanswered
+                        2 => unavailable(1),
+                        _ => {
+                            let body = json!({"jsonrpc": "2.0", "id": req["id"], "result":
+                                {"kind": "task", "id": "t1", "contextId": "c1",
+                                 "status": {"state": "completed"}}})
+                            .to_string();
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
+                                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                                body.len()
+                            )
+                        }
+                    }
+                }
+                _ => unavailable(0),
+            };
+            let _ = sock.write_all(answer.as_bytes()).await;
+        }
+    });
+    (base, seen)
+}
+
+/// Issue 19, item 5: what is safe to repeat is retried after a dropped connection and after a
+/// 503, waiting at least the server's `Retry-After`; `message/send` is never repeated (the
+/// agent could run twice).
+#[tokio::test]
+async fn the_client_retries_only_what_is_safe_to_repeat() {
+    let (base, seen) = flaky_server().await;
+    let cfg = ClientConfig {
+        backoff: Duration::from_millis(10),
+        ..Default::default()
+    };
+    let c = A2aClient::new(&base, cfg).unwrap();
+    let task = c.get_task("t1", None).await.unwrap();
+    assert_eq!(task.state(), TaskState::Completed);
+    let log = seen.lock().unwrap().clone();
+    assert_eq!(log.len(), 3, "dropped, 503, answered: {log:?}");
+    let waited = log[2].1 - log[1].1;
+    assert!(
+        waited >= Duration::from_millis(900),
+        "Retry-After: 1 was not honoured ({waited:?})"
+    );
+    seen.lock().unwrap().clear();
+    let e = c
+        .send_message(MessageSendParams::new(Message::text(Role::User, "once")))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("503"), "{e}");
+    assert_eq!(seen.lock().unwrap().len(), 1, "message/send was repeated");
 }

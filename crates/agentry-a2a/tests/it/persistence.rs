@@ -98,3 +98,70 @@ async fn graceful_shutdown_finishes_open_streams() {
     );
     server.await.unwrap().unwrap();
 }
+
+/// Issue 20: a task that a killed process left `working` (or `submitted`) is not `working`
+/// forever. In one process a running turn always holds its task, so a stored task in those
+/// states with nothing running it here was orphaned; the first look at it (get, list, a message,
+/// a subscription) moves it to input-required with a message saying what happened, and a
+/// message sent again runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_orphaned_by_a_dead_process_are_not_working_forever() {
+    let db = std::env::temp_dir().join(format!("agentry-orphan-{}.db", agentry_a2a::new_id()));
+    // What a process killed mid-turn leaves behind: tasks stored as working and submitted.
+    let mut ids = Vec::new();
+    {
+        let store = SqliteStore::open(&db).unwrap();
+        for state in [TaskState::Working, TaskState::Submitted] {
+            let mut t = Task::new(agentry_a2a::new_id(), agentry_a2a::new_id());
+            t.history
+                .push(Message::text(Role::User, "long job").in_task(&t.id, &t.context_id));
+            if state == TaskState::Working {
+                t.transition(TaskStatus::now(TaskState::Working, None))
+                    .unwrap();
+            }
+            agentry_a2a::store::TaskStore::save(&store, &t)
+                .await
+                .unwrap();
+            ids.push(t.id);
+        }
+    }
+    let s = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
+    let c = A2aClient::discover(&s.base, ClientConfig::default())
+        .await
+        .unwrap();
+    // Listed: already recovered.
+    let listed = c.list_tasks(ListTasksParams::default()).await.unwrap();
+    assert_eq!(listed.tasks.len(), 2);
+    for t in &listed.tasks {
+        assert_eq!(t.state(), TaskState::InputRequired, "{t:?}");
+    }
+    let t = c.get_task(&ids[0], None).await.unwrap();
+    assert_eq!(t.state(), TaskState::InputRequired);
+    let said = t.status.message.as_ref().unwrap().text_content();
+    assert!(said.contains("server stopped"), "{said}");
+    assert_eq!(
+        t.history.len(),
+        2,
+        "the request and the explanation, once: {:?}",
+        t.history
+    );
+    // Sent again, it runs (the conformance agent echoes and waits for more, working).
+    let mut again = Message::text(Role::User, "long job");
+    again.task_id = Some(ids[1].clone());
+    let SendMessageResult::Task(t) = c.send_message(MessageSendParams::new(again)).await.unwrap()
+    else {
+        panic!("a task")
+    };
+    assert_eq!(t.id, ids[1]);
+    assert_eq!(t.state(), TaskState::Working);
+    assert!(
+        t.status
+            .message
+            .as_ref()
+            .unwrap()
+            .text_content()
+            .contains("echo: long job"),
+        "{t:?}"
+    );
+    let _ = std::fs::remove_file(&db);
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use agentry::agents::{Conformance, Echo, EchoMode};
+use agentry::agents::{Conformance, Echo};
 use agentry_a2a::A2aError;
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
@@ -62,7 +62,7 @@ async fn context_id_is_generated_and_kept_across_turns() {
     let c = client(&s.base).await;
     let t1 = task_of(&c, MessageSendParams::new(user("one"))).await;
     assert!(!t1.context_id.is_empty());
-    assert_eq!(t1.state(), TaskState::InputRequired);
+    assert_eq!(t1.state(), TaskState::Working);
     let t2 = task_of(
         &c,
         MessageSendParams::new(user("two").in_task(&t1.id, &t1.context_id)),
@@ -172,6 +172,13 @@ async fn tck_outcomes() {
     )
     .await;
     assert_eq!(join_text(&t.artifacts[0].parts), "Generated text content");
+    let tasks = async || {
+        c.list_tasks(ListTasksParams::default())
+            .await
+            .unwrap()
+            .total_size
+    };
+    let before = tasks().await;
     let SendMessageResult::Message(m) = c
         .send_message(MessageSendParams::new(with_id("x", "tck-message-response")))
         .await
@@ -180,10 +187,9 @@ async fn tck_outcomes() {
         panic!()
     };
     assert_eq!(m.text_content(), "Direct message response");
-    // A direct message creates no task.
-    if let Some(id) = &m.task_id {
-        assert_eq!(code(c.get_task(id, None).await.unwrap_err()), -32001);
-    }
+    // A direct message creates no task, and names none.
+    assert_eq!(m.task_id, None, "{m:?}");
+    assert_eq!(tasks().await, before);
 }
 
 #[tokio::test]
@@ -226,6 +232,9 @@ async fn stream_orders_events_and_chunks_artifacts() {
 /// Emits one status event and then waits to be canceled.
 struct WaitsForCancel {
     canceled_hook: Arc<AtomicBool>,
+    /// Set when an event after the cancel was refused (checked by the test: an assertion
+    /// here would panic inside the hub, which turns panics into failed tasks).
+    refused_after_cancel: Arc<AtomicBool>,
 }
 
 impl AgentExecutor for WaitsForCancel {
@@ -234,7 +243,10 @@ impl AgentExecutor for WaitsForCancel {
         ctx.canceled().await;
         // Further events are refused once the task is canceled.
         let after = ev.complete(None).await;
-        assert!(matches!(after, Err(AgentError::TaskClosed(_))));
+        self.refused_after_cancel.store(
+            matches!(after, Err(AgentError::TaskClosed(_))),
+            Ordering::SeqCst,
+        );
         Ok(())
     }
 
@@ -246,10 +258,12 @@ impl AgentExecutor for WaitsForCancel {
 #[tokio::test]
 async fn cancel_reaches_the_running_agent_and_open_streams() {
     let hook = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicBool::new(false));
     let s = common::agent_server(
         Echo::card,
         WaitsForCancel {
             canceled_hook: hook.clone(),
+            refused_after_cancel: refused.clone(),
         },
     )
     .await;
@@ -279,6 +293,16 @@ async fn cancel_reaches_the_running_agent_and_open_streams() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(hook.load(Ordering::SeqCst), "the agent's cancel hook ran");
+    for _ in 0..100 {
+        if refused.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        refused.load(Ordering::SeqCst),
+        "an event after the cancel was refused"
+    );
     assert_eq!(
         c.get_task(&t.id, None).await.unwrap().state(),
         TaskState::Canceled
@@ -287,13 +311,7 @@ async fn cancel_reaches_the_running_agent_and_open_streams() {
 
 #[tokio::test]
 async fn resubscribe_racing_completion_still_gets_the_final_event() {
-    let s = common::agent_server(
-        Echo::card,
-        Echo {
-            mode: EchoMode::Task,
-        },
-    )
-    .await;
+    let s = common::echo_server().await;
     let c = client(&s.base).await;
     for _ in 0..30 {
         let mut p = MessageSendParams::new(user("race"));
@@ -303,9 +321,13 @@ async fn resubscribe_racing_completion_still_gets_the_final_event() {
         });
         let t = task_of(&c, p).await;
         let evs: Vec<StreamEvent> = c.resubscribe(&t.id).map(Result::unwrap).collect().await;
-        assert!(matches!(evs.first(), Some(StreamEvent::Task(_))), "{evs:?}");
-        // The last event is final and says completed: a status update, or (when the task
-        // finished before the subscription) the terminal snapshot, which clients stop at.
+        // Subscribed in time: the snapshot first. Finished before: the server refuses to
+        // stream a finished task and the client ends the stream with its final status.
+        assert!(
+            matches!(evs.first(), Some(StreamEvent::Task(_))) || evs.len() == 1,
+            "{evs:?}"
+        );
+        // The last event is final and says completed.
         let last = evs.last().unwrap();
         let state = match last {
             StreamEvent::StatusUpdate(s) => s.status.state,
@@ -314,6 +336,48 @@ async fn resubscribe_racing_completion_still_gets_the_final_event() {
         };
         assert!(last.is_final() && state == TaskState::Completed, "{evs:?}");
     }
+}
+
+/// A2A 1.0 (STREAM-SUB-003): subscribing to a finished task is UnsupportedOperationError, on
+/// JSON-RPC (both generations) and HTTP+JSON.
+#[tokio::test]
+async fn subscribing_to_a_finished_task_is_refused() {
+    let s = common::echo_server().await;
+    let c = client(&s.base).await;
+    let t = task_of(&c, MessageSendParams::new(user("done"))).await;
+    assert_eq!(t.state(), TaskState::Completed);
+    let http = reqwest::Client::new();
+    for (version, method) in [("0.3", "tasks/resubscribe"), ("1.0", "SubscribeToTask")] {
+        let r = http
+            .post(&s.base)
+            .header("A2A-Version", version)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": t.id}}))
+            .send()
+            .await
+            .unwrap();
+        let body = r.text().await.unwrap();
+        let v: Value = serde_json::from_str(body.trim_start_matches("data:").trim())
+            .unwrap_or_else(|_| panic!("{version}: {body}"));
+        assert_eq!(v["error"]["code"], -32004, "{version}: {body}");
+    }
+    let r = http
+        .get(format!("{}tasks/{}:subscribe", s.base, t.id))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert!(
+        status.is_client_error() || body.contains("UNSUPPORTED"),
+        "{status}: {body}"
+    );
+    // Our client turns the refusal into the task's final status.
+    let evs: Vec<StreamEvent> = c.resubscribe(&t.id).map(Result::unwrap).collect().await;
+    assert!(
+        matches!(evs.as_slice(), [StreamEvent::StatusUpdate(u)] if u.is_final && u.status.state == TaskState::Completed),
+        "{evs:?}"
+    );
 }
 
 struct Panics;
@@ -466,13 +530,7 @@ async fn push_notifications_carry_token_and_bearer_credentials() {
     let hook_url = format!("http://{}/hook", l.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
 
-    let s = common::agent_server(
-        Echo::card,
-        Echo {
-            mode: EchoMode::Task,
-        },
-    )
-    .await;
+    let s = common::echo_server().await;
     // The body follows the version the config was made in: v0.3's Task, v1.0's StreamResponse.
     for version in [ProtocolVersion::V0_3, ProtocolVersion::V1_0] {
         seen.lock().await.clear();
@@ -525,6 +583,15 @@ async fn push_notifications_carry_token_and_bearer_credentials() {
         let cfg = &listed[0].push_notification_config;
         assert_eq!(cfg.id.as_deref(), Some(t.id.as_str()));
         assert_eq!(cfg.body_version, None, "bookkeeping never goes out");
+        // Fetched without an id, or as "default" (TCK 0.3 asks so after a set without an id).
+        for asked in [None, Some("default")] {
+            let got = c.get_push_config(&t.id, asked).await.unwrap();
+            assert_eq!(
+                got.push_notification_config.id.as_deref(),
+                Some(t.id.as_str()),
+                "{version}: {asked:?}"
+            );
+        }
     }
 }
 
@@ -585,4 +652,89 @@ async fn conformance_resubscribe_task_keeps_emitting() {
         .count();
     assert!(chunks >= 2, "{evs:?}");
     assert!(evs.last().unwrap().is_final());
+}
+
+/// Ends its first turn leaving the task `working` (it waits for more, unasked), completes on
+/// the second message.
+struct Parks;
+impl AgentExecutor for Parks {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+        if ctx.previous.is_none() {
+            ev.working(None).await?;
+            ev.end_turn_working(Some(ev.agent_text("noted; send the rest")))
+                .await
+        } else {
+            ev.complete(Some(
+                ev.agent_text(format!("got: {}", ctx.message.text_content())),
+            ))
+            .await
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_turn_can_end_with_the_task_still_working() {
+    let s = common::agent_server(Echo::card, Parks).await;
+    let c = client(&s.base).await;
+    // Blocking send: answers when the turn ends, the task still working.
+    let t = task_of(&c, MessageSendParams::new(user("part one"))).await;
+    assert_eq!(t.state(), TaskState::Working);
+    // Not taken for an orphan once nobody holds the task (before, a working task with no
+    // running turn was "recovered" to input-required on the next read).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let got = c.get_task(&t.id, None).await.unwrap();
+    assert_eq!(got.state(), TaskState::Working);
+    assert_eq!(
+        got.status.message.as_ref().map(|m| m.text_content()),
+        Some("noted; send the rest".into())
+    );
+    // Streamed, the turn's last event is that working status, marked final.
+    let next = user("part two").in_task(&t.id, &t.context_id);
+    let events: Vec<StreamEvent> = c
+        .stream_message(MessageSendParams::new(next))
+        .map(|e| e.unwrap())
+        .collect()
+        .await;
+    let last = events.last().unwrap();
+    assert!(last.is_final(), "{events:?}");
+    let done = c.get_task(&t.id, None).await.unwrap();
+    assert_eq!(done.state(), TaskState::Completed);
+    assert_eq!(common::status_text(&done), "got: part two");
+    let users = done.history.iter().filter(|m| m.role == Role::User).count();
+    assert_eq!(users, 2, "{:?}", done.history);
+
+    // A parked task can be canceled.
+    let t = task_of(&c, MessageSendParams::new(user("again"))).await;
+    assert_eq!(t.state(), TaskState::Working);
+    assert_eq!(
+        c.cancel_task(&t.id).await.unwrap().state(),
+        TaskState::Canceled
+    );
+}
+
+/// Asks for input, then takes a while to return: a client that answers the moment the
+/// question reaches it is served (before, it was refused with "still working on the previous
+/// message" until the agent's function returned).
+struct SlowToReturn;
+impl AgentExecutor for SlowToReturn {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+        if ctx.previous.is_none() {
+            ev.input_required(Some(ev.agent_text("which one?"))).await?;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(())
+        } else {
+            ev.complete(Some(ev.agent_text("thanks"))).await
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_answer_sent_at_once_waits_for_the_previous_turn_to_return() {
+    let s = common::agent_server(Echo::card, SlowToReturn).await;
+    let c = client(&s.base).await;
+    let t = task_of(&c, MessageSendParams::new(user("help"))).await;
+    assert_eq!(t.state(), TaskState::InputRequired);
+    let answer = user("that one").in_task(&t.id, &t.context_id);
+    let t2 = task_of(&c, MessageSendParams::new(answer)).await;
+    assert_eq!(t2.state(), TaskState::Completed);
 }

@@ -269,6 +269,55 @@ fn envelope_errors_use_jsonrpc_codes() {
         decode_err(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#).code,
         -32602
     );
+    // Without an id (a notification, which agentry does not take): the method and params are
+    // still checked first, so a wrong method is -32601 and bad params -32602, as the official
+    // SDKs answer and TCK 0.3 expects; a well-formed one is -32600 (it would get no answer).
+    let (id, e) =
+        jsonrpc::decode_request(br#"{"jsonrpc":"2.0","method":"message/ssend","params":{}}"#)
+            .unwrap_err();
+    assert_eq!((id, e.code), (Value::Null, -32601));
+    let (id, e) = jsonrpc::decode_request(
+        br#"{"jsonrpc":"2.0","method":"message/send","params":{"":"not_a_dict"}}"#,
+    )
+    .unwrap_err();
+    assert_eq!((id, e.code), (Value::Null, -32602));
+    let (_, e) =
+        jsonrpc::decode_request(br#"{"jsonrpc":"2.0","method":"tasks/get","params":{"id":"t"}}"#)
+            .unwrap_err();
+    assert_eq!(e.code, -32600);
+    assert!(e.message.contains("`id` is required"), "{}", e.message);
+    let (_, e) =
+        jsonrpc::decode_request(br#"{"jsonrpc":"aaa","method":"message/send","params":{}}"#)
+            .unwrap_err();
+    assert_eq!(e.code, -32600);
+    // Escapes are decoded before the envelope is checked (issue 18, item 14).
+    let (id, req) = jsonrpc::decode_request(
+        br#"{"jsonrpc":"2\u002e0","id":7,"method":"tasks\/get","params":{"id":"t"}}"#,
+    )
+    .unwrap();
+    assert_eq!(id, json!(7));
+    assert!(matches!(req, Request::GetTask(_)));
+    // A batch is refused as one, clearly.
+    let e = decode_err(r#" [{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t"}}]"#);
+    assert_eq!(e.code, -32600);
+    assert!(e.message.contains("batch"), "{}", e.message);
+    // File bytes must be base64 (standard or URL-safe, padding optional).
+    let file = |b: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"message":{{"role":"user","messageId":"m","parts":[{{"kind":"file","file":{{"bytes":"{b}"}}}}]}}}}}}"#
+        )
+    };
+    for bad in ["not base64!", "a", "aGk==x", "aG k=", "a==="] {
+        let e = decode_err(&file(bad));
+        assert_eq!(e.code, -32602, "{bad}");
+        assert!(e.message.contains("not base64"), "{bad}: {}", e.message);
+    }
+    for good in ["", "aGk=", "aGk", "dGNr", "-_-_"] {
+        assert!(
+            jsonrpc::decode_request(file(good).as_bytes()).is_ok(),
+            "{good}"
+        );
+    }
     // The id is echoed when it could be read.
     let (id, _) =
         jsonrpc::decode_request(br#"{"jsonrpc":"2.0","id":"abc","method":"nope"}"#).unwrap_err();
@@ -306,7 +355,7 @@ fn arb_part() -> impl Strategy<Value = Part> {
             Part::data(m)
         }),
         (
-            "[A-Za-z0-9+/]{0,16}",
+            "([A-Za-z0-9+/]{4}){0,4}",
             proptest::option::of("[a-z]{1,8}\\.txt")
         )
             .prop_map(|(b, n)| Part::file(File {
@@ -379,4 +428,25 @@ proptest! {
             prop_assert!([-32700, -32600, -32601, -32602].contains(&e.code));
         }
     }
+}
+
+/// The fuzz targets' seeds and every input they once crashed on (`fuzz/regressions/`), through
+/// the same checks, on stable: a crash found by fuzzing stays a test.
+#[test]
+fn fuzz_corpus_and_regressions_hold() {
+    let root = agentry_testkit::repo_root().join("fuzz");
+    let mut n = 0;
+    for dir in ["seeds/decode_request", "regressions"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                continue;
+            }
+            let data = std::fs::read(&path).unwrap();
+            agentry_a2a::fuzzing::check_decode(&data);
+            agentry_a2a::fuzzing::check_decode_v1(&data);
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "only {n} inputs found under {}", root.display());
 }

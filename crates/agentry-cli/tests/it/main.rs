@@ -4,6 +4,7 @@
 //! below are its modules, grouped by concern.
 
 mod cli;
+mod crash;
 mod main_job;
 mod security;
 mod support;

@@ -272,6 +272,23 @@ fn the_ppt_agent_reads_pictures_only_from_its_folders() {
     assert_eq!(state(&task), "completed", "{task}");
     assert!(out.join("deck.pptx").exists());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+
+    // Item 14: another client's deck of the same name does not replace the first, and the
+    // reply carries the deck itself and its name, never a server path.
+    let first = std::fs::read(out.join("deck.pptx")).unwrap();
+    let (task, _) = send(&url, &outline("ok.png"));
+    assert_eq!(state(&task), "completed", "{task}");
+    assert_eq!(std::fs::read(out.join("deck.pptx")).unwrap(), first);
+    assert!(out.join("deck-2.pptx").exists());
+    let reply = task.to_string();
+    assert!(!reply.contains(o), "a server path in the reply: {reply}");
+    assert!(status_text(&task).contains("as deck-2.pptx"), "{task}");
+    // The artifact's file part: the deck's bytes (a zip: "PK\x03\x04" starts "UEsDB" in base64).
+    assert!(
+        task["artifacts"].to_string().contains("\"UEsDB"),
+        "{}",
+        task["artifacts"]
+    );
 }
 
 /// One raw HTTP/1.1 request to the loopback server; the whole response as text.

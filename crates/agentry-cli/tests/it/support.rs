@@ -16,11 +16,7 @@ impl Drop for Server {
 }
 
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    agentry_testkit::free_port()
 }
 
 /// Waits until something listens on `port` (up to 30 s: a debug build loading the embedded
@@ -46,7 +42,14 @@ pub(crate) fn serve_in(home: &std::path::Path, agent: &str, extra: &[&str]) -> (
     serve_on(free_port(), home, agent, extra)
 }
 
-fn serve_on(port: u16, home: &std::path::Path, agent: &str, extra: &[&str]) -> (Server, String) {
+/// `agentry serve --agent AGENT` on `port` with its state in `home` (a restart on the same
+/// address).
+pub(crate) fn serve_on(
+    port: u16,
+    home: &std::path::Path,
+    agent: &str,
+    extra: &[&str],
+) -> (Server, String) {
     let child = Command::new(BIN)
         .args(["serve", "--agent", agent, "--port", &port.to_string()])
         .args(extra)
@@ -66,4 +69,42 @@ pub(crate) fn run(args: &[&str]) -> Output {
 
 pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A JSON POST over plain HTTP to `127.0.0.1:port`; the raw response (status line, headers,
+/// body). For requests the CLI cannot make as written (chosen message ids, hostile bodies).
+pub(crate) fn post_json(port: u16, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// Where the demo data is (`scripts/fetch-data.sh`).
+pub(crate) fn data_dir() -> std::path::PathBuf {
+    std::env::var_os("AGENTRY_DATA")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/agentry/data")
+        })
+}
+
+/// Whether the embedder is fetched (`scripts/fetch-models.sh`).
+pub(crate) fn models_present() -> bool {
+    std::env::var_os("AGENTRY_MODELS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+                .join(".cache/agentry/models")
+        })
+        .join("all-minilm-l6-v2/model.safetensors")
+        .exists()
 }

@@ -21,6 +21,8 @@ pub struct OpenAiConfig {
     pub api_key: Option<String>,
     pub api_key_env: String,
     pub connect_timeout_ms: u64,
+    /// The longest wait for an answer; for a streamed one, for its first bytes and between
+    /// two chunks (a model that goes silent mid-stream ends the call too).
     pub request_timeout_ms: u64,
     /// Attempts after the first, on connection errors, 429 and 5xx.
     pub retries: u32,
@@ -123,7 +125,14 @@ impl OpenAiProvider {
             if let Some(k) = &self.key {
                 rb = rb.bearer_auth(k);
             }
-            let retry = match rb.send().await {
+            // A streamed request cannot have a whole-request timeout (it may rightly run
+            // long): its headers get one here, its chunks one each in `async_stream`.
+            let limit = Duration::from_millis(self.cfg.request_timeout_ms);
+            let sent = match tokio::time::timeout(limit, rb.send()).await {
+                Ok(sent) => sent,
+                Err(_) => return Err(LlmError::Timeout(self.cfg.request_timeout_ms)),
+            };
+            let retry = match sent {
                 Ok(r) if r.status().is_success() => return Ok(r),
                 Ok(r) => {
                     let status = r.status().as_u16();
@@ -268,7 +277,9 @@ impl LlmProvider for OpenAiProvider {
             .await
             .map_err(|e| LlmError::InvalidResponse(e.to_string()))?;
         let w: WireResponse = serde_json::from_slice(&bytes).map_err(|e| {
-            LlmError::InvalidResponse(format!("{e}: {}", String::from_utf8_lossy(&bytes)))
+            // The start of the body says what came back; all of it could be megabytes.
+            let head = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+            LlmError::InvalidResponse(format!("{e}: {head}"))
         })?;
         let choice = w
             .choices
@@ -342,8 +353,16 @@ fn async_stream(
                     }
                 }
             }
+            let idle = Duration::from_millis(p.cfg.request_timeout_ms);
             let chunk = match st.bytes.as_mut() {
-                Some(b) => b.next().await,
+                Some(b) => match tokio::time::timeout(idle, b.next()).await {
+                    Ok(chunk) => chunk,
+                    Err(_) => {
+                        st.done = true;
+                        let e = LlmError::Timeout(p.cfg.request_timeout_ms);
+                        return Some((Err(e), (st, body)));
+                    }
+                },
                 None => None,
             };
             let finished = match chunk {

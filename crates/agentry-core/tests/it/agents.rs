@@ -504,11 +504,15 @@ async fn cancel_stops_the_loop() {
     let SendMessageResult::Task(t) = client.send_message(p).await.unwrap() else {
         panic!()
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Canceled once the model has been asked (the slow tool is then running).
+    while llm.seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_eq!(
         client.cancel_task(&t.id).await.unwrap().state(),
         TaskState::Canceled
     );
+    // A window in which a run that ignored the cancel would make its next model call.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         llm.seen.lock().unwrap().len(),
@@ -703,6 +707,14 @@ async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
         "the finished step was not re-run"
     );
     assert_eq!(llm2.seen.lock().unwrap().len(), 1);
+    // The message that resumed the run reached the model, after the finished step.
+    let seen = llm2.seen.lock().unwrap()[0].messages.clone();
+    let last = seen.last().unwrap();
+    assert_eq!(last.content, "go on", "{seen:?}");
+    assert!(
+        seen.iter().any(|m| m.content.contains("found it")),
+        "the lookup's result is still in the conversation: {seen:?}"
+    );
     assert_eq!(
         runs2.get(&t.id).await.unwrap(),
         None,
@@ -755,4 +767,51 @@ async fn files_from_tools_become_artifacts_and_data_reaches_the_stream() {
         _ => false,
     });
     assert!(has_structured);
+}
+
+/// A conversation outlives the process: an agent whose run store is a file remembers a
+/// context after a restart (before, memory was a map that a restart emptied while the
+/// context's tasks survived in SQLite).
+#[tokio::test]
+async fn a_conversation_survives_a_restart_with_its_run_store() {
+    use agentry_core::runs::{Checkpoints, SqliteRunStore};
+    let db = std::env::temp_dir().join(format!("agentry-memory-{}.db", agentry_a2a::new_id()));
+    let in_context = |text: &str| agentry_core::a2a::Ask {
+        text: text.into(),
+        context_id: Some("ctx-1".into()),
+        ..Default::default()
+    };
+    let first = factory()
+        .create_agent_with_model(config("kb"), spy(vec![text("Hamlet, prince of Denmark.")]))
+        .unwrap()
+        .with_checkpoints(Checkpoints::new(Arc::new(
+            SqliteRunStore::open(&db).unwrap(),
+        )));
+    first.ask(in_context("Who is the prince?")).await.unwrap();
+    drop(first);
+
+    // "Restarted": a new agent on the same file.
+    let llm = spy(vec![text("He is Danish.")]);
+    let second = factory()
+        .create_agent_with_model(config("kb"), llm.clone())
+        .unwrap()
+        .with_checkpoints(Checkpoints::new(Arc::new(
+            SqliteRunStore::open(&db).unwrap(),
+        )));
+    second.ask(in_context("Where is he from?")).await.unwrap();
+    let seen = llm.seen.lock().unwrap()[0]
+        .messages
+        .iter()
+        .map(|m| m.content.clone())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        &seen[1..],
+        [
+            "Who is the prince?",
+            "Hamlet, prince of Denmark.",
+            "Where is he from?"
+        ]
+    );
+
+    let _ = std::fs::remove_file(&db);
 }

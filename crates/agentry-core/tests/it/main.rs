@@ -4,6 +4,7 @@
 //! below are its modules, grouped by concern.
 
 mod agents;
+mod model_faults;
 mod openai_e2e;
 mod openai_wire;
 mod react_loop;

@@ -20,17 +20,7 @@ fn mockllm() -> Option<PathBuf> {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv-interop/bin/python")
         });
     let bin = venv.with_file_name("mockllm");
-    if bin.exists() {
-        return Some(bin);
-    }
-    if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!("mockllm missing at {}: run scripts/test.sh", bin.display());
-    }
-    eprintln!(
-        "SKIPPED: mockllm not installed ({}); run scripts/test.sh",
-        bin.display()
-    );
-    None
+    agentry_testkit::require_path(agentry_testkit::Peer::Interop, bin, "run scripts/test.sh")
 }
 
 struct Child(tokio::process::Child);

@@ -313,12 +313,14 @@ async fn cancellation_stops_at_the_next_step() {
     ));
     let (tx, rx) = tokio::sync::watch::channel(false);
     let mut s = state(&reg, ReactConfig::default());
-    let canceler = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    // Canceled once the model has asked for the slow tool (an event, not a guessed delay).
+    let canceler = async {
+        while llm.calls() < 1 {
+            tokio::task::yield_now().await;
+        }
         tx.send(true).unwrap();
-    });
-    let out = drive(&mut s, &llm, &reg, &NoHooks, Some(rx)).await;
-    canceler.await.unwrap();
+    };
+    let (out, ()) = tokio::join!(drive(&mut s, &llm, &reg, &NoHooks, Some(rx)), canceler);
     assert_eq!(out, Outcome::Canceled);
     assert_eq!(llm.calls(), 1, "no model call after the cancel");
 }
@@ -615,4 +617,33 @@ async fn recorded_exchanges_replay_identically() {
     assert_eq!(out1, out2);
     assert_eq!(s1.messages, s2.messages);
     let _ = std::fs::remove_file(&path);
+}
+
+/// Issue 20: a message to a run that is not done (a run resumed after a restart) joins the
+/// conversation; while tool calls are pending it waits for their results, since a chat cannot
+/// put a user turn between a call and its result. It survives a checkpoint.
+#[test]
+fn a_user_message_to_an_unfinished_run_joins_after_pending_tool_results() {
+    let reg = registry(Arc::new(AtomicUsize::new(0)));
+    let mut s = state(&reg, ReactConfig::default());
+    s.add_user("also in hex");
+    assert_eq!(s.messages.last().unwrap().content, "also in hex");
+    s.on_model(ChatResponse::tool_calls(vec![ToolCall {
+        id: "c1".into(),
+        name: "add".into(),
+        arguments: json!({"a": 2, "b": 3}),
+    }]));
+    s.add_user("and double it");
+    let s: ReactState = serde_json::from_value(serde_json::to_value(&s).unwrap()).unwrap();
+    let mut s = s;
+    assert_eq!(s.waiting.len(), 1, "held while the call is pending");
+    s.on_tools(vec![agentry_core::tools::ToolResult {
+        call_id: "c1".into(),
+        name: "add".into(),
+        output: Ok(ToolOutput::text("5")),
+    }]);
+    let n = s.messages.len();
+    assert_eq!(s.messages[n - 2].tool_call_id.as_deref(), Some("c1"));
+    assert_eq!(s.messages[n - 1].content, "and double it");
+    assert!(s.waiting.is_empty());
 }

@@ -18,10 +18,7 @@ fn data() -> Option<PathBuf> {
         return Some(d);
     }
     let msg = "demo data missing: run scripts/fetch-data.sh";
-    if std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() == Ok("1") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
+    agentry_testkit::missing::<()>(agentry_testkit::Peer::Models, &msg);
     None
 }
 
@@ -90,18 +87,14 @@ async fn penguins_csv_grouped_described_and_charted() {
         .with_folder(d.join("penguins"))
         .unwrap();
     let agent = DataSpecialist::new(DataSettings::new(dir.clone(), access));
-    let reply = agent
-        .ask(Ask::text(
-            json!({
-                "source": "penguins.csv",
-                "sql": "SELECT species, count(*) AS n FROM penguins GROUP BY species ORDER BY n DESC",
-                "analyze": true,
-                "chart": {"kind": "bar", "x": "species", "y": "n", "title": "Penguins per species"}
-            })
-            .to_string(),
-        ))
-        .await
-        .unwrap();
+    let request = json!({
+        "source": "penguins.csv",
+        "sql": "SELECT species, count(*) AS n FROM penguins GROUP BY species ORDER BY n DESC",
+        "analyze": true,
+        "chart": {"kind": "bar", "x": "species", "y": "n", "title": "Penguins per species"}
+    })
+    .to_string();
+    let reply = agent.ask(Ask::text(request.clone())).await.unwrap();
     assert!(reply.text.contains("| Adelie | 152 |"), "{}", reply.text);
     assert_eq!(reply.data[0]["rows"][0], json!(["Adelie", 152]));
     let parts = &reply.artifacts[0].parts;
@@ -112,6 +105,20 @@ async fn penguins_csv_grouped_described_and_charted() {
         svg.starts_with("<svg") && svg.contains("Adelie") && svg.contains("Penguins per species")
     );
     check_png(&png, 800, 500);
+    assert_eq!(reply.data[0]["chart"]["png"], "penguins-per-species.png");
+
+    // Another request's chart of the same title gets its own files (issue 18, item 14).
+    let before = std::fs::read(&png).unwrap();
+    let again = agent.ask(Ask::text(request)).await.unwrap();
+    assert_eq!(
+        again.data[0]["chart"],
+        json!({"png": "penguins-per-species-2.png", "svg": "penguins-per-species-2.svg"})
+    );
+    assert_eq!(
+        std::fs::read(&png).unwrap(),
+        before,
+        "the first chart is untouched"
+    );
 }
 
 /// Pillow (in the deck checkers' venv) decodes the PNG; without it only the header is checked.
@@ -142,11 +149,10 @@ fn check_png(path: &Path, w: u32, h: u32) {
             assert!(v[2] > 20, "{s}");
         }
         _ => {
-            assert!(
-                std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() != Ok("1"),
-                "Pillow missing: run scripts/test.sh"
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Interop,
+                "Pillow missing, PNG not decoded: run scripts/test.sh",
             );
-            eprintln!("SKIPPED (PNG decode): Pillow missing");
         }
     }
 }
@@ -296,10 +302,9 @@ async fn postgresql_when_the_machine_runs_it() {
     let (client, conn) = match tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("SKIPPED: no PostgreSQL at {url} ({e})");
-            assert!(
-                std::env::var("AGENTRY_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "PostgreSQL required but absent"
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Postgres,
+                format!("no PostgreSQL at {url} ({e})"),
             );
             return;
         }

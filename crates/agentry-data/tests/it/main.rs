@@ -2,6 +2,7 @@
 
 mod data;
 mod kind;
+mod sql;
 
 use std::path::PathBuf;
 

@@ -216,12 +216,17 @@ async fn independent_steps_run_concurrently_within_the_bound() {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let (f, p) = (in_flight.clone(), peak.clone());
+    // Jobs go on in threes, together: three must be running at once for any to finish (no
+    // guessed delay), and a fourth running beside them would show in the peak.
+    let together = Arc::new(tokio::sync::Barrier::new(3));
     let worker = agent("worker", move |t, _| {
-        let (f, p) = (f.clone(), p.clone());
+        let (f, p, together) = (f.clone(), p.clone(), together.clone());
         async move {
             let now = f.fetch_add(1, Ordering::SeqCst) + 1;
             p.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            if t.starts_with("job") {
+                together.wait().await;
+            }
             f.fetch_sub(1, Ordering::SeqCst);
             Ok(format!("did {t}"))
         }
@@ -300,18 +305,25 @@ steps:
     }
     let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let d = dropped.clone();
+    let started = Arc::new(tokio::sync::Notify::new());
+    let s = started.clone();
     let slow = agent("slow", move |_, _| {
         let guard = SetOnDrop(d.clone());
+        let s = s.clone();
         async move {
             let _guard = guard;
+            s.notify_one();
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok("late".into())
         }
     });
-    // `late_fail` fails once `slow` is surely running.
-    let late_fail = agent("late_fail", |_, _| async {
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        Err(AgentError::Other("always down".into()))
+    // `late_fail` fails once `slow` is running (told so, not guessed).
+    let late_fail = agent("late_fail", move |_, _| {
+        let started = started.clone();
+        async move {
+            started.notified().await;
+            Err(AgentError::Other("always down".into()))
+        }
     });
     let _ = broken;
     let w = wf(

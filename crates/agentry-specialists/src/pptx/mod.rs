@@ -92,7 +92,8 @@ impl Outline {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Built {
     pub presentation_id: String,
-    pub path: PathBuf,
+    /// The deck's file name in the tool set's output folder (see `save_presentation`).
+    pub file: String,
     pub slides: usize,
     pub bytes: usize,
     /// The tool calls made, in order (name and arguments), for the record.
@@ -178,7 +179,7 @@ pub async fn build_outline(tools: &ToolRegistry, outline: &Outline) -> Result<Bu
     .await?;
     Ok(Built {
         presentation_id: id,
-        path: PathBuf::from(saved["path"].as_str().unwrap_or_default()),
+        file: saved["file"].as_str().unwrap_or_default().to_owned(),
         slides: saved["slides"].as_u64().unwrap_or_default() as usize,
         bytes: saved["bytes"].as_u64().unwrap_or_default() as usize,
         calls,

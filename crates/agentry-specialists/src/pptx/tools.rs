@@ -25,6 +25,8 @@ pub struct Decks {
     open: Arc<Mutex<OpenDecks>>,
     out_dir: PathBuf,
     pictures: agentry_core::confine::Folders,
+    /// Whether saving under a taken name replaces that deck (see [`Decks::replacing`]).
+    replace: bool,
 }
 
 #[derive(Default)]
@@ -40,7 +42,16 @@ impl Decks {
             open: Default::default(),
             out_dir: out_dir.into(),
             pictures: Default::default(),
+            replace: false,
         }
+    }
+
+    /// Saving under a taken name replaces that deck, as a local user re-running a job into
+    /// their own folder expects. Off by default: a served agent's callers are different
+    /// clients, and one must not replace another's deck (a taken name gets `-2`, `-3`, ...).
+    pub fn replacing(mut self) -> Self {
+        self.replace = true;
+        self
     }
 
     /// Lets `add_picture` read PNG files under `folder` (by relative or absolute path).
@@ -80,6 +91,11 @@ impl Decks {
         open.created += 1;
         let n = open.created;
         open.decks.insert(id, (n, deck));
+    }
+
+    /// The folder decks are saved in.
+    pub fn out_dir(&self) -> &std::path::Path {
+        &self.out_dir
     }
 
     /// Open decks (for tests of the bound).
@@ -348,7 +364,9 @@ struct SaveArgs {
 
 #[derive(Serialize)]
 struct Saved {
-    path: String,
+    /// The deck's file name in the output folder: the one asked for, or with `-2`, `-3`, ...
+    /// before `.pptx` when that name was taken. No server path: the caller may be remote.
+    file: String,
     slides: usize,
     bytes: usize,
 }
@@ -359,7 +377,9 @@ impl Tool for SavePresentation {
     type Output = Saved;
     type Error = PptxError;
     fn description(&self) -> String {
-        "Writes a presentation to a .pptx file and returns its path.".into()
+        "Writes a presentation to a .pptx file in the output folder and returns the file's name \
+         (never overwrites: a taken name gets a number)."
+            .into()
     }
     async fn call(&self, a: SaveArgs) -> Result<Saved, PptxError> {
         if !plain_file_name(&a.file_name) || !a.file_name.ends_with(".pptx") {
@@ -378,31 +398,20 @@ impl Tool for SavePresentation {
             .unwrap_or_else(|p| p.into_inner())
             .decks
             .remove(&a.presentation_id);
-        let failed = |e: std::io::Error| PptxError::Write(format!("{}: {e}", a.file_name));
-        std::fs::create_dir_all(&self.0.out_dir).map_err(failed)?;
-        let path = self.0.out_dir.join(&a.file_name);
-        // Write beside under a fresh name (created exclusively, so a planted symlink is not
-        // followed), then rename: a reader never sees half a deck.
-        let tmp = self.0.out_dir.join(format!(
-            ".{}.{}.part",
-            a.file_name,
-            uuid::Uuid::new_v4().simple()
-        ));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-            .and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(failed(e));
-        }
-        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        let out_dir = self.0.out_dir.clone();
+        let name = a.file_name.clone();
+        let len = bytes.len();
+        let replace = self.0.replace;
+        let file = tokio::task::spawn_blocking(move || {
+            agentry_core::confine::write_new(&out_dir, &name, &bytes, replace)
+        })
+        .await
+        .map_err(|e| PptxError::Write(format!("{}: {e}", a.file_name)))?
+        .map_err(|e| PptxError::Write(format!("{}: {e}", a.file_name)))?;
         Ok(Saved {
-            path: path.display().to_string(),
+            file,
             slides,
-            bytes: bytes.len(),
+            bytes: len,
         })
     }
 }

@@ -94,6 +94,18 @@ pub struct KnowledgeBase {
     vector_search: VectorSearch,
 }
 
+/// One file as ingest read it.
+enum Read {
+    Skipped(String),
+    Unchanged,
+    Changed {
+        key: String,
+        hash: String,
+        bytes: usize,
+        doc: super::parse::Parsed,
+    },
+}
+
 /// Where vector search runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum VectorSearch {
@@ -132,6 +144,9 @@ fn register_sqlite_vec() {
 fn db(e: rusqlite::Error) -> RagError {
     RagError::Store(e.to_string())
 }
+
+/// How long a write waits for another writer of the same file.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 const SCHEMA: &str = "
 PRAGMA journal_mode = WAL;
@@ -242,6 +257,9 @@ impl KnowledgeBase {
         }
         let conn = Connection::open(path)
             .map_err(|e| RagError::Store(format!("cannot open {}: {e}", path.display())))?;
+        // Another process (`agentry ingest` beside a server) may hold the write lock for one
+        // document's transaction: wait for it rather than fail with SQLITE_BUSY.
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
         Ok(KnowledgeBase {
             conn: Arc::new(Mutex::new(conn)),
@@ -400,50 +418,27 @@ impl KnowledgeBase {
                 report.skipped.push((shown, "unsupported file type".into()));
                 continue;
             };
-            match std::fs::metadata(&file) {
-                Ok(m) if m.len() > MAX_FILE_BYTES => {
-                    report
-                        .skipped
-                        .push((shown, format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
-                    continue;
-                }
-                Err(e) => {
-                    report.skipped.push((shown, e.to_string()));
-                    continue;
-                }
-                _ => {}
-            }
-            let bytes = match std::fs::read(&file) {
-                Ok(b) => b,
-                Err(e) => {
-                    report.skipped.push((shown, e.to_string()));
-                    continue;
-                }
+            // Reading, hashing and parsing block (a PDF parses for seconds).
+            let read = {
+                let (file, name) = (file.clone(), name.clone());
+                self.blocking(move |kb| kb.read_document(&file, cid, format, &name))
+                    .await?
             };
-            let hash = fnv1a(&bytes);
-            let key = std::fs::canonicalize(&file)
-                .unwrap_or(file.clone())
-                .display()
-                .to_string();
-            let known: Option<String> = self
-                .lock()
-                .query_row(
-                    "SELECT hash FROM documents WHERE collection_id = ?1 AND path = ?2",
-                    params![cid, key],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(db)?;
-            if known.as_deref() == Some(hash.as_str()) {
-                report.unchanged.push(shown);
-                continue;
-            }
-            let doc = match parse(&bytes, format, &name) {
-                Ok(d) => d,
-                Err(e) => {
-                    report.skipped.push((shown, e.to_string()));
+            let (key, hash, len, doc) = match read {
+                Read::Skipped(why) => {
+                    report.skipped.push((shown, why));
                     continue;
                 }
+                Read::Unchanged => {
+                    report.unchanged.push(shown);
+                    continue;
+                }
+                Read::Changed {
+                    key,
+                    hash,
+                    bytes,
+                    doc,
+                } => (key, hash, bytes, doc),
             };
             let chunks = chunk(&doc, CHUNK_BYTES);
             let mut vectors = Vec::with_capacity(chunks.len());
@@ -473,20 +468,74 @@ impl KnowledgeBase {
                 chunks_done: chunks.len(),
                 chunks_total: chunks.len(),
             });
-            self.replace_document(
-                cid,
-                &key,
-                &name,
-                &doc.title,
-                &hash,
-                bytes.len(),
-                &chunks,
-                &vectors,
-            )?;
-            report.chunks += chunks.len();
-            report.ingested.push(shown);
+            let written = self
+                .blocking(move |kb| {
+                    kb.replace_document(cid, &key, &name, &doc.title, &hash, len, &chunks, &vectors)
+                        .map(|replaced| replaced.then_some(chunks.len()))
+                })
+                .await?;
+            match written {
+                Some(n) => {
+                    report.chunks += n;
+                    report.ingested.push(shown);
+                }
+                // Another ingest stored the same content meanwhile.
+                None => report.unchanged.push(shown),
+            }
         }
         Ok(report)
+    }
+
+    /// Reads, hashes and parses one file for [`KnowledgeBase::ingest`] (blocking).
+    fn read_document(
+        &self,
+        file: &Path,
+        cid: i64,
+        format: Format,
+        name: &str,
+    ) -> Result<Read, RagError> {
+        match std::fs::metadata(file) {
+            Ok(m) if m.len() > MAX_FILE_BYTES => {
+                return Ok(Read::Skipped(format!(
+                    "larger than {} MiB",
+                    MAX_FILE_BYTES >> 20
+                )));
+            }
+            Err(e) => return Ok(Read::Skipped(e.to_string())),
+            _ => {}
+        }
+        let bytes = match std::fs::read(file) {
+            Ok(b) => b,
+            Err(e) => return Ok(Read::Skipped(e.to_string())),
+        };
+        let hash = fnv1a(&bytes);
+        let key = std::fs::canonicalize(file)
+            .unwrap_or(file.to_owned())
+            .display()
+            .to_string();
+        if self.stored_hash(cid, &key)?.as_deref() == Some(hash.as_str()) {
+            return Ok(Read::Unchanged);
+        }
+        match parse(&bytes, format, name) {
+            Ok(doc) => Ok(Read::Changed {
+                key,
+                hash,
+                bytes: bytes.len(),
+                doc,
+            }),
+            Err(e) => Ok(Read::Skipped(e.to_string())),
+        }
+    }
+
+    fn stored_hash(&self, cid: i64, key: &str) -> Result<Option<String>, RagError> {
+        self.lock()
+            .query_row(
+                "SELECT hash FROM documents WHERE collection_id = ?1 AND path = ?2",
+                params![cid, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)
     }
 
     /// Adds (or replaces) a document whose chunks are already embedded: for vectors computed
@@ -519,6 +568,7 @@ impl KnowledgeBase {
             .map_or(key.to_owned(), |n| n.to_string_lossy().into_owned());
         let bytes = chunks.iter().map(|c| c.end).max().unwrap_or(0);
         self.replace_document(cid, key, &name, title, "", bytes, chunks, vectors)
+            .map(drop)
     }
 
     /// Every chunk of a collection with its vector, in id order (export, re-indexing).
@@ -575,21 +625,27 @@ impl KnowledgeBase {
         bytes: usize,
         chunks: &[super::chunk::Chunk],
         vectors: &[Vec<f32>],
-    ) -> Result<(), RagError> {
+    ) -> Result<bool, RagError> {
         let dims = self.embedder.dimensions();
         let table = vec_table(dims);
         let mut conn = self.lock();
-        let tx = conn.transaction().map_err(db)?;
-        let old: Option<i64> = tx
+        // The write lock from the start, so the hash checked is the hash replaced: an ingest
+        // that embedded the same content as another one finishing first writes nothing.
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(db)?;
+        let old: Option<(i64, String)> = tx
             .query_row(
-                "SELECT id FROM documents WHERE collection_id = ?1 AND path = ?2",
+                "SELECT id, hash FROM documents WHERE collection_id = ?1 AND path = ?2",
                 params![cid, key],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(db)?;
         let doc_id = match old {
-            Some(id) => {
+            // (`add_embedded` passes no hash: it always replaces.)
+            Some((_, stored)) if !hash.is_empty() && stored == hash => return Ok(false),
+            Some((id, _)) => {
                 for sql in [
                     format!(
                         "DELETE FROM {table} WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)"
@@ -646,7 +702,7 @@ impl KnowledgeBase {
         tx.commit().map_err(db)?;
         // Our own commits do not move `data_version`: drop the copies here.
         self.vector_cache().by_collection = None;
-        Ok(())
+        Ok(true)
     }
 
     /// The `k` best chunks for `query` in `collection`, by hybrid search.
@@ -663,7 +719,21 @@ impl KnowledgeBase {
             .map_err(|e| RagError::Embedder(e.to_string()))?
             .pop()
             .ok_or_else(|| RagError::Embedder("no vector for the query".into()))?;
-        self.search_embedded(collection, query, &qv, k)
+        // SQLite queries and the vector scan block.
+        let (collection, query) = (collection.to_owned(), query.to_owned());
+        self.blocking(move |kb| kb.search_embedded(&collection, &query, &qv, k))
+            .await
+    }
+
+    /// Runs `f` on the blocking pool (SQLite calls and scans must not hold an async worker).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&KnowledgeBase) -> Result<T, RagError> + Send + 'static,
+    ) -> Result<T, RagError> {
+        let kb = self.clone();
+        tokio::task::spawn_blocking(move || f(&kb))
+            .await
+            .map_err(|e| RagError::Store(format!("knowledge base worker failed: {e}")))?
     }
 
     /// Hybrid search with the query's vector already computed (`qv`, from this knowledge
@@ -1039,5 +1109,51 @@ mod vector_tests {
         let hits = a.search("c", "axis 3", 3).await.unwrap();
         assert!(hits.iter().all(|h| h.text != "words3"), "{hits:?}");
         let _ = std::fs::remove_file(&path);
+    }
+
+    /// Embeds like [`Axes`], slowly, so two ingests of one folder overlap.
+    struct SlowAxes;
+    impl Embedder for SlowAxes {
+        fn dimensions(&self) -> usize {
+            8
+        }
+        async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            Axes.embed(texts).await
+        }
+    }
+
+    /// Two writers on one file (`agentry ingest` beside a server, or two ingests): neither
+    /// fails with SQLITE_BUSY, and a file both read is stored once (the second writer finds
+    /// the same content already there and writes nothing).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_writers_ingest_one_folder_side_by_side() {
+        let dir = std::env::temp_dir().join(format!("agentry-kb-two-{}", std::process::id()));
+        let docs = dir.join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        for i in 0..6 {
+            let text = format!(
+                "# Part {i}\n\n{}",
+                format!("line {i} of the text. ").repeat(200)
+            );
+            std::fs::write(docs.join(format!("part{i}.md")), text).unwrap();
+        }
+        let path = dir.join("kb.db");
+        let _ = std::fs::remove_file(&path);
+        let a = KnowledgeBase::open(&path, Arc::new(SlowAxes), "axes").unwrap();
+        let b = KnowledgeBase::open(&path, Arc::new(SlowAxes), "axes").unwrap();
+        let quiet = |_: &Progress| {};
+        let (ra, rb) = tokio::join!(a.ingest(&docs, "c", &quiet), b.ingest(&docs, "c", &quiet));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        assert_eq!(ra.ingested.len() + rb.ingested.len(), 6, "{ra:?} {rb:?}");
+        assert_eq!(ra.unchanged.len() + rb.unchanged.len(), 6, "{ra:?} {rb:?}");
+        let stored = &a.collections().unwrap()[0];
+        assert_eq!(stored.documents, 6);
+        assert_eq!(
+            stored.chunks,
+            ra.chunks + rb.chunks,
+            "a chunk was stored twice"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

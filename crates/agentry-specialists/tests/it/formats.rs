@@ -69,10 +69,7 @@ fn docx_headings_become_sections() {
 fn pdf_from_libreoffice(dir: &Path) -> Option<PathBuf> {
     if Command::new("soffice").arg("--version").output().is_err() {
         let msg = "LibreOffice (soffice) not found: scripts/test.sh installs it";
-        if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
+        agentry_testkit::missing::<()>(agentry_testkit::Peer::Interop, &msg);
         return None;
     }
     let deck = Deck {
@@ -140,11 +137,10 @@ async fn a_folder_of_mixed_documents_is_ingested_and_searchable() {
         .join("model.safetensors")
         .exists()
     {
-        assert!(
-            std::env::var("AGENTRY_REQUIRE_MODELS").as_deref() != Ok("1"),
-            "embedder missing: run scripts/fetch-models.sh"
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Models,
+            "embedder missing: run scripts/fetch-models.sh",
         );
-        eprintln!("SKIPPED: embedder missing");
         return;
     }
     let dir = tempdir("mixed");

@@ -69,6 +69,25 @@ fn the_old_data_dir_key_still_means_the_state_folder() {
     );
 }
 
+/// The server settings this session added: the header-less card, the body limit and the
+/// store's durability (fsynced by default), and a clear error for a value that is none of them.
+#[test]
+fn card_body_limit_and_durability_settings() {
+    use agentry::config::{CardChoice, DurabilityChoice};
+    let c: Config = toml::from_str("[server]\nport = 1").unwrap();
+    assert_eq!(c.server.card, CardChoice::Both);
+    assert_eq!(c.server.durability, DurabilityChoice::Power);
+    assert_eq!(c.server.max_body_bytes, None);
+    let c: Config =
+        toml::from_str("[server]\ncard = \"1.0\"\ndurability = \"process\"\nmax_body_bytes = 1024")
+            .unwrap();
+    assert_eq!(c.server.card, CardChoice::V1_0);
+    assert_eq!(c.server.durability, DurabilityChoice::Process);
+    assert_eq!(c.server.max_body_bytes, Some(1024));
+    let e = toml::from_str::<Config>("[server]\ndurability = \"disk\"").unwrap_err();
+    assert!(e.to_string().contains("power"), "{e}");
+}
+
 #[test]
 fn mistakes_are_named() {
     let dir = temp("mistakes");

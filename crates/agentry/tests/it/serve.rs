@@ -224,3 +224,80 @@ async fn an_agent_that_cannot_be_made_fails_the_whole_setup_with_its_reason() {
     };
     assert!(err.contains("give one of"), "{err}");
 }
+
+/// The npm MCP memory server (installed by the test command), or `None` with a SKIPPED line;
+/// with `AGENTRY_REQUIRE_INTEROP` set a missing server fails the test.
+fn memory_server() -> Option<PathBuf> {
+    agentry_testkit::require_path(
+        agentry_testkit::Peer::Interop,
+        agentry_testkit::repo_root()
+            .join("tests/mcp-peers/node_modules/@modelcontextprotocol/server-memory/dist/index.js"),
+        "run scripts/test.sh, which installs it",
+    )
+}
+
+/// Serving a config with an orchestrator makes each configured agent once (before, its MCP
+/// servers were started twice: once for its path, once for workflows), and a stdio server
+/// starts only when `[server] mcp_allow` (or `$AGENTRY_MCP_ALLOW`) allows its program.
+#[tokio::test]
+async fn each_agent_is_made_once_and_starts_only_allowed_programs() {
+    let Some(js) = memory_server() else { return };
+    let dir = std::env::temp_dir().join(format!("agentry-serve-once-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let starts = dir.join("starts");
+    let config = |allow: &str| {
+        format!(
+            r#"
+            [server]
+            store = "memory"
+            mcp_allow = [{allow}]
+            [[agents]]
+            path = "/keeper"
+            [agents.agent]
+            name = "keeper"
+            [agents.agent.model]
+            provider = "scripted"
+            transcript = "{transcript}"
+            [[agents.agent.mcp_servers]]
+            name = "memory"
+            command = "sh"
+            args = ["-c", "echo started >> '{starts}'; exec node '{js}'"]
+            [orchestrator]
+            path = "/orchestrator"
+            workflows = []
+            "#,
+            transcript = examples().join("echo-bot.json").display(),
+            starts = starts.display(),
+            js = js.display(),
+        )
+    };
+    let file = dir.join("agentry.toml");
+    std::fs::write(&file, config("\"sh\"")).unwrap();
+    let service = agentry::Service::build(Config::load(&file).unwrap())
+        .await
+        .unwrap();
+    let names: Vec<_> = service.agents.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["keeper", "orchestrator"]);
+    let launched = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(launched.lines().count(), 1, "started: {launched:?}");
+    drop(service);
+
+    if std::env::var_os("AGENTRY_MCP_ALLOW").is_some() {
+        agentry_testkit::record_skip(
+            "the MCP launch refusal was not checked: AGENTRY_MCP_ALLOW is set here",
+        );
+        return;
+    }
+    std::fs::write(&file, config("")).unwrap();
+    let err = match agentry::Service::build(Config::load(&file).unwrap()).await {
+        Ok(_) => panic!("a program nobody allowed was started"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("AGENTRY_MCP_ALLOW"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&starts).unwrap().lines().count(),
+        1,
+        "the refused program ran"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

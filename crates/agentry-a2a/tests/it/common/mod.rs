@@ -93,7 +93,7 @@ pub(crate) async fn echo_server() -> TestServer {
 
 /// The repository root.
 pub(crate) fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    agentry_testkit::repo_root()
 }
 
 /// The Python of the interop virtualenv, or `None` (with a loud note) when it is absent and
@@ -103,20 +103,7 @@ pub(crate) fn interop_python() -> Option<PathBuf> {
     let p = std::env::var_os("AGENTRY_INTEROP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(".venv-interop/bin/python"));
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!(
-            "interop virtualenv missing at {}: run scripts/test.sh, which creates it",
-            p.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED: interop peer not installed ({}); run scripts/test.sh to install a2a-sdk",
-        p.display()
-    );
-    None
+    require_peer(p, "a2a-sdk 0.3 (.venv-interop)")
 }
 
 /// The Python of the a2a-sdk 1.x virtualenv (`.venv-a2a1`), like [`interop_python`].
@@ -135,20 +122,11 @@ pub(crate) fn js_peers() -> Option<PathBuf> {
 }
 
 fn require_peer(p: PathBuf, what: &str) -> Option<PathBuf> {
-    if p.exists() {
-        return Some(p);
-    }
-    if std::env::var("AGENTRY_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!(
-            "{what} peer missing at {}: run scripts/test.sh, which installs it",
-            p.display()
-        );
-    }
-    eprintln!(
-        "SKIPPED: {what} peer not installed ({}); run scripts/test.sh to install it",
-        p.display()
-    );
-    None
+    agentry_testkit::require_path(
+        agentry_testkit::Peer::Interop,
+        p,
+        &format!("the {what} peer; run scripts/test.sh, which installs it"),
+    )
 }
 
 /// One cell of the interop matrix (peer x direction x transport). It is written to the file
@@ -192,8 +170,7 @@ impl Drop for MatrixCell {
 
 /// A free TCP port on loopback (for a peer process to listen on).
 pub(crate) fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    agentry_testkit::free_port()
 }
 
 /// A peer server process (another SDK's), killed on drop.
@@ -242,4 +219,13 @@ pub(crate) fn rpc_code(e: agentry_a2a::A2aError) -> i64 {
         agentry_a2a::A2aError::Rpc(r) => r.code,
         other => panic!("expected a JSON-RPC error, got {other}"),
     }
+}
+
+/// The text of a task's status message ("" without one).
+pub(crate) fn status_text(t: &agentry_a2a::model::Task) -> String {
+    t.status
+        .message
+        .as_ref()
+        .map(|m| m.text_content())
+        .unwrap_or_default()
 }

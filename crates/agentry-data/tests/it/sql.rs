@@ -1,0 +1,96 @@
+//! Property tests of the read-only guarantee: SQL from anyone, aimed at writing, attaching,
+//! copying out or breaking the engine, against a SQLite file and a CSV file the agent may read.
+//! Each statement gets rows or an error, never a panic, and neither file changes.
+
+use proptest::prelude::*;
+
+/// Statements that write, or try to reach beyond the source, in both engines' dialects.
+const WRITES: &[&str] = &[
+    "INSERT INTO t VALUES (1, 'x')",
+    "INSERT INTO t SELECT * FROM t",
+    "REPLACE INTO t VALUES (2, 'y')",
+    "UPDATE t SET name = 'z'",
+    "DELETE FROM t",
+    "DROP TABLE t",
+    "CREATE TABLE u AS SELECT * FROM t",
+    "CREATE VIEW v AS SELECT 1",
+    "ALTER TABLE t ADD COLUMN c INT",
+    "ATTACH DATABASE '/tmp/agentry-prop-attach.db' AS other",
+    "VACUUM INTO '/tmp/agentry-prop-vacuum.db'",
+    "PRAGMA writable_schema = 1",
+    "PRAGMA journal_mode = DELETE",
+    "COPY t TO '/tmp/agentry-prop-copy.csv'",
+    "COPY (SELECT 1) TO '/tmp/agentry-prop-copy.csv'",
+    "WITH x AS (SELECT 1) DELETE FROM t",
+    "WITH x AS (SELECT 1) INSERT INTO t SELECT 1, 'w' FROM x",
+    "SELECT 1; DELETE FROM t",
+    "BEGIN; DELETE FROM t; COMMIT",
+    "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '/etc/passwd'",
+];
+
+/// First words of statements that change data or schema: refused outright.
+const CHANGES: &[&str] = &[
+    "insert", "replace", "update", "delete", "drop", "create", "alter", "attach", "vacuum", "copy",
+];
+
+fn statement() -> impl Strategy<Value = String> {
+    prop_oneof![
+        // A write, as written or with noise after it.
+        (proptest::sample::select(WRITES), "[ ;a-z0-9'(),*=-]{0,20}")
+            .prop_map(|(w, tail)| format!("{w}{tail}")),
+        // A write behind case changes, comments and whitespace.
+        (proptest::sample::select(WRITES), any::<bool>()).prop_map(|(w, upper)| {
+            let w = if upper {
+                w.to_uppercase()
+            } else {
+                w.to_lowercase()
+            };
+            format!("\n\t{w} -- end")
+        }),
+        // Anything at all.
+        "[ -~\n]{0,80}",
+    ]
+}
+
+fn digest(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn no_statement_writes_or_crashes(sql in statement()) {
+        let dir = std::env::temp_dir().join(format!("agentry-data-prop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("t.db");
+        let csv = dir.join("t.csv");
+        if !db.exists() {
+            let c = rusqlite::Connection::open(&db).unwrap();
+            c.execute_batch("CREATE TABLE t(id INTEGER, name TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');").unwrap();
+        }
+        if !csv.exists() {
+            std::fs::write(&csv, "id,name\n1,a\n2,b\n").unwrap();
+        }
+        let (db_before, csv_before) = (digest(&db), digest(&csv));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for path in [&db, &csv] {
+            let source = agentry_data::Source::parse(&path.display().to_string()).unwrap();
+            // Rows or an error; a data-changing statement is refused, not run.
+            if let Ok(t) = rt.block_on(source.query(&sql, 10)) {
+                let first = sql.split_whitespace().next().unwrap_or("").to_lowercase();
+                prop_assert!(
+                    !CHANGES.contains(&first.as_str()),
+                    "{sql} ran on {}: {:?}", path.display(), t.rows
+                );
+            }
+        }
+        prop_assert_eq!(digest(&db), db_before, "{} changed the SQLite file", sql);
+        prop_assert_eq!(digest(&csv), csv_before, "{} changed the CSV file", sql);
+        for out in ["attach", "vacuum"] {
+            let p = format!("/tmp/agentry-prop-{out}.db");
+            prop_assert!(!std::path::Path::new(&p).exists(), "{} wrote {}", sql, p);
+        }
+        prop_assert!(!std::path::Path::new("/tmp/agentry-prop-copy.csv").exists(), "{} copied out", sql);
+    }
+}
