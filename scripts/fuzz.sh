@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # Fuzzes what reads outside input (the A2A request decoders, a peer's REST error bodies,
 # the agent-config and workflow loaders) for a bounded time (cargo-fuzz, libFuzzer; needs a nightly
-# toolchain). .ci/run calls it; by hand: FUZZ_SECONDS=600 bash scripts/fuzz.sh
-#   FUZZ_SECONDS  per target (default 30)
-# New corpus entries go to ~/.cache/agentry-fuzz/corpus (kept between runs, outside the
-# clone); a crash is left in fuzz/artifacts/<target>/ and fails the run: fix it, then copy the
-# input into fuzz/regressions/, which the stable test suite replays (tests/it/wire.rs).
+# toolchain). By hand, to search: FUZZ_SECONDS=600 bash scripts/fuzz.sh
+#   FUZZ_SECONDS  per target (default 30), random seed, corpus kept in
+#                 ~/.cache/agentry-fuzz/corpus between runs (outside the clone)
+#   FUZZ_RUNS     instead: this many inputs per target from a fixed seed and the checked-in
+#                 seeds only, so the outcome depends on the code alone (what .ci/run does: a
+#                 gate that passes here passes in CI, and a new crash is found by a search
+#                 by hand, not by a coin toss in CI)
+# A crash is left in fuzz/artifacts/<target>/ and fails the run: fix it, then copy the input
+# into fuzz/regressions/, which the stable test suite replays (tests/it/wire.rs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-30}
+RUNS=${FUZZ_RUNS:-}
 CACHE=${AGENTRY_FUZZ_CACHE:-$HOME/.cache/agentry-fuzz}
-echo "==> fuzzing (${SECONDS_EACH} s per target): request decoders, REST error bodies, config loaders"
+if [ -n "$RUNS" ]; then
+  budget=(-runs="$RUNS" -seed=1)
+  what="$RUNS inputs per target, fixed seed"
+else
+  budget=(-max_total_time="$SECONDS_EACH")
+  what="$SECONDS_EACH s per target"
+fi
+echo "==> fuzzing ($what): request decoders, REST error bodies, config loaders"
 if ! rustup run nightly rustc -V >/dev/null 2>&1; then
   echo "    SKIPPED: no nightly toolchain (cargo-fuzz needs one)"
   [ -n "${AGENTRY_SKIP_LOG:-}" ] && echo "fuzz.sh: no nightly toolchain" >>"$AGENTRY_SKIP_LOG"
@@ -30,12 +42,14 @@ for spec in "decode_request:fuzz/seeds/decode_request fuzz/regressions" \
   target=${spec%%:*}
   seeds=${spec#*:}
   corpus="$CACHE/corpus/$target"
+  # A fixed budget starts from the checked-in seeds alone (a fresh, empty corpus folder).
+  [ -n "$RUNS" ] && corpus="$CACHE/gate/$target" && rm -rf "$corpus"
   mkdir -p "$corpus" "fuzz/artifacts/$target"
   # Built without a sanitizer: the code under test is safe Rust, and the build and the runs
   # are several times faster; panics (the invariants) are what is looked for.
   # shellcheck disable=SC2086
   if cargo +nightly fuzz run --sanitizer none "$target" "$corpus" $seeds -- \
-      -max_total_time="$SECONDS_EACH" -artifact_prefix="fuzz/artifacts/$target/" \
+      "${budget[@]}" -artifact_prefix="fuzz/artifacts/$target/" \
       >"$CACHE/$target.log" 2>&1; then
     echo "    $target: $(grep -Eo 'Done [0-9]+ runs' "$CACHE/$target.log" | tail -1 || echo done), no crash"
   else

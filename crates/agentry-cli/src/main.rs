@@ -1,6 +1,7 @@
 //! `agentry`: serve agents over A2A, call any A2A agent, run workflows and the main job from
 //! the shell. Argument parsing and output only: everything else is the `agentry` library.
 
+mod audit;
 mod calls;
 mod chat;
 mod error;
@@ -50,6 +51,9 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Verify the audit trail, or print the path of one request through it.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Run or resume workflows over the agents of a config file.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
@@ -347,6 +351,7 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
             config,
             json,
         }) => flows::resume(&run_id, &config, json).await,
+        Command::Audit(cmd) => audit::run(cmd).await,
         Command::Mcp(McpCommand::Serve {
             toolset,
             http,

@@ -39,6 +39,7 @@
 //! - [`a2a`]: the A2A protocol (both generations, both bindings), server, client, task stores.
 //! - [`core`]: LLM providers, tools, the ReAct loop, agent configs and the factory.
 //! - [`flow`]: workflows, the engine, the planner, the orchestrator, publish-subscribe.
+//! - [`governance`]: the tamper-evident audit trail.
 //! - [`mcp`] (feature `mcp`), [`local`] (feature `local`), [`specialists`] (feature
 //!   `specialists`), [`data`] (feature `data`).
 //!
@@ -80,6 +81,7 @@ pub use agentry_core as core;
 #[cfg(feature = "data")]
 pub use agentry_data as data;
 pub use agentry_flow as flow;
+pub use agentry_governance as governance;
 #[cfg(feature = "local")]
 pub use agentry_local as local;
 #[cfg(feature = "mcp")]

@@ -662,3 +662,57 @@ fn the_data_agent_over_a2a() {
     let all = format!("{task}{}", String::from_utf8_lossy(&o.stderr));
     assert!(all.contains("send a data request as JSON"), "{all}");
 }
+
+/// `agentry audit`: `verify` passes an intact log and names the first tampered record,
+/// `show --correlation` prints one request's path in order, `head` prints what `verify
+/// --head` later checks.
+#[test]
+fn audit_verify_show_and_head() {
+    use agentry::governance::{AuditLog, Event};
+    let home = std::env::temp_dir().join(format!("agentry-cli-audit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let db = home.join("audit.db");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let log = AuditLog::open(&db).unwrap();
+        for (actor, agent, decision, corr) in [
+            ("jwt:alice", "orchestrator", "allow", "req-1"),
+            ("orchestrator", "knowledge", "allow", "req-1"),
+            ("jwt:bob", "mail", "deny", "req-2"),
+            ("orchestrator", "mail", "allow", "req-1"),
+        ] {
+            let e = Event::new("authz", actor)
+                .agent(agent)
+                .decision(decision)
+                .correlation(corr);
+            log.append(e).await.unwrap();
+        }
+    });
+    let ok = run_in(&home, &["audit", "verify"]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(stdout(&ok).contains("ok: 4 records"), "{}", stdout(&ok));
+    let head = stdout(&run_in(&home, &["audit", "head"])).trim().to_owned();
+    assert!(head.starts_with("4:"), "{head}");
+
+    let shown = stdout(&run_in(&home, &["audit", "show", "--correlation", "req-1"]));
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    assert!(lines[0].starts_with("#1 ") && lines[0].contains("jwt:alice -> orchestrator: allow"));
+    assert!(lines[2].starts_with("#4 ") && lines[2].contains("orchestrator -> mail: allow"));
+    let none = run_in(&home, &["audit", "show", "--correlation", "nope"]);
+    assert!(!none.status.success());
+
+    // bob's refusal rewritten as an allow
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER audit_no_update; UPDATE audit SET decision = 'allow' WHERE seq = 3;",
+    )
+    .unwrap();
+    let bad = run_in(&home, &["audit", "verify"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("tampered at record 3"), "{err}");
+    let bad = run_in(&home, &["audit", "verify", "--head", &head]);
+    assert!(!bad.status.success());
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -346,3 +346,135 @@ async fn a_stream_open_when_the_server_is_killed_ends_after_the_restart() {
     assert!(said.contains("server stopped"), "{said}");
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// A remote A2A agent for the workflow crash test: records every message it is sent, answers at
+/// once, except a message containing "slow" while `hold` is set, which it never answers.
+struct Counter {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    hold: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl agentry::a2a::server::AgentExecutor for Counter {
+    async fn execute(
+        &self,
+        ctx: agentry::a2a::server::RequestContext,
+        events: agentry::a2a::server::EventSink,
+    ) -> Result<(), agentry::a2a::server::AgentError> {
+        let text = ctx.message.text_content();
+        self.seen.lock().unwrap().push(text.clone());
+        if text.contains("slow") && self.hold.load(std::sync::atomic::Ordering::SeqCst) {
+            ctx.canceled().await;
+            return Ok(());
+        }
+        events
+            .complete(Some(events.agent_text(format!("done: {text}"))))
+            .await?;
+        Ok(())
+    }
+}
+
+/// A workflow process killed while its second step runs, resumed by a new process: the
+/// finished first step is not sent again (its side effect happens once), the interrupted one
+/// runs again, and the run finishes with both outputs.
+#[test]
+fn a_workflow_killed_mid_step_resumes_without_rerunning_finished_steps() {
+    use std::io::BufRead;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let hold = Arc::new(AtomicBool::new(true));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let card = agentry::a2a::model::AgentCard::new("counter", "Counts what it is sent", &url);
+    let agent = Counter {
+        seen: seen.clone(),
+        hold: hold.clone(),
+    };
+    let store = Arc::new(agentry::a2a::store::MemoryStore::default());
+    let server = agentry::a2a::server::A2aServer::new().agent(
+        "/",
+        agentry::a2a::server::AgentService::new(card, agent, store),
+    );
+    rt.spawn(server.serve(listener, std::future::pending()));
+
+    let home = std::env::temp_dir().join(format!("agentry-crash-flow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let cfg = home.join("agentry.toml");
+    std::fs::write(
+        &cfg,
+        format!("[[remotes]]\nname = \"counter\"\nurl = \"{url}\"\n"),
+    )
+    .unwrap();
+    let flow = home.join("flow.yaml");
+    std::fs::write(
+        &flow,
+        "name: two-steps\nsteps:\n  - id: first\n    agent: counter\n    input: \"book the room\"\n  \
+         - id: second\n    agent: counter\n    depends_on: [first]\n    input: \"slow: ${steps.first.output}\"\n\
+         output: \"${steps.second.output}\"\n",
+    )
+    .unwrap();
+    let (cfg, flow) = (cfg.to_str().unwrap(), flow.to_str().unwrap());
+
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args(["workflow", "run", flow, "--config", cfg])
+        .env("AGENTRY_HOME", &home)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let run_id = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.split("agentry workflow resume ")
+                    .nth(1)?
+                    .trim()
+                    .to_owned(),
+            )
+        })
+        .expect("no run id on stderr");
+    // Killed once the second step reached the agent (the first is finished and checkpointed
+    // before the second starts).
+    let reached = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        seen.lock().unwrap().len() == 2
+    });
+    assert!(reached, "the second step never started: {:?}", seen.lock());
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    hold.store(false, Ordering::SeqCst);
+    let out = std::process::Command::new(crate::support::BIN)
+        .args(["workflow", "resume", &run_id, "--config", cfg])
+        .env("AGENTRY_HOME", &home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout(&out).trim(),
+        "done: slow: done: book the room",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            "book the room",
+            "slow: done: book the room",
+            "slow: done: book the room"
+        ],
+        "the finished step was sent again"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -1,0 +1,28 @@
+//! # agentry-governance
+//!
+//! Who asked which agent for what, on whose behalf, and whether it was allowed, kept so that an
+//! auditor can trust it.
+//!
+//! - [`audit`]: the audit trail, an append-only log whose records are chained by HMAC-SHA256
+//!   under a key kept outside the log, so that an edited, deleted, reordered or truncated
+//!   record is found by [`AuditLog::verify`].
+//!
+//! ```
+//! # async fn run() -> Result<(), agentry_governance::AuditError> {
+//! use agentry_governance::{AuditLog, Event};
+//! let dir = std::env::temp_dir().join(format!("audit-doc-{}", std::process::id()));
+//! let log = AuditLog::open(&dir.join("audit.db"))?;
+//! let seq = log
+//!     .append(Event::new("authz", "api-key:1f2e").agent("mail").decision("allow"))
+//!     .await?;
+//! assert_eq!(seq, 1);
+//! assert_eq!(log.verify()?.records, 1);
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod audit;
+
+pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};

@@ -1,0 +1,3 @@
+//! agentry-governance's tests, grouped by concern.
+
+mod audit;
