@@ -468,7 +468,8 @@ fn load_key(key: &AuditKey) -> Result<[u8; 32], AuditError> {
                 Ok(text) => parse_key(&text, &path.display().to_string()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     let mut key = [0u8; 32];
-                    getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e)))?;
+                    getrandom::fill(&mut key)
+                        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
                     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                         std::fs::create_dir_all(dir).map_err(io)?;
                     }
