@@ -238,6 +238,10 @@ struct ServeArgs {
     /// SDK reads it) or strictly 1.0 (what the 1.0 JSON schema validates).
     #[arg(long, value_enum)]
     card: Option<CardArg>,
+    /// Record every authorization decision in the audit trail ($AGENTRY_HOME/audit.db;
+    /// `agentry audit verify` checks it).
+    #[arg(long)]
+    audit: bool,
     /// Require this bearer token on every call (added to the config's `bearer_tokens`).
     #[arg(long, env = "AGENTRY_SERVE_TOKEN")]
     token: Option<String>,
@@ -484,6 +488,7 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
         s.bearer_tokens.push(t);
     }
     s.allow_private_push |= args.allow_private_push;
+    s.audit |= args.audit;
     if let Some(c) = args.card {
         s.card = match c {
             CardArg::Both => agentry::config::CardChoice::Both,

@@ -209,6 +209,10 @@ pub struct ServerSection {
     /// resolve to; `"*"` allows any. None by default: a config naming `command = "npx"` is
     /// refused until `npx` is listed here or in the variable.
     pub mcp_allow: Vec<String>,
+    /// Record every authorization decision of every agent (who asked for what, let through
+    /// or refused) in the tamper-evident audit trail `<state_dir>/audit.db` (its key in
+    /// `audit.db.key`), before the request is served; `agentry audit verify` checks it.
+    pub audit: bool,
 }
 
 /// See [`ServerSection::durability`].
@@ -270,6 +274,7 @@ impl Default for ServerSection {
             max_body_bytes: None,
             durability: DurabilityChoice::Power,
             mcp_allow: Vec::new(),
+            audit: false,
         }
     }
 }

@@ -75,6 +75,12 @@ impl Service {
         if let Some(n) = server.max_body_bytes {
             server_config.body_limit = n;
         }
+        let access_log: Option<Arc<dyn agentry_a2a::server::AccessLog>> = if server.audit {
+            let log = agentry_governance::AuditLog::open(&state_dir.join("audit.db"))?;
+            Some(Arc::new(AuditedAccess(log)))
+        } else {
+            None
+        };
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add = |path: String,
@@ -99,6 +105,7 @@ impl Service {
                 executor,
                 store,
                 credentials: None,
+                access_log: access_log.clone(),
             };
             if let Some(c) = credentials {
                 svc = svc.with_credentials(c.clone());
@@ -327,4 +334,27 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down; finishing open requests and streams");
+}
+
+/// The server's authorization decisions as audit records (`kind = "authz"`).
+struct AuditedAccess(agentry_governance::AuditLog);
+
+impl agentry_a2a::server::AccessLog for AuditedAccess {
+    fn record(
+        &self,
+        a: agentry_a2a::server::Access,
+    ) -> agentry_a2a::store::BoxFuture<'_, Result<(), String>> {
+        let mut e =
+            agentry_governance::Event::new("authz", a.caller.unwrap_or_else(|| "anonymous".into()))
+                .agent(a.agent)
+                .decision(if a.allowed { "allow" } else { "deny" })
+                .detail(serde_json::json!({ "reason": a.reason }));
+        if let Some(op) = a.operation {
+            e = e.skill(op);
+        }
+        if let Some(t) = a.task_id {
+            e = e.task(t);
+        }
+        Box::pin(async move { self.0.append(e).await.map(drop).map_err(|e| e.to_string()) })
+    }
 }

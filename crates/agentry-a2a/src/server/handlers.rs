@@ -30,6 +30,7 @@ pub(super) struct AgentEndpoint {
     extensions: Vec<String>,
     required_extensions: Vec<String>,
     pub(super) credentials: Option<Credentials>,
+    audited: Option<super::access::Audited>,
     push_supported: bool,
     push: PushSender,
     pub tasks: Arc<AgentTasks>,
@@ -73,6 +74,10 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             extensions,
             required_extensions,
             credentials: svc.credentials,
+            audited: svc.access_log.map(|log| super::access::Audited {
+                log,
+                agent: svc.card.name.clone(),
+            }),
             push_supported,
             push: push.clone(),
             tasks: AgentTasks::new(
@@ -259,6 +264,44 @@ fn unauthorized(id: &Value, v: ProtocolVersion) -> Response {
     r
 }
 
+/// Whether a decoded request is let through, and why: everything a caller got past the
+/// credentials check with is, but the extended card, which needs accepted credentials.
+pub(super) fn decide(
+    s: &AgentEndpoint,
+    req: &Request,
+    headers: &HeaderMap,
+) -> (bool, &'static str) {
+    match req {
+        Request::GetExtendedCard if s.extended_card.is_some() => {
+            if s.credentials.as_ref().is_some_and(|c| c.accepts(headers)) {
+                (true, "credentials accepted")
+            } else {
+                (false, "the extended card needs credentials")
+            }
+        }
+        _ if s.credentials.as_ref().is_some_and(|c| c.required_for_all) => {
+            (true, "credentials accepted")
+        }
+        _ => (true, "open to every caller"),
+    }
+}
+
+/// Records a decision in the agent's access log, when it has one. The error is the answer
+/// when the decision could not be kept: nothing is done that the trail does not show.
+pub(super) async fn audit(
+    s: &AgentEndpoint,
+    req: Option<&Request>,
+    caller: Option<&str>,
+    allowed: bool,
+    reason: &'static str,
+) -> Result<(), RpcError> {
+    let Some(a) = &s.audited else { return Ok(()) };
+    a.record(req, caller, allowed, reason).await.map_err(|e| {
+        tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
+        RpcError::internal("the audit trail could not record this request; nothing was done")
+    })
+}
+
 /// JSON, or a JSON structured suffix; charset parameters are fine.
 pub(super) fn is_json(ct: &HeaderValue) -> bool {
     let Ok(ct) = ct.to_str() else { return false };
@@ -364,6 +407,9 @@ async fn rpc(
         && c.required_for_all
         && !c.accepts(&headers)
     {
+        if let Err(e) = audit(&s, None, None, false, "no valid credentials").await {
+            return rpc_error(&Value::Null, &e, fallback);
+        }
         return unauthorized(&Value::Null, fallback);
     }
     let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
@@ -375,6 +421,10 @@ async fn rpc(
         Err(e) => return rpc_error(&id, &e, v),
     };
     let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
+    let (allowed, reason) = decide(&s, &req, &headers);
+    if let Err(e) = audit(&s, Some(&req), caller.as_deref(), allowed, reason).await {
+        return rpc_error(&id, &e, v);
+    }
     let mut r = dispatch(&s, &headers, id, req, v, caller.as_deref()).await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);

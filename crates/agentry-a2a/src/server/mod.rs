@@ -17,6 +17,7 @@
 //! per-agent task registry (`hub`) starts a turn, cancels, or subscribes; the agent's events come
 //! back through the registry's broadcast channel as a JSON body or an SSE stream.
 
+mod access;
 mod executor;
 mod handlers;
 mod hub;
@@ -29,6 +30,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use access::{Access, AccessLog};
 pub use executor::{AgentError, AgentExecutor, DynAgentExecutor, EventSink, RequestContext};
 pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
 pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
@@ -140,6 +142,8 @@ pub struct AgentService {
     pub executor: Arc<dyn DynAgentExecutor>,
     pub store: Arc<dyn TaskStore>,
     pub credentials: Option<Credentials>,
+    /// Where every authorization decision is recorded before the request is served.
+    pub access_log: Option<Arc<dyn AccessLog>>,
 }
 
 impl AgentService {
@@ -150,7 +154,15 @@ impl AgentService {
             executor: Arc::new(executor),
             store,
             credentials: None,
+            access_log: None,
         }
+    }
+
+    /// Records every authorization decision about this agent's requests in `log` (an audit
+    /// trail) before serving them; a request whose decision cannot be recorded is refused.
+    pub fn with_access_log(mut self, log: Arc<dyn AccessLog>) -> Self {
+        self.access_log = Some(log);
+        self
     }
 
     /// Serves `card` to authenticated callers of `agent/getAuthenticatedExtendedCard`, and

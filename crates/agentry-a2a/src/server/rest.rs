@@ -196,6 +196,9 @@ async fn call(
         && c.required_for_all
         && !c.accepts(headers)
     {
+        if let Err(e) = handlers::audit(s, None, None, false, "no valid credentials").await {
+            return error(&e);
+        }
         return unauthorized();
     }
     let caller = s.credentials.as_ref().and_then(|c| c.principal(headers));
@@ -207,6 +210,10 @@ async fn call(
         Ok(r) => r,
         Err(e) => return error(&e),
     };
+    let (allowed, reason) = handlers::decide(s, &req, headers);
+    if let Err(e) = handlers::audit(s, Some(&req), caller.as_deref(), allowed, reason).await {
+        return error(&e);
+    }
     if legacy {
         // Configs made over v0.3 get v0.3 notification bodies.
         match &mut req {
@@ -432,6 +439,14 @@ async fn extended_card(
 /// `GET /v1/card` (v0.3): the authenticated extended card, or the public one when the agent
 /// has none; both in the v0.3 card form.
 async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Response {
+    let req = Request::GetExtendedCard;
+    let (allowed, reason) = handlers::decide(&s, &req, &headers);
+    let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
+    if s.extended_card.is_some()
+        && let Err(e) = handlers::audit(&s, Some(&req), caller.as_deref(), allowed, reason).await
+    {
+        return error(&e);
+    }
     match &s.extended_card {
         Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(&headers)) => {
             handlers::json_body(serde_json::to_vec(&v1::merged_card(card)).unwrap_or_default())

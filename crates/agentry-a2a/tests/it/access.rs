@@ -320,3 +320,139 @@ async fn connections_beyond_the_cap_wait_for_one_to_close() {
         .expect("served once a slot is free");
     assert_eq!(r.status(), 200);
 }
+
+/// An access log kept in memory; `fail` makes every record fail.
+#[derive(Default)]
+struct Recorded {
+    seen: std::sync::Mutex<Vec<agentry_a2a::server::Access>>,
+    fail: bool,
+}
+
+impl agentry_a2a::server::AccessLog for Recorded {
+    fn record(
+        &self,
+        access: agentry_a2a::server::Access,
+    ) -> agentry_a2a::store::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if self.fail {
+                return Err("disk full".into());
+            }
+            self.seen.lock().unwrap().push(access);
+            Ok(())
+        })
+    }
+}
+
+/// Counts the turns it runs.
+struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl agentry_a2a::server::AgentExecutor for Counting {
+    async fn execute(
+        &self,
+        _ctx: agentry_a2a::server::RequestContext,
+        events: agentry_a2a::server::EventSink,
+    ) -> Result<(), agentry_a2a::server::AgentError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        events.complete(Some(events.agent_text("done"))).await?;
+        Ok(())
+    }
+}
+
+async fn audited(
+    log: std::sync::Arc<Recorded>,
+) -> (
+    common::TestServer,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let (listener, url) = common::bind().await;
+    let turns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let card = agentry_a2a::model::AgentCard::new("audited", "counts", &url);
+    let svc = AgentService::new(
+        card,
+        Counting(turns.clone()),
+        std::sync::Arc::new(MemoryStore::default()),
+    )
+    .with_credentials(Credentials {
+        bearer_tokens: vec![ALICE.into()],
+        required_for_all: true,
+        ..Default::default()
+    })
+    .with_access_log(log);
+    (
+        common::serve_on(listener, svc, ServerConfig::default()).await,
+        turns,
+    )
+}
+
+/// Every decision reaches the access log, on both bindings: the refused anonymous call
+/// (before its body is read), and the let-through calls with their caller, operation and
+/// task.
+#[tokio::test]
+async fn every_decision_is_recorded_on_both_bindings() {
+    let log = std::sync::Arc::new(Recorded::default());
+    let (server, turns) = audited(log.clone()).await;
+    let http = reqwest::Client::new();
+    let anonymous = http
+        .post(&server.base)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": message("hi")}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let sent = rpc(&server.base, ALICE, "message/send", message("hi")).await;
+    let id = sent["result"]["id"].as_str().expect("a task").to_owned();
+    let got = http
+        .get(format!("{}tasks/{id}", server.base))
+        .bearer_auth(ALICE)
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 200, "{:?}", got.text().await);
+    let seen = log.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "{seen:#?}");
+    assert!(!seen[0].allowed && seen[0].caller.is_none() && seen[0].operation.is_none());
+    assert_eq!(seen[0].agent, "audited");
+    assert!(seen[1].allowed && seen[1].operation == Some("message/send"));
+    let alice = seen[1].caller.clone().expect("alice");
+    assert!(
+        alice.starts_with("bearer:") && !alice.contains(ALICE),
+        "{alice}"
+    );
+    assert!(seen[2].allowed && seen[2].operation == Some("tasks/get"));
+    assert_eq!(seen[2].task_id.as_deref(), Some(id.as_str()));
+    assert_eq!(seen[2].caller.as_deref(), Some(alice.as_str()));
+    assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// A decision that cannot be recorded refuses the request: the agent never runs.
+#[tokio::test]
+async fn a_decision_that_cannot_be_recorded_refuses_the_request() {
+    let log = std::sync::Arc::new(Recorded {
+        fail: true,
+        ..Default::default()
+    });
+    let (server, turns) = audited(log).await;
+    let sent = rpc(&server.base, ALICE, "message/send", message("hi")).await;
+    assert_eq!(sent["error"]["code"], -32603, "{sent}");
+    assert!(
+        sent["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("audit trail"),
+        "{sent}"
+    );
+    let rest = reqwest::Client::new()
+        .post(format!("{}message:send", server.base))
+        .bearer_auth(ALICE)
+        .header("A2A-Version", "1.0")
+        .json(&json!({"message": {"role": "ROLE_USER", "messageId": "m1",
+            "parts": [{"text": "hi"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 500);
+    assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

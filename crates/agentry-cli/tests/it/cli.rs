@@ -716,3 +716,37 @@ fn audit_verify_show_and_head() {
     assert!(!bad.status.success());
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// `serve --audit`: the refused and the let-through calls are in the audit trail, which
+/// `audit verify` finds intact while the server keeps appending.
+#[test]
+fn serve_with_audit_records_every_decision() {
+    use agentry::governance::AuditLog;
+    let home =
+        std::env::temp_dir().join(format!("agentry-cli-served-audit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let (_server, url) = crate::support::serve_in(&home, "echo", &["--token", "s3cret", "--audit"]);
+    let denied = run(&["a2a", "send", &url, "hello"]);
+    assert!(!denied.status.success());
+    let ok = run(&["a2a", "send", &url, "hello", "--token", "s3cret"]);
+    assert!(stdout(&ok).contains("(completed)"), "{}", stdout(&ok));
+    let verified = run_in(&home, &["audit", "verify"]);
+    assert!(verified.status.success(), "{verified:?}");
+    let log = AuditLog::open(&home.join("audit.db")).unwrap();
+    let records = log.records(1, 100).unwrap();
+    let denials: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.decision.as_deref() == Some("deny"))
+        .collect();
+    assert_eq!(denials.len(), 1, "{records:#?}");
+    assert_eq!(denials[0].event.actor, "anonymous");
+    let sends: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.skill.as_deref() == Some("message/send"))
+        .collect();
+    assert_eq!(sends.len(), 1, "{records:#?}");
+    assert_eq!(sends[0].event.decision.as_deref(), Some("allow"));
+    assert!(sends[0].event.actor.starts_with("bearer:"), "{records:#?}");
+    assert_eq!(sends[0].event.agent.as_deref(), Some("echo"));
+    let _ = std::fs::remove_dir_all(&home);
+}
