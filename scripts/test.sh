@@ -4,13 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Python peers, in a virtualenv of the project's own: the official A2A SDK 0.3.26, and
-# mockllm 0.0.8 (an OpenAI-compatible server) for the agent core's end-to-end test.
+# Python peers, in a virtualenv of the project's own: the official A2A SDK 0.3.26, mockllm
+# 0.0.8 (an OpenAI-compatible server) for the agent core's end-to-end test, and PyJWT 2.10.1
+# (with cryptography) to check that the tokens agentry mints are standard JWTs.
 VENV=.venv-interop
-if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm; from importlib.metadata import version; assert version("a2a-sdk") == "0.3.26"' 2>/dev/null; then
-  echo "==> installing the interop peers (a2a-sdk 0.3.26, mockllm 0.0.8) into $VENV"
+if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm, jwt, cryptography; from importlib.metadata import version; assert version("a2a-sdk") == "0.3.26"' 2>/dev/null; then
+  echo "==> installing the interop peers (a2a-sdk 0.3.26, mockllm 0.0.8, PyJWT 2.10.1) into $VENV"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27' 'mockllm==0.0.8'
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==0.3.26' 'uvicorn>=0.30' 'httpx>=0.27' 'mockllm==0.0.8' 'pyjwt[crypto]==2.10.1'
 fi
 # The A2A 1.0 generation of the official SDKs: PyPI a2a-sdk 1.3.0 (its own virtualenv: it
 # cannot share one with 0.3.26) and npm @a2a-js/sdk 1.3.0, for the interop matrix.

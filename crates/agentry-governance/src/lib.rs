@@ -6,6 +6,8 @@
 //! - [`audit`]: the audit trail, an append-only log whose records are chained by HMAC-SHA256
 //!   under a key kept outside the log, so that an edited, deleted, reordered or truncated
 //!   record is found by [`AuditLog::verify`].
+//! - [`token`]: bearer JWTs verified against a JWKS (issuer, audience, expiry, algorithm
+//!   allow-list, key rotation) and minted with an Ed25519 key whose JWKS is published.
 //!
 //! ```
 //! # async fn run() -> Result<(), agentry_governance::AuditError> {
@@ -24,5 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod token;
 
 pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};
+pub use token::{Claims, Grant, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};

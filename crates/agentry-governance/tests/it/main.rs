@@ -1,3 +1,4 @@
 //! agentry-governance's tests, grouped by concern.
 
 mod audit;
+mod token;

@@ -1,0 +1,449 @@
+//! Bearer JWTs: verified against a JWKS with an issuer, an audience, expiry and an algorithm
+//! allow-list ([`JwtVerifier`]), and minted with an Ed25519 key whose JWKS is published
+//! ([`TokenIssuer`]).
+//!
+//! The checks a verifier makes, each a refusal with its reason: the algorithm is on the
+//! allow-list (never `none`) and is the one the key is for (no HMAC token against a public
+//! key), the key is known (by `kid`; an unknown `kid` re-reads the JWKS file once, so a
+//! rotated key is picked up), the signature holds, `iss` and `aud` are the configured ones,
+//! `exp` is in the future and `nbf` in the past (with a small leeway), and `sub` is present.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+/// Why a token was refused (the text goes into `WWW-Authenticate: Bearer
+/// error="invalid_token", error_description=...`, so it names the check, never a secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not a JWT at all, or its header or claims are unreadable.
+    #[error("malformed token: {0}")]
+    Malformed(String),
+    /// The header's algorithm is not on the allow-list, or not the key's.
+    #[error("algorithm {0} not accepted")]
+    Algorithm(String),
+    /// No key with the token's `kid` (or several keys and no `kid`).
+    #[error("no key {0}")]
+    UnknownKey(String),
+    /// The signature does not verify.
+    #[error("bad signature")]
+    Signature,
+    /// `exp` has passed.
+    #[error("expired")]
+    Expired,
+    /// `nbf` is still ahead.
+    #[error("not valid yet")]
+    NotYetValid,
+    /// `iss` is not the configured issuer.
+    #[error("wrong issuer")]
+    Issuer,
+    /// `aud` does not name this service.
+    #[error("wrong audience")]
+    Audience,
+    /// A claim the policy requires is missing.
+    #[error("missing claim {0}")]
+    MissingClaim(String),
+    /// The JWKS could not be read.
+    #[error("JWKS {path}: {message}")]
+    Jwks {
+        /// Where it was read from.
+        path: PathBuf,
+        /// Why it could not be.
+        message: String,
+    },
+    /// A key could not be made or used for signing.
+    #[error("signing key: {0}")]
+    Key(String),
+}
+
+fn map_err(e: jsonwebtoken::errors::Error) -> TokenError {
+    use jsonwebtoken::errors::ErrorKind as K;
+    match e.kind() {
+        K::InvalidSignature => TokenError::Signature,
+        K::ExpiredSignature => TokenError::Expired,
+        K::ImmatureSignature => TokenError::NotYetValid,
+        K::InvalidIssuer => TokenError::Issuer,
+        K::InvalidAudience => TokenError::Audience,
+        K::MissingRequiredClaim(c) => TokenError::MissingClaim(c.clone()),
+        K::InvalidAlgorithm | K::InvalidAlgorithmName | K::MissingAlgorithm => {
+            TokenError::Algorithm("for this key".into())
+        }
+        other => TokenError::Malformed(format!("{other:?}")),
+    }
+}
+
+/// The delegation chain (RFC 8693 `act`): who acts for the subject, and who acted for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    /// The acting party.
+    pub sub: String,
+    /// The actor before it in the chain, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub act: Option<Box<Actor>>,
+}
+
+impl Actor {
+    /// The chain from the most recent actor back, as names.
+    pub fn chain(&self) -> Vec<&str> {
+        let mut out = vec![self.sub.as_str()];
+        let mut next = self.act.as_deref();
+        while let Some(a) = next {
+            out.push(&a.sub);
+            next = a.act.as_deref();
+        }
+        out
+    }
+}
+
+/// The claims agentry reads from a token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Who the token is for (the user, or the service for client credentials).
+    pub sub: String,
+    /// Who issued it.
+    pub iss: String,
+    /// Whom it is for: one audience or several.
+    pub aud: Audience,
+    /// Expiry, seconds since the epoch.
+    pub exp: u64,
+    /// Not before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+    /// Issued at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<u64>,
+    /// Token id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
+    /// Scopes, space-separated (RFC 8693 / RFC 9068 `scope`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Scopes as an array (`scp`, as some issuers send them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scp: Option<Vec<String>>,
+    /// The delegation chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub act: Option<Actor>,
+    /// The OAuth client the token was issued to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+}
+
+impl Claims {
+    /// Every scope the token carries (`scope` and `scp` together).
+    pub fn scopes(&self) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self
+            .scope
+            .as_deref()
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        out.extend(self.scp.iter().flatten().cloned());
+        out
+    }
+}
+
+/// `aud`: a string or an array of strings (RFC 7519 section 4.1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    /// One audience.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// What a verifier accepts.
+#[derive(Debug, Clone)]
+pub struct JwtPolicy {
+    /// The one issuer (`iss`) accepted.
+    pub issuer: String,
+    /// This service's audience: a token must name it in `aud`.
+    pub audience: String,
+    /// Algorithms accepted; default EdDSA, ES256, RS256 (never `none`, never HMAC unless
+    /// listed, and an HMAC algorithm can never verify against a JWKS public key anyway).
+    pub algorithms: Vec<Algorithm>,
+    /// Clock skew allowed on `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
+impl JwtPolicy {
+    /// `issuer` and `audience` with the default algorithms and a 30 s leeway.
+    pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> Self {
+        JwtPolicy {
+            issuer: issuer.into(),
+            audience: audience.into(),
+            algorithms: vec![Algorithm::EdDSA, Algorithm::ES256, Algorithm::RS256],
+            leeway: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where the verification keys come from.
+#[derive(Debug, Clone)]
+enum KeySource {
+    /// A JWKS file, re-read when a token names a key it does not hold.
+    File(PathBuf),
+    /// Fixed keys.
+    Fixed,
+}
+
+/// How soon an unknown `kid` may trigger another re-read of the JWKS file.
+const RELOAD_EVERY: Duration = Duration::from_secs(5);
+
+/// Verifies bearer JWTs against a JWKS under a [`JwtPolicy`].
+#[derive(Debug)]
+pub struct JwtVerifier {
+    policy: JwtPolicy,
+    source: KeySource,
+    keys: RwLock<(JwkSet, Option<Instant>)>,
+}
+
+impl JwtVerifier {
+    /// Keys from a JWKS file (`{"keys": [...]}`), re-read on an unknown `kid` (key
+    /// rotation: publish the new key in the file, then sign with it).
+    pub fn from_jwks_file(path: &Path, policy: JwtPolicy) -> Result<Self, TokenError> {
+        let keys = read_jwks(path)?;
+        Ok(JwtVerifier {
+            policy,
+            source: KeySource::File(path.to_owned()),
+            keys: RwLock::new((keys, Some(Instant::now()))),
+        })
+    }
+
+    /// Fixed keys.
+    pub fn from_jwks(keys: JwkSet, policy: JwtPolicy) -> Self {
+        JwtVerifier {
+            policy,
+            source: KeySource::Fixed,
+            keys: RwLock::new((keys, None)),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &JwtPolicy {
+        &self.policy
+    }
+
+    /// The token's claims if it passes every check; the first check it fails otherwise.
+    pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
+        // A header that does not parse may still name an algorithm (`none`, which the
+        // library has no name for): say so, it is the refusal that matters to an auditor.
+        if token.split('.').count() != 3 {
+            return Err(TokenError::Malformed(
+                "not a JWT (three dot-separated parts)".into(),
+            ));
+        }
+        let header = jsonwebtoken::decode_header(token).map_err(|_| match raw_alg(token) {
+            Some(alg) => TokenError::Algorithm(alg),
+            None => TokenError::Malformed("not a JWT".into()),
+        })?;
+        if !self.policy.algorithms.contains(&header.alg) {
+            return Err(TokenError::Algorithm(format!("{:?}", header.alg)));
+        }
+        let key = match self.key_for(&header) {
+            Some(k) => k,
+            None if self.reload() => self
+                .key_for(&header)
+                .ok_or_else(|| TokenError::UnknownKey(kid_text(&header)))?,
+            None => return Err(TokenError::UnknownKey(kid_text(&header))),
+        };
+        let mut v = Validation::new(header.alg);
+        v.leeway = self.policy.leeway.as_secs();
+        v.validate_nbf = true;
+        v.set_issuer(&[&self.policy.issuer]);
+        v.set_audience(&[&self.policy.audience]);
+        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(map_err)?;
+        Ok(data.claims)
+    }
+
+    /// The key a token names: by `kid`, or the only key when it names none. The key's own
+    /// `alg`, when it declares one, must be the token's.
+    fn key_for(&self, header: &Header) -> Option<DecodingKey> {
+        let keys = self.keys.read().ok()?;
+        let set = &keys.0;
+        let jwk = match &header.kid {
+            Some(kid) => set.find(kid)?,
+            None if set.keys.len() == 1 => &set.keys[0],
+            None => return None,
+        };
+        if let Some(alg) = jwk.common.key_algorithm
+            && format!("{alg:?}") != format!("{:?}", header.alg)
+        {
+            return None;
+        }
+        DecodingKey::from_jwk(jwk).ok()
+    }
+
+    /// Re-reads the JWKS file, at most once per [`RELOAD_EVERY`]; whether it did.
+    fn reload(&self) -> bool {
+        let KeySource::File(path) = &self.source else {
+            return false;
+        };
+        let Ok(mut keys) = self.keys.write() else {
+            return false;
+        };
+        if keys.1.is_some_and(|at| at.elapsed() < RELOAD_EVERY) {
+            return false;
+        }
+        keys.1 = Some(Instant::now());
+        match read_jwks(path) {
+            Ok(set) => {
+                keys.0 = set;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// The `alg` a token's header names, read without the library's list of known names.
+fn raw_alg(token: &str) -> Option<String> {
+    use base64::Engine;
+    let first = token.split('.').next()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(first.trim_end_matches('='))
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(v.get("alg")?.as_str()?.chars().take(16).collect())
+}
+
+fn kid_text(header: &Header) -> String {
+    header
+        .kid
+        .as_deref()
+        .map_or_else(|| "(no kid, several keys)".into(), |k| format!("kid {k}"))
+}
+
+fn read_jwks(path: &Path) -> Result<JwkSet, TokenError> {
+    let err = |message: String| TokenError::Jwks {
+        path: path.to_owned(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| err(e.to_string()))
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// What a minted token says.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The subject.
+    pub subject: String,
+    /// The one audience (the agent the token is for).
+    pub audience: String,
+    /// The scopes granted.
+    pub scopes: BTreeSet<String>,
+    /// How long it lives.
+    pub lifetime: Duration,
+    /// The delegation chain.
+    pub act: Option<Actor>,
+}
+
+/// Mints Ed25519-signed JWTs and publishes the public key as a JWKS.
+pub struct TokenIssuer {
+    issuer: String,
+    kid: String,
+    key: EncodingKey,
+    public: Vec<u8>,
+}
+
+impl std::fmt::Debug for TokenIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenIssuer")
+            .field("issuer", &self.issuer)
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenIssuer {
+    /// An issuer named `issuer` with a fresh key pair (kept in memory only).
+    pub fn generate(issuer: impl Into<String>) -> Result<Self, TokenError> {
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+            .map_err(|e| TokenError::Key(e.to_string()))?;
+        Self::from_pkcs8(issuer, pkcs8.as_ref())
+    }
+
+    /// An issuer from an Ed25519 private key in PKCS#8 DER.
+    pub fn from_pkcs8(issuer: impl Into<String>, pkcs8: &[u8]) -> Result<Self, TokenError> {
+        use ring::signature::KeyPair;
+        let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8)
+            .map_err(|e| TokenError::Key(e.to_string()))?;
+        let public = pair.public_key().as_ref().to_vec();
+        let kid = {
+            use sha2::Digest;
+            let d = sha2::Sha256::digest(&public);
+            d[..8].iter().map(|b| format!("{b:02x}")).collect()
+        };
+        Ok(TokenIssuer {
+            issuer: issuer.into(),
+            kid,
+            key: EncodingKey::from_ed_der(pkcs8),
+            public,
+        })
+    }
+
+    /// The issuer name (`iss`).
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// The key id tokens carry.
+    pub fn kid(&self) -> &str {
+        &self.kid
+    }
+
+    /// The public key as a JWKS, to publish (`/.well-known/jwks.json`) or write to a file.
+    pub fn jwks(&self) -> serde_json::Value {
+        use base64::Engine;
+        let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&self.public);
+        serde_json::json!({"keys": [{
+            "kty": "OKP", "crv": "Ed25519", "x": x, "kid": self.kid, "alg": "EdDSA", "use": "sig"
+        }]})
+    }
+
+    /// A token for `grant`, valid from now for its lifetime.
+    pub fn issue(&self, grant: &Grant) -> Result<String, TokenError> {
+        let iat = now();
+        let scope = grant.scopes.iter().cloned().collect::<Vec<_>>().join(" ");
+        let claims = Claims {
+            sub: grant.subject.clone(),
+            iss: self.issuer.clone(),
+            aud: Audience::One(grant.audience.clone()),
+            exp: iat + grant.lifetime.as_secs().max(1),
+            nbf: Some(iat),
+            iat: Some(iat),
+            jti: Some(uuid_like()),
+            scope: (!scope.is_empty()).then_some(scope),
+            scp: None,
+            act: grant.act.clone(),
+            client_id: None,
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(self.kid.clone());
+        header.typ = Some("JWT".into());
+        jsonwebtoken::encode(&header, &claims, &self.key)
+            .map_err(|e| TokenError::Key(e.to_string()))
+    }
+}
+
+/// 128 random bits in hex, for `jti`.
+fn uuid_like() -> String {
+    let mut b = [0u8; 16];
+    let _ = getrandom::fill(&mut b);
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
