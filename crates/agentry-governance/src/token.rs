@@ -185,6 +185,27 @@ impl JwtPolicy {
     }
 }
 
+impl JwtPolicy {
+    /// The allow-list by names (`EdDSA`, `ES256`, `RS256`, ...). Only asymmetric algorithms:
+    /// an HMAC secret shared with every verifier would let each of them mint tokens.
+    pub fn with_algorithms(mut self, names: &[String]) -> Result<Self, TokenError> {
+        self.algorithms = names
+            .iter()
+            .map(|n| match n.as_str() {
+                "EdDSA" | "ES256" | "ES384" | "RS256" | "RS384" | "RS512" | "PS256" | "PS384"
+                | "PS512" => n.parse().map_err(|_| n.clone()),
+                _ => Err(n.clone()),
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|n| {
+                TokenError::Algorithm(format!(
+                    "{n} (accepted: EdDSA, ES256, ES384, RS256, RS384, RS512, PS256, PS384, PS512)"
+                ))
+            })?;
+        Ok(self)
+    }
+}
+
 /// Where the verification keys come from.
 #[derive(Debug, Clone)]
 enum KeySource {
@@ -433,11 +454,16 @@ impl TokenIssuer {
             act: grant.act.clone(),
             client_id: None,
         };
+        self.sign(&claims)
+    }
+
+    /// Signs `claims` as they are (its `iss` is not checked against this issuer's): for
+    /// token services that build claims themselves, and for tests of refusals.
+    pub fn sign(&self, claims: &Claims) -> Result<String, TokenError> {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(self.kid.clone());
         header.typ = Some("JWT".into());
-        jsonwebtoken::encode(&header, &claims, &self.key)
-            .map_err(|e| TokenError::Key(e.to_string()))
+        jsonwebtoken::encode(&header, claims, &self.key).map_err(|e| TokenError::Key(e.to_string()))
     }
 }
 

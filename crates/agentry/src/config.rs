@@ -82,6 +82,7 @@ impl Config {
                 db: None,
                 bearer_tokens: None,
                 api_keys: None,
+                required_scopes: None,
             }],
             ..Config::default()
         }
@@ -96,6 +97,9 @@ impl Config {
         };
         if let Some(d) = &mut self.server.state_dir {
             join(d);
+        }
+        if let Some(j) = &mut self.server.jwt {
+            join(&mut j.jwks_file);
         }
         for a in &mut self.agents {
             if let Some(c) = &mut a.config {
@@ -213,6 +217,35 @@ pub struct ServerSection {
     /// or refused) in the tamper-evident audit trail `<state_dir>/audit.db` (its key in
     /// `audit.db.key`), before the request is served; `agentry audit verify` checks it.
     pub audit: bool,
+    /// Bearer JWTs from an issuer the operator trusts, besides (or instead of) the static
+    /// credentials: every call then needs a credential.
+    pub jwt: Option<JwtSection>,
+}
+
+/// `[server.jwt]`: which bearer JWTs the agents accept.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct JwtSection {
+    /// The issuer's public keys as a JWKS file (re-read when a token names a key it does
+    /// not hold, so a rotated key only needs publishing there).
+    pub jwks_file: PathBuf,
+    /// The one `iss` accepted.
+    pub issuer: String,
+    /// The `aud` a token must name; default: each agent's own URL (its card's `url`), so a
+    /// token minted for one agent is refused by the others.
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// Algorithms accepted: any of EdDSA, ES256, ES384, RS256, RS384, RS512, PS256, PS384,
+    /// PS512 (default EdDSA, ES256, RS256).
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    /// Scopes every token must carry (an agent entry's `required_scopes` replaces them).
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf`, in seconds (default 30).
+    #[serde(default)]
+    pub leeway_seconds: Option<u64>,
 }
 
 /// See [`ServerSection::durability`].
@@ -275,6 +308,7 @@ impl Default for ServerSection {
             durability: DurabilityChoice::Power,
             mcp_allow: Vec::new(),
             audit: false,
+            jwt: None,
         }
     }
 }
@@ -282,7 +316,7 @@ impl Default for ServerSection {
 impl ServerSection {
     /// Whether any agent requires credentials (`[server]`'s or its own).
     pub fn has_credentials(&self) -> bool {
-        !self.bearer_tokens.is_empty() || !self.api_keys.is_empty()
+        !self.bearer_tokens.is_empty() || !self.api_keys.is_empty() || self.jwt.is_some()
     }
 
     /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].
@@ -355,6 +389,9 @@ pub struct AgentEntry {
     /// This agent's own API keys, instead of `[server]`'s (same forms).
     #[serde(default)]
     pub api_keys: Option<Vec<String>>,
+    /// The scopes a JWT must carry to call this agent, instead of `[server.jwt]`'s.
+    #[serde(default)]
+    pub required_scopes: Option<Vec<String>>,
 }
 
 /// The agents agentry ships, servable without writing an agent config.

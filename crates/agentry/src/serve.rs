@@ -67,7 +67,7 @@ impl Service {
                     }
                 })
             };
-        let server_credentials = credentials(server, None)?;
+        let server_credentials = |url: &str| credentials(server, None, url);
         let mut server_config = ServerConfig::default();
         server_config.push.allow_private = server.allow_private_push;
         server_config.allowed_hosts = server.host_allow_list();
@@ -121,7 +121,7 @@ impl Service {
         for entry in &configs.config.agents {
             let path = entry.normalized_path();
             let url = url_for(&path);
-            let creds = credentials(server, Some(entry))?;
+            let creds = credentials(server, Some(entry), &url)?;
             if let Some(b) = &entry.builtin {
                 let (card, executor) = builtin::make(b, &url, server).await?;
                 add(
@@ -160,12 +160,13 @@ impl Service {
             }
             let path = format!("/{}", o.path.trim_matches('/'));
             let card = orch.card(&url_for(&path));
+            let creds = server_credentials(&url_for(&path))?;
             add(
                 path,
                 card,
                 Arc::new(orch),
                 store_for("orchestrator", None)?,
-                &server_credentials,
+                &creds,
             );
         }
 
@@ -198,6 +199,7 @@ impl Service {
 fn credentials(
     server: &crate::config::ServerSection,
     entry: Option<&crate::config::AgentEntry>,
+    url: &str,
 ) -> Result<Option<Credentials>, Error> {
     let none = Vec::new();
     let (tokens, keys) = match entry {
@@ -207,7 +209,16 @@ fn credentials(
         ),
         _ => (&server.bearer_tokens, &server.api_keys),
     };
-    if tokens.is_empty() && keys.is_empty() {
+    let (verifier, required_scopes) = match &server.jwt {
+        Some(j) => {
+            let scopes = entry
+                .and_then(|e| e.required_scopes.clone())
+                .unwrap_or_else(|| j.required_scopes.clone());
+            (Some(jwt_verifier(j, url)?), scopes)
+        }
+        None => (None, Vec::new()),
+    };
+    if tokens.is_empty() && keys.is_empty() && verifier.is_none() {
         return Ok(None);
     }
     Ok(Some(Credentials {
@@ -215,7 +226,45 @@ fn credentials(
         api_key_header: Some(server.api_key_header.clone()),
         api_keys: keys.iter().map(|k| secret(k)).collect::<Result<_, _>>()?,
         required_for_all: true,
+        verifier,
+        required_scopes,
     }))
+}
+
+/// `[server.jwt]` as the verifier of one agent (its audience: the configured one, else the
+/// agent's URL).
+fn jwt_verifier(
+    j: &crate::config::JwtSection,
+    url: &str,
+) -> Result<Arc<dyn agentry_a2a::server::BearerVerifier>, Error> {
+    use agentry_governance::{JwtPolicy, JwtVerifier};
+    let audience = j.audience.clone().unwrap_or_else(|| url.to_owned());
+    let mut policy = JwtPolicy::new(j.issuer.clone(), audience);
+    if !j.algorithms.is_empty() {
+        policy = policy
+            .with_algorithms(&j.algorithms)
+            .map_err(|e| Error::Invalid(format!("[server.jwt] algorithms: {e}")))?;
+    }
+    if let Some(s) = j.leeway_seconds {
+        policy.leeway = std::time::Duration::from_secs(s);
+    }
+    let verifier = JwtVerifier::from_jwks_file(&j.jwks_file, policy)
+        .map_err(|e| Error::Invalid(format!("[server.jwt]: {e}")))?;
+    Ok(Arc::new(JwtBearer(verifier)))
+}
+
+/// Governance's JWT verifier as the server's bearer verifier.
+#[derive(Debug)]
+struct JwtBearer(agentry_governance::JwtVerifier);
+
+impl agentry_a2a::server::BearerVerifier for JwtBearer {
+    fn verify(&self, token: &str) -> Result<agentry_a2a::server::VerifiedBearer, String> {
+        let claims = self.0.verify(token).map_err(|e| e.to_string())?;
+        Ok(agentry_a2a::server::VerifiedBearer {
+            scopes: claims.scopes().into_iter().collect(),
+            subject: claims.sub,
+        })
+    }
 }
 
 /// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.

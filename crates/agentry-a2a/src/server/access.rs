@@ -25,7 +25,7 @@ pub struct Access {
     /// Let through or refused.
     pub allowed: bool,
     /// Why, in a few words.
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 /// Where decisions go. `record` resolves once the decision is kept; an error refuses the
@@ -49,7 +49,7 @@ impl Audited {
         req: Option<&Request>,
         caller: Option<&str>,
         allowed: bool,
-        reason: &'static str,
+        reason: String,
     ) -> Result<(), String> {
         let access = Access {
             agent: self.agent.clone(),

@@ -251,16 +251,95 @@ fn rpc_error(id: &Value, e: &RpcError, v: ProtocolVersion) -> Response {
 }
 
 fn unauthorized(id: &Value, v: ProtocolVersion) -> Response {
-    let mut r = rpc_error(
-        id,
-        &RpcError::invalid_request(
-            "authentication required: send `Authorization: Bearer <token>` or the API key header",
-        ),
-        v,
-    );
-    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    refused(id, v, &Refusal::anonymous())
+}
+
+/// Why a request is refused before it is read, as both bindings answer it: 401 with a
+/// `WWW-Authenticate` challenge (RFC 6750: `invalid_token` with a description) or 403
+/// `insufficient_scope` naming the scopes required.
+pub(super) struct Refusal {
+    pub(super) forbidden: bool,
+    /// The principal, when the credential was valid but not enough.
+    pub(super) caller: Option<String>,
+    /// For the client and the audit trail.
+    pub(super) message: String,
+    pub(super) challenge: HeaderValue,
+}
+
+impl Refusal {
+    fn anonymous() -> Self {
+        Refusal {
+            forbidden: false,
+            caller: None,
+            message: "authentication required: send `Authorization: Bearer <token>` or the API \
+                      key header"
+                .into(),
+            challenge: HeaderValue::from_static("Bearer"),
+        }
+    }
+
+    pub(super) fn status(&self) -> StatusCode {
+        if self.forbidden {
+            StatusCode::FORBIDDEN
+        } else {
+            StatusCode::UNAUTHORIZED
+        }
+    }
+}
+
+/// A header parameter's value: printable ASCII without quotes or backslashes.
+fn quotable(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .filter(|c| !matches!(c, '"' | '\\'))
+        .take(200)
+        .collect()
+}
+
+/// The refusal of a request with these headers, if it is refused: no credentials where
+/// every call needs them, a credential that does not verify (always, where tokens are
+/// verified: a client sending a bad token should learn it), or a token without the
+/// required scopes.
+pub(super) fn refusal(s: &AgentEndpoint, headers: &HeaderMap) -> Option<Refusal> {
+    use super::Verdict;
+    let c = s.credentials.as_ref()?;
+    match c.verdict(headers) {
+        Verdict::Caller(_) => None,
+        Verdict::Anonymous => c.required_for_all.then(Refusal::anonymous),
+        Verdict::Invalid(why) => (c.required_for_all || c.verifier.is_some()).then(|| {
+            let why = quotable(&why);
+            Refusal {
+                forbidden: false,
+                caller: None,
+                message: format!("invalid token: {why}"),
+                challenge: HeaderValue::from_str(&format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{why}\""
+                ))
+                .unwrap_or(HeaderValue::from_static("Bearer error=\"invalid_token\"")),
+            }
+        }),
+        Verdict::Insufficient { caller, missing } => {
+            let scopes = quotable(&missing.join(" "));
+            Some(Refusal {
+                forbidden: true,
+                caller: Some(caller),
+                message: format!("the token lacks the scope(s) this agent requires: {scopes}"),
+                challenge: HeaderValue::from_str(&format!(
+                    "Bearer error=\"insufficient_scope\", scope=\"{scopes}\""
+                ))
+                .unwrap_or(HeaderValue::from_static(
+                    "Bearer error=\"insufficient_scope\"",
+                )),
+            })
+        }
+    }
+}
+
+fn refused(id: &Value, v: ProtocolVersion, why: &Refusal) -> Response {
+    let mut r = rpc_error(id, &RpcError::invalid_request(why.message.clone()), v);
+    *r.status_mut() = why.status();
     r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        .insert(header::WWW_AUTHENTICATE, why.challenge.clone());
     r
 }
 
@@ -293,13 +372,15 @@ pub(super) async fn audit(
     req: Option<&Request>,
     caller: Option<&str>,
     allowed: bool,
-    reason: &'static str,
+    reason: impl Into<String>,
 ) -> Result<(), RpcError> {
     let Some(a) = &s.audited else { return Ok(()) };
-    a.record(req, caller, allowed, reason).await.map_err(|e| {
-        tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
-        RpcError::internal("the audit trail could not record this request; nothing was done")
-    })
+    a.record(req, caller, allowed, reason.into())
+        .await
+        .map_err(|e| {
+            tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
+            RpcError::internal("the audit trail could not record this request; nothing was done")
+        })
 }
 
 /// JSON, or a JSON structured suffix; charset parameters are fine.
@@ -403,14 +484,12 @@ async fn rpc(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
-    if let Some(c) = &s.credentials
-        && c.required_for_all
-        && !c.accepts(&headers)
-    {
-        if let Err(e) = audit(&s, None, None, false, "no valid credentials").await {
+    if let Some(why) = refusal(&s, &headers) {
+        let caller = why.caller.as_deref();
+        if let Err(e) = audit(&s, None, caller, false, why.message.clone()).await {
             return rpc_error(&Value::Null, &e, fallback);
         }
-        return unauthorized(&Value::Null, fallback);
+        return refused(&Value::Null, fallback, &why);
     }
     let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
         Ok(x) => x,

@@ -48,6 +48,44 @@ pub struct Credentials {
     pub api_keys: Vec<String>,
     /// Require credentials on every call, not only for the extended card.
     pub required_for_all: bool,
+    /// Bearer tokens that are not in `bearer_tokens` go to this verifier (JWTs).
+    pub verifier: Option<Arc<dyn BearerVerifier>>,
+    /// Scopes a verified token must carry, all of them (a token without one gets 403).
+    /// The operator's own `bearer_tokens` and `api_keys` carry every scope.
+    pub required_scopes: Vec<String>,
+}
+
+/// Checks bearer tokens a server does not list itself (signed tokens such as JWTs): whom a
+/// token is for and which scopes it grants, or why it is refused.
+pub trait BearerVerifier: std::fmt::Debug + Send + Sync + 'static {
+    /// The token's subject and scopes; the error says which check failed (it reaches the
+    /// client in `WWW-Authenticate`, so it must not hold a secret).
+    fn verify(&self, token: &str) -> Result<VerifiedBearer, String>;
+}
+
+/// What a [`BearerVerifier`] learned from a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedBearer {
+    /// Whom the token is for (`sub`).
+    pub subject: String,
+    /// The scopes it grants.
+    pub scopes: Vec<String>,
+}
+
+/// What a request's credentials amount to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// It presents none.
+    Anonymous,
+    /// It presents an accepted credential: the principal.
+    Caller(String),
+    /// It presents a credential that is refused, and why.
+    Invalid(String),
+    /// A valid token (of this principal) that lacks these required scopes.
+    Insufficient {
+        caller: String,
+        missing: Vec<String>,
+    },
 }
 
 impl Credentials {
@@ -57,26 +95,57 @@ impl Credentials {
 
     /// Who a request authenticates as, when it presents a credential this server accepts:
     /// `bearer:` or `api-key:` and a digest of the credential (so the task stores and logs
-    /// that keep principals never hold a secret). Tasks belong to the principal that made
-    /// them.
+    /// that keep principals never hold a secret), or `jwt:` and a verified token's subject.
+    /// Tasks belong to the principal that made them.
     pub fn principal(&self, headers: &http::HeaderMap) -> Option<String> {
+        match self.verdict(headers) {
+            Verdict::Caller(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn verdict(&self, headers: &http::HeaderMap) -> Verdict {
         // The scheme is case-insensitive (RFC 9110 section 11.1): `BEARER x` is `Bearer x`.
-        if let Some(auth) = headers
+        let bearer = headers
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            && let Some((scheme, token)) = auth.trim_start().split_once(' ')
-            && scheme.eq_ignore_ascii_case("bearer")
-            && let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token.trim()))
-        {
-            return Some(digest("bearer", t));
+            .and_then(|auth| auth.trim_start().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        if let Some(token) = bearer {
+            if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
+                return Verdict::Caller(digest("bearer", t));
+            }
+            if let Some(v) = &self.verifier {
+                return match v.verify(token) {
+                    Ok(b) => {
+                        let missing: Vec<String> = self
+                            .required_scopes
+                            .iter()
+                            .filter(|s| !b.scopes.contains(s))
+                            .cloned()
+                            .collect();
+                        let caller = format!("jwt:{}", b.subject);
+                        if missing.is_empty() {
+                            Verdict::Caller(caller)
+                        } else {
+                            Verdict::Insufficient { caller, missing }
+                        }
+                    }
+                    Err(why) => Verdict::Invalid(why),
+                };
+            }
         }
         if let Some(h) = &self.api_key_header
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
             && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return Some(digest("api-key", k));
+            return Verdict::Caller(digest("api-key", k));
         }
-        None
+        match bearer {
+            Some(_) => Verdict::Invalid("token not accepted".into()),
+            None => Verdict::Anonymous,
+        }
     }
 }
 
@@ -87,6 +156,21 @@ impl Credentials {
     pub fn declare(&self, card: &mut AgentCard) {
         use crate::model::SecurityScheme;
         let mut any = Vec::new();
+        if self.verifier.is_some() {
+            card.security_schemes.insert(
+                "jwt".into(),
+                SecurityScheme::Http {
+                    scheme: "bearer".into(),
+                    bearer_format: Some("JWT".into()),
+                    description: Some(
+                        "A JWT from the issuer the agent's operator trusts, for this agent's \
+                         audience."
+                            .into(),
+                    ),
+                },
+            );
+            any.push("jwt");
+        }
         if !self.bearer_tokens.is_empty() {
             card.security_schemes.insert(
                 "bearer".into(),
@@ -115,7 +199,14 @@ impl Credentials {
             // Alternatives: one of them is enough.
             card.security = any
                 .into_iter()
-                .map(|name| std::iter::once((name.to_owned(), Vec::new())).collect())
+                .map(|name| {
+                    let scopes = if name == "jwt" {
+                        self.required_scopes.clone()
+                    } else {
+                        Vec::new()
+                    };
+                    std::iter::once((name.to_owned(), scopes)).collect()
+                })
                 .collect();
         }
     }

@@ -102,6 +102,22 @@ fn unauthorized() -> Response {
     r
 }
 
+/// A refusal as a `google.rpc.Status` (UNAUTHENTICATED or PERMISSION_DENIED).
+fn refused(why: &handlers::Refusal) -> Response {
+    let status = why.status();
+    let body = json!({"error": {
+        "code": status.as_u16(),
+        "status": if why.forbidden { "PERMISSION_DENIED" } else { "UNAUTHENTICATED" },
+        "message": why.message,
+        "details": [],
+    }});
+    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, why.challenge.clone());
+    r
+}
+
 /// Query parameters as v1.0 params: numbers and booleans where the operation has them.
 fn query_params(query: Option<&str>) -> Map<String, Value> {
     let mut out = Map::new();
@@ -192,14 +208,12 @@ async fn call(
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
-    if let Some(c) = &s.credentials
-        && c.required_for_all
-        && !c.accepts(headers)
-    {
-        if let Err(e) = handlers::audit(s, None, None, false, "no valid credentials").await {
+    if let Some(why) = handlers::refusal(s, headers) {
+        let caller = why.caller.as_deref();
+        if let Err(e) = handlers::audit(s, None, caller, false, why.message.clone()).await {
             return error(&e);
         }
-        return unauthorized();
+        return refused(&why);
     }
     let caller = s.credentials.as_ref().and_then(|c| c.principal(headers));
     let active = match handlers::negotiate_extensions(s, headers) {

@@ -4,4 +4,5 @@
 //! are its modules, grouped by concern.
 
 mod config;
+mod governance;
 mod serve;

@@ -1,0 +1,241 @@
+//! `[server.jwt]` end to end: an agent served from config refuses every token that is not
+//! exactly right with 401 (`invalid_token` and why) or 403 (`insufficient_scope`), on
+//! JSON-RPC and HTTP+JSON alike; its cards declare the JWT scheme with the scopes; every
+//! decision is in the audit trail.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agentry::config::Config;
+use agentry::governance::token::{Audience, Claims};
+use agentry::governance::{AuditLog, Grant, TokenIssuer};
+use serde_json::{Value, json};
+
+const ISS: &str = "https://idp.test";
+
+/// One HTTP request; status line, headers and body as text.
+async fn http(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_owned(), body.to_owned())
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_decision() {
+    let dir = std::env::temp_dir().join(format!("agentry-jwt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    let stranger = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("jwks.json"), idp.jwks().to_string()).unwrap();
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        audit = true
+        [server.jwt]
+        jwks_file = "{dir}/jwks.json"
+        issuer = "{ISS}"
+        required_scopes = ["echo.use"]
+        [[agents]]
+        path = "/"
+        builtin = {{ kind = "echo" }}
+        "#,
+        dir = dir.display()
+    );
+    let mut config: Config = toml::from_str(&toml).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    let base = format!("http://{addr}");
+    let agent_url = format!("{base}/");
+
+    // The cards say how to authenticate, with the scopes (both generations).
+    for version in ["0.3", "1.0"] {
+        let (_, _, card) = http(
+            &base,
+            "GET",
+            "/.well-known/agent-card.json",
+            &[("A2A-Version", version)],
+            "",
+        )
+        .await;
+        let card: Value = serde_json::from_str(&card).unwrap();
+        let scheme = &card["securitySchemes"]["jwt"];
+        let text = scheme.to_string();
+        assert!(
+            text.contains("JWT") && text.contains("bearer"),
+            "{version}: {card}"
+        );
+        assert!(card.to_string().contains("echo.use"), "{version}: {card}");
+    }
+
+    let grant = |aud: &str, scopes: &[&str]| Grant {
+        subject: "alice".into(),
+        audience: aud.into(),
+        scopes: scopes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>(),
+        lifetime: Duration::from_secs(120),
+        act: None,
+    };
+    let claims = |exp: u64, nbf: u64| Claims {
+        sub: "alice".into(),
+        iss: ISS.into(),
+        aud: Audience::One(agent_url.clone()),
+        exp,
+        nbf: Some(nbf),
+        iat: Some(nbf),
+        jti: None,
+        scope: Some("echo.use".into()),
+        scp: None,
+        act: None,
+        client_id: None,
+    };
+    let t = now();
+    let good = idp.issue(&grant(&agent_url, &["echo.use"])).unwrap();
+    let alg_none = {
+        use base64::Engine;
+        let e = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        format!(
+            "{}.{}.",
+            e(json!({"alg": "none"})),
+            e(serde_json::to_value(claims(t + 60, t)).unwrap())
+        )
+    };
+    // (case, token, status, what the challenge must say)
+    let cases: Vec<(&str, Option<String>, u16, &str)> = vec![
+        ("no token", None, 401, "Bearer"),
+        ("garbage", Some("x.y.z".into()), 401, "invalid_token"),
+        ("alg none", Some(alg_none), 401, "invalid_token"),
+        (
+            "expired",
+            Some(idp.sign(&claims(t - 3600, t - 7200)).unwrap()),
+            401,
+            "expired",
+        ),
+        (
+            "not yet valid",
+            Some(idp.sign(&claims(t + 7200, t + 3600)).unwrap()),
+            401,
+            "not valid yet",
+        ),
+        (
+            "another agent's audience",
+            Some(
+                idp.issue(&grant("http://127.0.0.1:1/mail", &["echo.use"]))
+                    .unwrap(),
+            ),
+            401,
+            "wrong audience",
+        ),
+        (
+            "a key the issuer never published",
+            Some(stranger.issue(&grant(&agent_url, &["echo.use"])).unwrap()),
+            401,
+            "invalid_token",
+        ),
+        (
+            "without the required scope",
+            Some(idp.issue(&grant(&agent_url, &["mail.draft"])).unwrap()),
+            403,
+            "scope=\"echo.use\"",
+        ),
+        ("a valid token", Some(good.clone()), 200, ""),
+    ];
+    let send_rpc = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+        "message": {"role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": "hi"}]}}})
+    .to_string();
+    let send_rest =
+        json!({"message": {"role": "ROLE_USER", "messageId": "m-2", "parts": [{"text": "hi"}]}})
+            .to_string();
+    let mut wrong = Vec::new();
+    for (name, token, status, challenge) in &cases {
+        let auth = token.as_ref().map(|t| format!("Bearer {t}"));
+        let mut headers = vec![];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        let (got, head, body) = http(&base, "POST", "/", &headers, &send_rpc).await;
+        headers.push(("A2A-Version", "1.0"));
+        let (got_rest, head_rest, body_rest) =
+            http(&base, "POST", "/message:send", &headers, &send_rest).await;
+        for (binding, got, head, body) in [
+            ("JSON-RPC", got, &head, &body),
+            ("HTTP+JSON", got_rest, &head_rest, &body_rest),
+        ] {
+            let challenged = head
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("www-authenticate:"))
+                .unwrap_or("");
+            if got != *status || (*status != 200 && !challenged.contains(challenge)) {
+                wrong.push(format!(
+                    "{name} over {binding}: {got} {challenged:?} {body}"
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // Every decision was recorded before the request was served.
+    let log = AuditLog::open(&dir.join("audit.db")).unwrap();
+    log.verify().unwrap();
+    let records = log.records(1, 1000).unwrap();
+    let denied = records
+        .iter()
+        .filter(|r| r.event.decision.as_deref() == Some("deny"))
+        .count();
+    let allowed: Vec<_> = records
+        .iter()
+        .filter(|r| r.event.decision.as_deref() == Some("allow"))
+        .collect();
+    assert_eq!(denied, 2 * (cases.len() - 1), "{records:#?}");
+    assert_eq!(allowed.len(), 2, "{records:#?}");
+    assert!(
+        allowed.iter().all(|r| r.event.actor == "jwt:alice"),
+        "{allowed:#?}"
+    );
+    let scope_refusal = records
+        .iter()
+        .find(|r| r.event.detail.to_string().contains("lacks the scope"))
+        .expect("the 403 is recorded with its reason");
+    assert_eq!(scope_refusal.event.actor, "jwt:alice");
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
