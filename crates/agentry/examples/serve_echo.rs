@@ -9,6 +9,10 @@
 //! `conformance` serves the conformance agent instead (its `test-resubscribe-message-id`
 //! tasks stream for `AGENTRY_STREAM_SECONDS`, default 10: the load test's open streams). The
 //! last argument is the SQLite store's durability (default `power`).
+//!
+//! Governance, for `bench/governance.sh`: `AGENTRY_BENCH_JWKS=FILE` and
+//! `AGENTRY_BENCH_ISSUER=ISS` require a JWT from that issuer for this URL with the scope
+//! `echo.use`; `AGENTRY_BENCH_AUDIT=DB` records every decision in that audit trail.
 
 use std::sync::Arc;
 
@@ -58,6 +62,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             AgentService::new(Conformance::card(&url), agent, store)
         }
     };
+    let agent = governed(agent, &url)?;
     A2aServer::new()
         .agent("/", agent)
         .serve(listener, async {
@@ -65,4 +70,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     Ok(())
+}
+
+/// JWT verification and the audit trail, when the benchmark asks for them.
+fn governed(
+    mut agent: AgentService,
+    url: &str,
+) -> Result<AgentService, Box<dyn std::error::Error>> {
+    use agentry::governance::{AuditLog, JwtPolicy, JwtVerifier};
+    use agentry::governed::{AuditTrail, JwtBearer};
+    if let (Ok(jwks), Ok(issuer)) = (
+        std::env::var("AGENTRY_BENCH_JWKS"),
+        std::env::var("AGENTRY_BENCH_ISSUER"),
+    ) {
+        let verifier =
+            JwtVerifier::from_jwks_file(jwks.as_ref(), JwtPolicy::new(issuer, url.to_owned()))?;
+        agent = agent.with_credentials(agentry_a2a::server::Credentials {
+            verifier: Some(Arc::new(JwtBearer(verifier))),
+            required_scopes: vec!["echo.use".into()],
+            required_for_all: true,
+            ..Default::default()
+        });
+        eprintln!("JWTs required");
+    }
+    if let Ok(db) = std::env::var("AGENTRY_BENCH_AUDIT") {
+        agent = agent.with_access_log(Arc::new(AuditTrail(AuditLog::open(db.as_ref())?)));
+        eprintln!("audited in {db}");
+    }
+    Ok(agent)
 }

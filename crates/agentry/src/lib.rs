@@ -34,6 +34,7 @@
 //! - [`knowledge`], [`team`] (feature `specialists`): the knowledge base a process uses, and
 //!   the RAG → PPT team behind `agentry run`.
 //! - [`toolsets`]: agentry's tools by name, for `agentry mcp serve`.
+//! - [`governed`]: the audit trail and JWT verification joined to the A2A server.
 //!
 //! ## The layers, re-exported
 //! - [`a2a`]: the A2A protocol (both generations, both bindings), server, client, task stores.
@@ -62,6 +63,7 @@ pub mod agents;
 pub mod builtin;
 pub mod config;
 mod error;
+pub mod governed;
 pub mod serve;
 pub mod setup;
 pub mod toolsets;

@@ -77,7 +77,7 @@ impl Service {
         }
         let access_log: Option<Arc<dyn agentry_a2a::server::AccessLog>> = if server.audit {
             let log = agentry_governance::AuditLog::open(&state_dir.join("audit.db"))?;
-            Some(Arc::new(AuditedAccess(log)))
+            Some(Arc::new(crate::governed::AuditTrail(log)))
         } else {
             None
         };
@@ -250,21 +250,7 @@ fn jwt_verifier(
     }
     let verifier = JwtVerifier::from_jwks_file(&j.jwks_file, policy)
         .map_err(|e| Error::Invalid(format!("[server.jwt]: {e}")))?;
-    Ok(Arc::new(JwtBearer(verifier)))
-}
-
-/// Governance's JWT verifier as the server's bearer verifier.
-#[derive(Debug)]
-struct JwtBearer(agentry_governance::JwtVerifier);
-
-impl agentry_a2a::server::BearerVerifier for JwtBearer {
-    fn verify(&self, token: &str) -> Result<agentry_a2a::server::VerifiedBearer, String> {
-        let claims = self.0.verify(token).map_err(|e| e.to_string())?;
-        Ok(agentry_a2a::server::VerifiedBearer {
-            scopes: claims.scopes().into_iter().collect(),
-            subject: claims.sub,
-        })
-    }
+    Ok(Arc::new(crate::governed::JwtBearer(verifier)))
 }
 
 /// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.
@@ -383,27 +369,4 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     tracing::info!("shutting down; finishing open requests and streams");
-}
-
-/// The server's authorization decisions as audit records (`kind = "authz"`).
-struct AuditedAccess(agentry_governance::AuditLog);
-
-impl agentry_a2a::server::AccessLog for AuditedAccess {
-    fn record(
-        &self,
-        a: agentry_a2a::server::Access,
-    ) -> agentry_a2a::store::BoxFuture<'_, Result<(), String>> {
-        let mut e =
-            agentry_governance::Event::new("authz", a.caller.unwrap_or_else(|| "anonymous".into()))
-                .agent(a.agent)
-                .decision(if a.allowed { "allow" } else { "deny" })
-                .detail(serde_json::json!({ "reason": a.reason }));
-        if let Some(op) = a.operation {
-            e = e.skill(op);
-        }
-        if let Some(t) = a.task_id {
-            e = e.task(t);
-        }
-        Box::pin(async move { self.0.append(e).await.map(drop).map_err(|e| e.to_string()) })
-    }
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The cost of governance: the A2A task echo (memory store) measured with wrk in one run,
+# plain, with JWT verification (EdDSA, issuer, audience, expiry, a required scope), and with
+# JWT verification plus the audit trail (every decision an fsynced, hash-chained record), and
+# the p50/p99 of minting a token.
+#   bash bench/governance.sh [DURATION_S] [CONNECTIONS]
+set -euo pipefail
+cd "$(dirname "$0")"
+DUR=${1:-10}
+CONN=${2:-64}
+ROOT=$(cd .. && pwd)
+T=${CARGO_TARGET_DIR:-$ROOT/target}
+OUT=${BENCH_OUT:-$PWD/results}
+mkdir -p "$OUT"
+command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
+echo "==> building the echo server and the token minter (release)"
+(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo --example mint)
+PORT=19600
+URL="http://127.0.0.1:$PORT/"
+ISS=https://bench.idp
+TOKEN=$("$T/release/examples/mint" "$OUT/gov-jwks.json" "$ISS" "$URL" 10000 2>"$OUT/gov-mint.txt")
+PID=
+stop() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; PID=; }
+trap stop EXIT
+
+declare -A RPS P99 ERR
+measure() { # name, then env assignments for the server
+  local name=$1; shift
+  rm -f "$OUT/gov-audit.db"*
+  env "$@" "$T/release/examples/serve_echo" "$PORT" task 2>/dev/null &
+  PID=$!
+  for _ in $(seq 200); do curl -sf "$URL.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done
+  local token=""; [ "$name" != plain ] && token=$TOKEN
+  A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "$URL" >/dev/null
+  A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
+  RPS[$name]=$(awk '/Requests\/sec/ {print $2}' "$OUT/gov-$name.txt")
+  P99[$name]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$OUT/gov-$name.txt")
+  ERR[$name]=$(awk '/A2A_RESULT/ {print $2, $3, $4}' "$OUT/gov-$name.txt")
+  stop
+  printf '  %-12s %10s req/s  p99 %7s ms  %s\n' "$name" "${RPS[$name]}" "${P99[$name]}" "${ERR[$name]}"
+}
+
+echo "==> wrk -t2 -c$CONN -d${DUR}s, v1.0 SendMessage, task echo, memory store"
+measure plain
+measure jwt AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
+measure jwt+audit AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db"
+echo
+echo "==> throughput against plain (same run)"
+for name in jwt jwt+audit; do
+  awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" -v n="$name" \
+    'BEGIN {printf "  %-12s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
+done
+echo "==> minting an EdDSA token: $(sed 's/MINT //' "$OUT/gov-mint.txt")"

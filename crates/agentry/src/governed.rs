@@ -1,0 +1,62 @@
+//! Governance joined to the A2A server: the audit trail as the server's access log, and JWT
+//! verification as its bearer verifier. `[server] audit` and `[server.jwt]` use them; a
+//! program that builds its own [`AgentService`](agentry_a2a::server::AgentService) can too:
+//!
+//! ```no_run
+//! # fn run(svc: agentry::a2a::server::AgentService) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use agentry::governance::{AuditLog, JwtPolicy, JwtVerifier};
+//! use agentry::governed::{AuditTrail, JwtBearer};
+//! let policy = JwtPolicy::new("https://idp.example.com", "http://127.0.0.1:8080/");
+//! let verifier = JwtVerifier::from_jwks_file("jwks.json".as_ref(), policy)?;
+//! let credentials = agentry::a2a::server::Credentials {
+//!     verifier: Some(Arc::new(JwtBearer(verifier))),
+//!     required_scopes: vec!["agents.use".into()],
+//!     required_for_all: true,
+//!     ..Default::default()
+//! };
+//! let svc = svc
+//!     .with_credentials(credentials)
+//!     .with_access_log(Arc::new(AuditTrail(AuditLog::open("audit.db".as_ref())?)));
+//! # let _ = svc; Ok(()) }
+//! ```
+
+use agentry_a2a::server::{Access, AccessLog, BearerVerifier, VerifiedBearer};
+use agentry_a2a::store::BoxFuture;
+use agentry_governance::{AuditLog, Event, JwtVerifier};
+
+/// The audit trail as the server's access log: each decision an `authz` record (actor the
+/// caller or `anonymous`, agent, operation as the skill, task, allow/deny, the reason).
+#[derive(Debug)]
+pub struct AuditTrail(pub AuditLog);
+
+impl AccessLog for AuditTrail {
+    fn record(&self, a: Access) -> BoxFuture<'_, Result<(), String>> {
+        let mut e = Event::new("authz", a.caller.unwrap_or_else(|| "anonymous".into()))
+            .agent(a.agent)
+            .decision(if a.allowed { "allow" } else { "deny" })
+            .detail(serde_json::json!({ "reason": a.reason }));
+        if let Some(op) = a.operation {
+            e = e.skill(op);
+        }
+        if let Some(t) = a.task_id {
+            e = e.task(t);
+        }
+        Box::pin(async move { self.0.append(e).await.map(drop).map_err(|e| e.to_string()) })
+    }
+}
+
+/// A JWT verifier as the server's bearer verifier: the token's `sub` and scopes (`scope`
+/// and `scp`).
+#[derive(Debug)]
+pub struct JwtBearer(pub JwtVerifier);
+
+impl BearerVerifier for JwtBearer {
+    fn verify(&self, token: &str) -> Result<VerifiedBearer, String> {
+        let claims = self.0.verify(token).map_err(|e| e.to_string())?;
+        Ok(VerifiedBearer {
+            scopes: claims.scopes().into_iter().collect(),
+            subject: claims.sub,
+        })
+    }
+}
