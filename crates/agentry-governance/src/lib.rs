@@ -8,6 +8,9 @@
 //!   record is found by [`AuditLog::verify`].
 //! - [`token`]: bearer JWTs verified against a JWKS (issuer, audience, expiry, algorithm
 //!   allow-list, key rotation) and minted with an Ed25519 key whose JWKS is published.
+//! - [`exchange`]: delegated credentials (RFC 8693 token exchange): a short-lived token for
+//!   the next agent with the scopes the user has ∩ asked for ∩ the agent's ceiling, and the
+//!   `act` chain of every agent on the path.
 //!
 //! ```
 //! # async fn run() -> Result<(), agentry_governance::AuditError> {
@@ -26,7 +29,9 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod exchange;
 pub mod token;
 
 pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};
+pub use exchange::{ExchangeError, ExchangeRequest, Exchanged, TokenExchange};
 pub use token::{Claims, Grant, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};

@@ -129,6 +129,9 @@ pub struct Claims {
     /// The delegation chain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub act: Option<Actor>,
+    /// Who may act for the subject (RFC 8693 `may_act`), when the subject restricts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub may_act: Option<Actor>,
     /// The OAuth client the token was issued to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -159,6 +162,16 @@ pub enum Audience {
     Many(Vec<String>),
 }
 
+impl Audience {
+    /// Every audience named.
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Audience::One(a) => vec![a.as_str()],
+            Audience::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
 /// What a verifier accepts.
 #[derive(Debug, Clone)]
 pub struct JwtPolicy {
@@ -171,6 +184,9 @@ pub struct JwtPolicy {
     pub algorithms: Vec<Algorithm>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
+    /// `aud` required but not compared (a token service compares it with the party
+    /// asking; see [`JwtPolicy::any_audience`]).
+    any_audience: bool,
 }
 
 impl JwtPolicy {
@@ -181,6 +197,17 @@ impl JwtPolicy {
             audience: audience.into(),
             algorithms: vec![Algorithm::EdDSA, Algorithm::ES256, Algorithm::RS256],
             leeway: Duration::from_secs(30),
+            any_audience: false,
+        }
+    }
+
+    /// `issuer`'s tokens for any audience, for a token service: it checks a subject
+    /// token's `aud` against the authenticated party presenting it, which no fixed audience
+    /// can express. Never for an agent's own verifier.
+    pub fn any_audience(issuer: impl Into<String>) -> Self {
+        JwtPolicy {
+            any_audience: true,
+            ..JwtPolicy::new(issuer, String::new())
         }
     }
 }
@@ -219,12 +246,27 @@ enum KeySource {
 const RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 /// Verifies bearer JWTs against a JWKS under a [`JwtPolicy`].
-#[derive(Debug)]
 pub struct JwtVerifier {
     policy: JwtPolicy,
     source: KeySource,
     keys: RwLock<(JwkSet, Option<Instant>)>,
+    /// Tokens that verified, by their SHA-256 (a client sends the same token many times;
+    /// a signature check costs more than serving an echo): their claims, whose `exp` and
+    /// `nbf` are checked again at every use. Emptied when full and when the keys change.
+    verified: RwLock<std::collections::HashMap<[u8; 32], Claims>>,
 }
+
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtVerifier")
+            .field("policy", &self.policy)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many verified tokens are remembered.
+const VERIFIED_CAP: usize = 10_000;
 
 impl JwtVerifier {
     /// Keys from a JWKS file (`{"keys": [...]}`), re-read on an unknown `kid` (key
@@ -235,6 +277,7 @@ impl JwtVerifier {
             policy,
             source: KeySource::File(path.to_owned()),
             keys: RwLock::new((keys, Some(Instant::now()))),
+            verified: RwLock::default(),
         })
     }
 
@@ -244,6 +287,7 @@ impl JwtVerifier {
             policy,
             source: KeySource::Fixed,
             keys: RwLock::new((keys, None)),
+            verified: RwLock::default(),
         }
     }
 
@@ -254,6 +298,34 @@ impl JwtVerifier {
 
     /// The token's claims if it passes every check; the first check it fails otherwise.
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
+        use sha2::Digest;
+        let id: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let remembered = self.verified.read().ok().and_then(|m| m.get(&id).cloned());
+        if let Some(claims) = remembered {
+            // Signature, issuer and audience cannot have changed; time has.
+            let (now, leeway) = (now(), self.policy.leeway.as_secs());
+            if claims.exp.saturating_add(leeway) <= now {
+                return Err(TokenError::Expired);
+            }
+            if claims
+                .nbf
+                .is_some_and(|nbf| nbf > now.saturating_add(leeway))
+            {
+                return Err(TokenError::NotYetValid);
+            }
+            return Ok(claims);
+        }
+        let claims = self.verify_fully(token)?;
+        if let Ok(mut m) = self.verified.write() {
+            if m.len() >= VERIFIED_CAP {
+                m.clear();
+            }
+            m.insert(id, claims.clone());
+        }
+        Ok(claims)
+    }
+
+    fn verify_fully(&self, token: &str) -> Result<Claims, TokenError> {
         // A header that does not parse may still name an algorithm (`none`, which the
         // library has no name for): say so, it is the refusal that matters to an auditor.
         if token.split('.').count() != 3 {
@@ -279,7 +351,11 @@ impl JwtVerifier {
         v.leeway = self.policy.leeway.as_secs();
         v.validate_nbf = true;
         v.set_issuer(&[&self.policy.issuer]);
-        v.set_audience(&[&self.policy.audience]);
+        if self.policy.any_audience {
+            v.validate_aud = false;
+        } else {
+            v.set_audience(&[&self.policy.audience]);
+        }
         v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(map_err)?;
         Ok(data.claims)
@@ -318,11 +394,27 @@ impl JwtVerifier {
         match read_jwks(path) {
             Ok(set) => {
                 keys.0 = set;
+                // A key may have been withdrawn: what it verified is verified again.
+                if let Ok(mut m) = self.verified.write() {
+                    m.clear();
+                }
                 true
             }
             Err(_) => false,
         }
     }
+}
+
+/// A string claim of a token's payload, read without verifying anything (to route the token
+/// to the verifier of its issuer, which then checks everything).
+pub(crate) fn unverified_claim(token: &str, name: &str) -> Option<String> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    Some(v.get(name)?.as_str()?.to_owned())
 }
 
 /// The `alg` a token's header names, read without the library's list of known names.
@@ -452,6 +544,7 @@ impl TokenIssuer {
             scope: (!scope.is_empty()).then_some(scope),
             scp: None,
             act: grant.act.clone(),
+            may_act: None,
             client_id: None,
         };
         self.sign(&claims)

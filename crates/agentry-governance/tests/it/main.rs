@@ -1,4 +1,5 @@
 //! agentry-governance's tests, grouped by concern.
 
 mod audit;
+mod exchange;
 mod token;

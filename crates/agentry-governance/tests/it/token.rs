@@ -343,3 +343,20 @@ except jwt.InvalidAudienceError:
     assert_eq!(claims["scope"], "mail.draft mail.read");
     assert_eq!(claims["act"]["sub"], "orchestrator");
 }
+
+/// A token verified once is remembered, not trusted forever: once it expires it is refused.
+#[test]
+fn a_remembered_token_is_refused_once_it_expires() {
+    let (pkcs8, issuer) = key_pair(ISS);
+    let keys = serde_json::from_value(issuer.jwks()).unwrap();
+    let mut policy = JwtPolicy::new(ISS, AUD);
+    policy.leeway = Duration::ZERO;
+    let verifier = JwtVerifier::from_jwks(keys, policy);
+    let mut c = claims();
+    c["exp"] = json!(now() + 2);
+    let token = sign(&pkcs8, issuer.kid(), &c);
+    verifier.verify(&token).unwrap();
+    verifier.verify(&token).unwrap();
+    std::thread::sleep(Duration::from_millis(3100));
+    assert!(matches!(verifier.verify(&token), Err(TokenError::Expired)));
+}

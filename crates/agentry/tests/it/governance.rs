@@ -126,6 +126,7 @@ async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_dec
         scope: Some("echo.use".into()),
         scp: None,
         act: None,
+        may_act: None,
         client_id: None,
     };
     let t = now();
