@@ -491,6 +491,32 @@ impl TokenIssuer {
         Self::from_pkcs8(issuer, pkcs8.as_ref())
     }
 
+    /// An issuer whose key is kept in `path` (PKCS#8 DER), created with mode 0600 when
+    /// missing, so the tokens it minted stay verifiable across restarts.
+    pub fn load_or_create(issuer: impl Into<String>, path: &Path) -> Result<Self, TokenError> {
+        let err = |e: std::io::Error| TokenError::Key(format!("{}: {e}", path.display()));
+        match std::fs::read(path) {
+            Ok(der) => Self::from_pkcs8(issuer, &der),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let rng = ring::rand::SystemRandom::new();
+                let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+                    .map_err(|e| TokenError::Key(e.to_string()))?;
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(err)?;
+                }
+                let mut opts = std::fs::OpenOptions::new();
+                opts.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+                let mut f = opts.open(path).map_err(err)?;
+                std::io::Write::write_all(&mut f, pkcs8.as_ref()).map_err(err)?;
+                f.sync_all().map_err(err)?;
+                Self::from_pkcs8(issuer, pkcs8.as_ref())
+            }
+            Err(e) => Err(err(e)),
+        }
+    }
+
     /// An issuer from an Ed25519 private key in PKCS#8 DER.
     pub fn from_pkcs8(issuer: impl Into<String>, pkcs8: &[u8]) -> Result<Self, TokenError> {
         use ring::signature::KeyPair;

@@ -94,7 +94,7 @@ fn governed(
         eprintln!("JWTs required");
     }
     if let Ok(db) = std::env::var("AGENTRY_BENCH_AUDIT") {
-        agent = agent.with_access_log(Arc::new(AuditTrail(AuditLog::open(db.as_ref())?)));
+        agent = agent.with_access_log(Arc::new(AuditTrail(Arc::new(AuditLog::open(db.as_ref())?))));
         eprintln!("audited in {db}");
     }
     Ok(agent)

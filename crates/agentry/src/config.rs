@@ -52,6 +52,52 @@ pub struct Config {
     /// The built-in RAG → PPT team behind `agentry run`.
     #[serde(default)]
     pub team: Option<TeamSection>,
+    /// Serve an RFC 8693 token service (`POST /token`, `/.well-known/jwks.json`) minting
+    /// delegated tokens for the agents.
+    #[serde(default)]
+    pub token_service: Option<TokenServiceSection>,
+}
+
+/// `[token_service]`: delegated, short-lived tokens for calls between agents.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TokenServiceSection {
+    /// The `iss` of the tokens it mints (agents verify them with `[server.jwt]` naming this
+    /// issuer and this service's JWKS).
+    pub issuer: String,
+    /// Its Ed25519 key (PKCS#8), created (mode 0600) when missing; default
+    /// `<state_dir>/token-service.key`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// Lifetime of a minted token, in seconds (default 300; never past the subject token's).
+    #[serde(default)]
+    pub lifetime_seconds: Option<u64>,
+    /// The longest delegation (`act`) chain it mints (default 4).
+    #[serde(default)]
+    pub max_depth: Option<usize>,
+    /// The identity provider whose users' tokens may be exchanged.
+    #[serde(default)]
+    pub upstream: Option<UpstreamSection>,
+    /// Who may ask, by client id (the acting agent's name) and secret (`env:`, `file:` or
+    /// the value), sent with HTTP Basic authentication.
+    #[serde(default)]
+    pub clients: std::collections::BTreeMap<String, String>,
+    /// Each agent a token may be minted for (its audience, usually its URL) and the most
+    /// scopes it may be given.
+    #[serde(default)]
+    pub ceilings: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// `[token_service.upstream]`: the identity provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct UpstreamSection {
+    /// Its public keys.
+    pub jwks_file: PathBuf,
+    /// Its `iss`.
+    pub issuer: String,
 }
 
 impl Config {
@@ -100,6 +146,14 @@ impl Config {
         }
         if let Some(j) = &mut self.server.jwt {
             join(&mut j.jwks_file);
+        }
+        if let Some(t) = &mut self.token_service {
+            if let Some(k) = &mut t.key_file {
+                join(k);
+            }
+            if let Some(u) = &mut t.upstream {
+                join(&mut u.jwks_file);
+            }
         }
         for a in &mut self.agents {
             if let Some(c) = &mut a.config {

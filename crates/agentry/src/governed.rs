@@ -17,7 +17,7 @@
 //! };
 //! let svc = svc
 //!     .with_credentials(credentials)
-//!     .with_access_log(Arc::new(AuditTrail(AuditLog::open("audit.db".as_ref())?)));
+//!     .with_access_log(Arc::new(AuditTrail(Arc::new(AuditLog::open("audit.db".as_ref())?))));
 //! # let _ = svc; Ok(()) }
 //! ```
 
@@ -28,7 +28,7 @@ use agentry_governance::{AuditLog, Event, JwtVerifier};
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
 /// caller or `anonymous`, agent, operation as the skill, task, allow/deny, the reason).
 #[derive(Debug)]
-pub struct AuditTrail(pub AuditLog);
+pub struct AuditTrail(pub std::sync::Arc<AuditLog>);
 
 impl AccessLog for AuditTrail {
     fn record(&self, a: Access) -> BoxFuture<'_, Result<(), String>> {

@@ -35,6 +35,7 @@
 //!   the RAG → PPT team behind `agentry run`.
 //! - [`toolsets`]: agentry's tools by name, for `agentry mcp serve`.
 //! - [`governed`]: the audit trail and JWT verification joined to the A2A server.
+//! - [`tokens`]: the token service (`[token_service]`): RFC 8693 token exchange over HTTP.
 //!
 //! ## The layers, re-exported
 //! - [`a2a`]: the A2A protocol (both generations, both bindings), server, client, task stores.
@@ -66,6 +67,7 @@ mod error;
 pub mod governed;
 pub mod serve;
 pub mod setup;
+pub mod tokens;
 pub mod toolsets;
 
 #[cfg(feature = "specialists")]

@@ -75,12 +75,16 @@ impl Service {
         if let Some(n) = server.max_body_bytes {
             server_config.body_limit = n;
         }
-        let access_log: Option<Arc<dyn agentry_a2a::server::AccessLog>> = if server.audit {
-            let log = agentry_governance::AuditLog::open(&state_dir.join("audit.db"))?;
-            Some(Arc::new(crate::governed::AuditTrail(log)))
+        let audit_log = if server.audit {
+            Some(Arc::new(agentry_governance::AuditLog::open(
+                &state_dir.join("audit.db"),
+            )?))
         } else {
             None
         };
+        let access_log = audit_log.clone().map(|log| {
+            Arc::new(crate::governed::AuditTrail(log)) as Arc<dyn agentry_a2a::server::AccessLog>
+        });
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add = |path: String,
@@ -186,6 +190,10 @@ impl Service {
         if !root_taken {
             router = router.route("/", axum::routing::get(list));
         }
+        if let Some(t) = &setup.config.token_service {
+            let service = crate::tokens::TokenService::from_config(t, &state_dir, audit_log)?;
+            router = router.merge(crate::tokens::routes(Arc::new(service)));
+        }
         Ok(Service {
             router,
             agents: served.into_iter().map(|(_, s)| s).collect(),
@@ -255,7 +263,7 @@ fn jwt_verifier(
 
 /// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.
 /// Errors name where the secret was to come from, never the secret.
-fn secret(spec: &str) -> Result<String, Error> {
+pub(crate) fn secret(spec: &str) -> Result<String, Error> {
     let value = if let Some(name) = spec.strip_prefix("env:") {
         std::env::var(name).map_err(|_| {
             Error::Invalid(format!(

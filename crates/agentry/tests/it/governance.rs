@@ -240,3 +240,213 @@ async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_dec
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A request's headers.
+type Headers<'a> = Vec<(&'a str, &'a str)>;
+
+/// The token service end to end: the orchestrator trades alice's token (from her identity
+/// provider, for the orchestrator) for a short-lived token for the mail agent with only the
+/// scope the operator allows there, and the mail agent, which trusts only the token service,
+/// accepts that and refuses alice's own token; bad clients and requests for more get the
+/// OAuth errors; issues and refusals are audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_service_mints_least_privilege_tokens_the_next_agent_accepts() {
+    use base64::Engine;
+    let dir = std::env::temp_dir().join(format!("agentry-token-service-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
+    // The service's key made ahead, so the agents can be given its JWKS as a file.
+    let service_key = dir.join("service.key");
+    let service = TokenIssuer::load_or_create("https://agentry.tokens", &service_key).unwrap();
+    std::fs::write(dir.join("service.json"), service.jwks().to_string()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let base = format!("http://{addr}");
+    let mail = format!("{base}/mail");
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        audit = true
+        public_url = "{base}"
+        [server.jwt]
+        jwks_file = "{dir}/service.json"
+        issuer = "https://agentry.tokens"
+        [[agents]]
+        path = "/mail"
+        builtin = {{ kind = "echo" }}
+        required_scopes = ["mail.draft"]
+        [token_service]
+        issuer = "https://agentry.tokens"
+        key_file = "{dir}/service.key"
+        [token_service.upstream]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        [token_service.clients]
+        orchestrator = "orchestrator-secret"
+        [token_service.ceilings]
+        "{mail}" = ["mail.draft"]
+        "#,
+        dir = dir.display()
+    );
+    let config: Config = toml::from_str(&toml).unwrap();
+    let svc = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+
+    let alice = idp
+        .issue(&Grant {
+            subject: "alice".into(),
+            audience: "orchestrator".into(),
+            scopes: ["mail.draft", "mail.send"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            lifetime: Duration::from_secs(600),
+            act: None,
+        })
+        .unwrap();
+    let basic = |id: &str, secret: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+        )
+    };
+    let form = |audience: &str, scope: &str| {
+        format!(
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange\
+             &subject_token={alice}&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Ajwt\
+             &audience={}&scope={}",
+            audience.replace(':', "%3A").replace('/', "%2F"),
+            scope.replace(' ', "+")
+        )
+    };
+    let orchestrator = basic("orchestrator", "orchestrator-secret");
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/token",
+        &[("Authorization", &orchestrator)],
+        &form(&mail, "mail.draft"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let issued: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(issued["token_type"], "Bearer");
+    assert_eq!(issued["scope"], "mail.draft");
+    assert!(issued["expires_in"].as_u64().unwrap() <= 300);
+    let delegated = issued["access_token"].as_str().unwrap().to_owned();
+
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+        "message": {"role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": "draft it"}]}}})
+    .to_string();
+    let with_delegated = format!("Bearer {delegated}");
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/mail/",
+        &[("Authorization", &with_delegated)],
+        &send,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"completed\""), "{body}");
+    // alice's own long-lived token never works downstream: the agent trusts the service.
+    let with_alice = format!("Bearer {alice}");
+    let (status, head, _) = http(
+        &base,
+        "POST",
+        "/mail/",
+        &[("Authorization", &with_alice)],
+        &send,
+    )
+    .await;
+    assert_eq!(status, 401, "{head}");
+
+    // Refusals, each with its OAuth error.
+    let wrong_secret = basic("orchestrator", "guess");
+    let cases: Vec<(&str, Headers, String, u16, &str)> = vec![
+        (
+            "no client credentials",
+            vec![],
+            form(&mail, "mail.draft"),
+            401,
+            "invalid_client",
+        ),
+        (
+            "a wrong secret",
+            vec![("Authorization", wrong_secret.as_str())],
+            form(&mail, "mail.draft"),
+            401,
+            "invalid_client",
+        ),
+        (
+            "a scope alice lacks",
+            vec![("Authorization", orchestrator.as_str())],
+            form(&mail, "mail.draft admin"),
+            400,
+            "invalid_scope",
+        ),
+        (
+            "held but above the ceiling",
+            vec![("Authorization", orchestrator.as_str())],
+            form(&mail, "mail.send"),
+            400,
+            "invalid_scope",
+        ),
+        (
+            "an unregistered agent",
+            vec![("Authorization", orchestrator.as_str())],
+            form("http://elsewhere/x", "mail.draft"),
+            400,
+            "invalid_target",
+        ),
+        (
+            "another grant",
+            vec![("Authorization", orchestrator.as_str())],
+            "grant_type=client_credentials".into(),
+            400,
+            "unsupported_grant_type",
+        ),
+    ];
+    for (name, headers, body, status, code) in &cases {
+        let (got, head, text) = http(&base, "POST", "/token", headers, body).await;
+        assert_eq!(got, *status, "{name}: {text}");
+        assert!(text.contains(code), "{name}: {text}");
+        if *status == 401 {
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("www-authenticate: basic"),
+                "{name}: {head}"
+            );
+        }
+    }
+
+    let (_, _, keys) = http(&base, "GET", "/.well-known/jwks.json", &[], "").await;
+    let keys: Value = serde_json::from_str(&keys).unwrap();
+    assert_eq!(keys["keys"][0]["kid"], service.kid());
+
+    let log = AuditLog::open(&dir.join("audit.db")).unwrap();
+    let records = log.records(1, 1000).unwrap();
+    let tokens: Vec<_> = records.iter().filter(|r| r.event.kind == "token").collect();
+    assert_eq!(
+        tokens
+            .iter()
+            .filter(|r| r.event.decision.as_deref() == Some("issued"))
+            .count(),
+        1,
+        "{tokens:#?}"
+    );
+    assert_eq!(
+        tokens
+            .iter()
+            .filter(|r| r.event.decision.as_deref() == Some("deny"))
+            .count(),
+        5,
+        "{tokens:#?}"
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
