@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cost of governance: the A2A task echo (memory store) measured with wrk in one run,
 # plain, with JWT verification (EdDSA, issuer, audience, expiry, a required scope), and with
-# JWT verification plus the audit trail (every decision an fsynced, hash-chained record), and
-# the p50/p99 of minting a token.
+# JWT verification plus the audit trail (every decision an fsynced, hash-chained record,
+# committed before the request is served, or only queued in order), and the p50/p99 of
+# minting a token.
 #   bash bench/governance.sh [DURATION_S] [CONNECTIONS]
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -44,9 +45,10 @@ echo "==> wrk -t2 -c$CONN -d${DUR}s, v1.0 SendMessage, task echo, memory store"
 measure plain
 measure jwt AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
 measure jwt+audit AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db"
+measure jwt+queued AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db" AGENTRY_BENCH_AUDIT_QUEUED=1
 echo
 echo "==> throughput against plain (same run)"
-for name in jwt jwt+audit; do
+for name in jwt jwt+audit jwt+queued; do
   awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" -v n="$name" \
     'BEGIN {printf "  %-12s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
 done

@@ -15,6 +15,7 @@
 //! fsync for many records), so auditing every request costs little.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -241,6 +242,9 @@ pub struct AuditLog {
     key: [u8; 32],
     /// `None` only while dropping: closing it ends the writer, which is then joined.
     tx: Option<mpsc::Sender<(Event, Reply)>>,
+    /// Why the last commit failed, if it did: [`AuditLog::enqueue`] refuses from then on
+    /// (nobody waits for a queued record's commit to hear of it).
+    failed: Arc<Mutex<Option<String>>>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -294,7 +298,9 @@ impl AuditLog {
             .map_err(db)?;
         check_head(&conn, path, last.as_ref().map(|(s, _)| *s))?;
         let (tx, rx) = mpsc::channel(4096);
+        let failed = Arc::new(Mutex::new(None));
         let writer = Writer {
+            failed: failed.clone(),
             conn,
             path: path.to_owned(),
             key,
@@ -311,6 +317,7 @@ impl AuditLog {
             path: path.to_owned(),
             key,
             tx: Some(tx),
+            failed,
             writer: Some(writer),
         })
     }
@@ -328,6 +335,24 @@ impl AuditLog {
             .await
             .map_err(|_| AuditError::Closed)?;
         done.await.map_err(|_| AuditError::Closed)?
+    }
+
+    /// Queues `event` and returns once it is in the writer's queue, in order, before it is
+    /// committed (within milliseconds under load): a crash can lose what is queued, not
+    /// reorder or alter it. For servers that cannot afford a durable commit per request;
+    /// once a commit has failed, every later call is refused.
+    pub async fn enqueue(&self, event: Event) -> Result<(), AuditError> {
+        if let Some(message) = self.failed.lock().ok().and_then(|f| f.clone()) {
+            return Err(AuditError::Append {
+                path: self.path.clone(),
+                message,
+            });
+        }
+        let (reply, _ignored) = oneshot::channel();
+        let tx = self.tx.as_ref().ok_or(AuditError::Closed)?;
+        tx.send((event, reply))
+            .await
+            .map_err(|_| AuditError::Closed)
     }
 
     /// Checks every record and the head file; the first record that fails is the error.
@@ -655,6 +680,7 @@ fn verify_file(
 
 /// The one writer: numbers, chains and commits queued events in batches.
 struct Writer {
+    failed: Arc<Mutex<Option<String>>>,
     conn: Connection,
     path: PathBuf,
     key: [u8; 32],
@@ -682,6 +708,9 @@ impl Writer {
                 Err(e) => {
                     self.last = before;
                     let why = e.to_string();
+                    if let Ok(mut f) = self.failed.lock() {
+                        *f = Some(why.clone());
+                    }
                     for (_, reply) in batch.drain(..) {
                         let _ = reply.send(Err(AuditError::Append {
                             path: self.path.clone(),

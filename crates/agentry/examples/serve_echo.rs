@@ -12,7 +12,8 @@
 //!
 //! Governance, for `bench/governance.sh`: `AGENTRY_BENCH_JWKS=FILE` and
 //! `AGENTRY_BENCH_ISSUER=ISS` require a JWT from that issuer for this URL with the scope
-//! `echo.use`; `AGENTRY_BENCH_AUDIT=DB` records every decision in that audit trail.
+//! `echo.use`; `AGENTRY_BENCH_AUDIT=DB` records every decision in that audit trail
+//! (committed before serving; queued with `AGENTRY_BENCH_AUDIT_QUEUED=1`).
 
 use std::sync::Arc;
 
@@ -94,7 +95,13 @@ fn governed(
         eprintln!("JWTs required");
     }
     if let Ok(db) = std::env::var("AGENTRY_BENCH_AUDIT") {
-        agent = agent.with_access_log(Arc::new(AuditTrail(Arc::new(AuditLog::open(db.as_ref())?))));
+        let log = Arc::new(AuditLog::open(db.as_ref())?);
+        let trail = if std::env::var_os("AGENTRY_BENCH_AUDIT_QUEUED").is_some() {
+            AuditTrail::queued(log)
+        } else {
+            AuditTrail::durable(log)
+        };
+        agent = agent.with_access_log(Arc::new(trail));
         eprintln!("audited in {db}");
     }
     Ok(agent)

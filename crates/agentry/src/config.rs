@@ -271,9 +271,25 @@ pub struct ServerSection {
     /// or refused) in the tamper-evident audit trail `<state_dir>/audit.db` (its key in
     /// `audit.db.key`), before the request is served; `agentry audit verify` checks it.
     pub audit: bool,
+    /// When a request goes on after its decision is recorded: `durable` (default: once the
+    /// record is committed and fsynced) or `queued` (once it is queued in order, committed
+    /// within milliseconds; a crash may lose the last records; about half the cost, see
+    /// docs/BENCHMARKS.md).
+    pub audit_mode: AuditMode,
     /// Bearer JWTs from an issuer the operator trusts, besides (or instead of) the static
     /// credentials: every call then needs a credential.
     pub jwt: Option<JwtSection>,
+}
+
+/// See [`ServerSection::audit_mode`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditMode {
+    /// Served once the record is committed.
+    #[default]
+    Durable,
+    /// Served once the record is queued.
+    Queued,
 }
 
 /// `[server.jwt]`: which bearer JWTs the agents accept.
@@ -362,6 +378,7 @@ impl Default for ServerSection {
             durability: DurabilityChoice::Power,
             mcp_allow: Vec::new(),
             audit: false,
+            audit_mode: AuditMode::Durable,
             jwt: None,
         }
     }

@@ -17,7 +17,7 @@
 //! };
 //! let svc = svc
 //!     .with_credentials(credentials)
-//!     .with_access_log(Arc::new(AuditTrail(Arc::new(AuditLog::open("audit.db".as_ref())?))));
+//!     .with_access_log(Arc::new(AuditTrail::durable(Arc::new(AuditLog::open("audit.db".as_ref())?))));
 //! # let _ = svc; Ok(()) }
 //! ```
 
@@ -28,7 +28,23 @@ use agentry_governance::{AuditLog, Event, JwtVerifier};
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
 /// caller or `anonymous`, agent, operation as the skill, task, allow/deny, the reason).
 #[derive(Debug)]
-pub struct AuditTrail(pub std::sync::Arc<AuditLog>);
+pub struct AuditTrail {
+    log: std::sync::Arc<AuditLog>,
+    queued: bool,
+}
+
+impl AuditTrail {
+    /// Each request served once its record is committed (fsynced).
+    pub fn durable(log: std::sync::Arc<AuditLog>) -> Self {
+        AuditTrail { log, queued: false }
+    }
+
+    /// Each request served once its record is queued, in order (see
+    /// [`AuditLog::enqueue`]): a crash may lose the last records, at about half the cost.
+    pub fn queued(log: std::sync::Arc<AuditLog>) -> Self {
+        AuditTrail { log, queued: true }
+    }
+}
 
 impl AccessLog for AuditTrail {
     fn record(&self, a: Access) -> BoxFuture<'_, Result<(), String>> {
@@ -42,7 +58,14 @@ impl AccessLog for AuditTrail {
         if let Some(t) = a.task_id {
             e = e.task(t);
         }
-        Box::pin(async move { self.0.append(e).await.map(drop).map_err(|e| e.to_string()) })
+        Box::pin(async move {
+            let done = if self.queued {
+                self.log.enqueue(e).await
+            } else {
+                self.log.append(e).await.map(drop)
+            };
+            done.map_err(|e| e.to_string())
+        })
     }
 }
 

@@ -83,7 +83,11 @@ impl Service {
             None
         };
         let access_log = audit_log.clone().map(|log| {
-            Arc::new(crate::governed::AuditTrail(log)) as Arc<dyn agentry_a2a::server::AccessLog>
+            let trail = match server.audit_mode {
+                crate::config::AuditMode::Durable => crate::governed::AuditTrail::durable(log),
+                crate::config::AuditMode::Queued => crate::governed::AuditTrail::queued(log),
+            };
+            Arc::new(trail) as Arc<dyn agentry_a2a::server::AccessLog>
         });
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();

@@ -229,3 +229,23 @@ fn a_bad_key_is_a_clear_error() {
     assert!(err.to_string().contains("64 hex digits"), "{err}");
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
+
+/// Queued appends keep their order and all reach the log: a durable append after them
+/// resolves only once they are committed too.
+#[tokio::test]
+async fn queued_events_are_committed_in_order_before_a_later_durable_one() {
+    let path = temp("queued");
+    let log = AuditLog::open(&path).unwrap();
+    for i in 0..1000 {
+        log.enqueue(Event::new("authz", format!("caller-{i}")))
+            .await
+            .unwrap();
+    }
+    assert_eq!(log.append(Event::new("authz", "last")).await.unwrap(), 1001);
+    let v = log.verify().unwrap();
+    assert_eq!(v.records, 1001);
+    let first = log.records(1, 3).unwrap();
+    let actors: Vec<&str> = first.iter().map(|r| r.event.actor.as_str()).collect();
+    assert_eq!(actors, ["caller-0", "caller-1", "caller-2"]);
+    let _ = std::fs::remove_dir_all(path.parent().unwrap());
+}
