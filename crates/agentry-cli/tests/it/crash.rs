@@ -441,7 +441,7 @@ fn a_workflow_killed_mid_step_resumes_without_rerunning_finished_steps() {
         .expect("no run id on stderr");
     // Killed once the second step reached the agent (the first is finished and checkpointed
     // before the second starts).
-    let reached = (0..200).any(|_| {
+    let reached = (0..600).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));
         seen.lock().unwrap().len() == 2
     });
