@@ -399,8 +399,18 @@ const COLUMNS: &str = "seq, at_ms, kind, actor, on_behalf_of, agent, skill, task
                        correlation_id, idempotency_key, decision, latency_us, detail, prev, mac";
 
 fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
-    let detail: String = r.get(12)?;
-    Ok(Record {
+    let (mut record, detail) = stored_row(r)?;
+    // A detail that is not JSON any more was tampered with; `verify` says so, the readers
+    // show it as a string.
+    record.event.detail =
+        serde_json::from_str(&detail).unwrap_or(serde_json::Value::String(detail));
+    Ok(record)
+}
+
+/// A row of [`COLUMNS`] as stored: the record without its detail, and the detail's text
+/// (what the MAC covers).
+fn stored_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(Record, String)> {
+    let record = Record {
         seq: r.get(0)?,
         at_ms: r.get(1)?,
         event: Event {
@@ -414,34 +424,34 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<Record> {
             idempotency_key: r.get(9)?,
             decision: r.get(10)?,
             latency_us: r.get(11)?,
-            // A detail that is not JSON any more was tampered with; `verify` says so, the
-            // readers show it as a string.
-            detail: serde_json::from_str(&detail).unwrap_or(serde_json::Value::String(detail)),
+            detail: serde_json::Value::Null,
         },
         prev: r.get(13)?,
         mac: r.get(14)?,
-    })
+    };
+    Ok((record, r.get(12)?))
 }
 
 /// The bytes a record's MAC covers: every stored field, in a fixed order, as one JSON array
 /// (the detail as its stored text, so that nothing is re-serialized differently).
 fn mac_input(seq: u64, at_ms: i64, e: &Event, detail: &str, prev: &str) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!([
+    // A tuple serializes as the same JSON array as the values listed, without copying them.
+    serde_json::to_vec(&(
         seq,
         at_ms,
-        e.kind,
-        e.actor,
-        e.on_behalf_of,
-        e.agent,
-        e.skill,
-        e.task_id,
-        e.correlation_id,
-        e.idempotency_key,
-        e.decision,
+        &e.kind,
+        &e.actor,
+        &e.on_behalf_of,
+        &e.agent,
+        &e.skill,
+        &e.task_id,
+        &e.correlation_id,
+        &e.idempotency_key,
+        &e.decision,
         e.latency_us,
         detail,
-        prev
-    ]))
+        prev,
+    ))
     .unwrap_or_default()
 }
 
@@ -464,8 +474,15 @@ fn hmac_hex(key: &[u8; 32], msg: &[u8]) -> String {
     hex(&outer)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Lower-case hex (on the append path: no formatting machinery per byte).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 fn parse_key(hex_key: &str, origin: &str) -> Result<[u8; 32], AuditError> {
@@ -604,15 +621,15 @@ fn verify_file(
     };
     let conn = read_only(path)?;
     let mut stmt = conn
-        .prepare("SELECT seq, at_ms, kind, actor, on_behalf_of, agent, skill, task_id, correlation_id, idempotency_key, decision, latency_us, detail, prev, mac FROM audit ORDER BY seq")
+        .prepare(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
         .map_err(db)?;
     let mut rows = stmt.query([]).map_err(db)?;
     let mut prev = GENESIS.to_owned();
     let mut count = 0u64;
     while let Some(r) = rows.next().map_err(db)? {
         let expected_seq = count + 1;
-        let seq: u64 = r.get(0).map_err(db)?;
-        let detail: String = r.get(12).map_err(db)?;
+        let (record, detail) = stored_row(r).map_err(db)?;
+        let seq = record.seq;
         if seq != expected_seq {
             return Err(Tampered {
                 seq: expected_seq,
@@ -620,37 +637,22 @@ fn verify_file(
             }
             .into());
         }
-        let text = |i| r.get::<_, Option<String>>(i);
-        let event = Event {
-            kind: r.get(2).map_err(db)?,
-            actor: r.get(3).map_err(db)?,
-            on_behalf_of: text(4).map_err(db)?,
-            agent: text(5).map_err(db)?,
-            skill: text(6).map_err(db)?,
-            task_id: text(7).map_err(db)?,
-            correlation_id: text(8).map_err(db)?,
-            idempotency_key: text(9).map_err(db)?,
-            decision: text(10).map_err(db)?,
-            latency_us: r.get(11).map_err(db)?,
-            detail: serde_json::Value::Null,
-        };
-        let at_ms: i64 = r.get(1).map_err(db)?;
-        let stored_prev: String = r.get(13).map_err(db)?;
-        let mac: String = r.get(14).map_err(db)?;
-        if stored_prev != prev {
+        if record.prev != prev {
             return Err(Tampered {
                 seq,
                 why: "it does not follow the record before it (moved, or one was removed)".into(),
             }
             .into());
         }
-        if hmac_hex(key, &mac_input(seq, at_ms, &event, &detail, &prev)) != mac {
+        let input = mac_input(seq, record.at_ms, &record.event, &detail, &prev);
+        if hmac_hex(key, &input) != record.mac {
             return Err(Tampered {
                 seq,
                 why: "its contents do not match its MAC (edited)".into(),
             }
             .into());
         }
+        let mac = record.mac;
         prev = mac;
         count = seq;
     }

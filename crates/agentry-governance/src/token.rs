@@ -405,27 +405,26 @@ impl JwtVerifier {
     }
 }
 
+/// Part `index` of a token (0 header, 1 payload) as JSON, read without verifying anything.
+fn unverified_part(token: &str, index: usize) -> Option<serde_json::Value> {
+    use base64::Engine;
+    let part = token.split('.').nth(index)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(part.trim_end_matches('='))
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// A string claim of a token's payload, read without verifying anything (to route the token
 /// to the verifier of its issuer, which then checks everything).
 pub(crate) fn unverified_claim(token: &str, name: &str) -> Option<String> {
-    use base64::Engine;
-    let payload = token.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(v.get(name)?.as_str()?.to_owned())
+    Some(unverified_part(token, 1)?.get(name)?.as_str()?.to_owned())
 }
 
 /// The `alg` a token's header names, read without the library's list of known names.
 fn raw_alg(token: &str) -> Option<String> {
-    use base64::Engine;
-    let first = token.split('.').next()?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(first.trim_end_matches('='))
-        .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(v.get("alg")?.as_str()?.chars().take(16).collect())
+    let header = unverified_part(token, 0)?;
+    Some(header.get("alg")?.as_str()?.chars().take(16).collect())
 }
 
 fn kid_text(header: &Header) -> String {
@@ -525,8 +524,7 @@ impl TokenIssuer {
         let public = pair.public_key().as_ref().to_vec();
         let kid = {
             use sha2::Digest;
-            let d = sha2::Sha256::digest(&public);
-            d[..8].iter().map(|b| format!("{b:02x}")).collect()
+            crate::audit::hex(&sha2::Sha256::digest(&public)[..8])
         };
         Ok(TokenIssuer {
             issuer: issuer.into(),
@@ -590,5 +588,5 @@ impl TokenIssuer {
 fn uuid_like() -> String {
     let mut b = [0u8; 16];
     let _ = getrandom::fill(&mut b);
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::audit::hex(&b)
 }

@@ -296,15 +296,21 @@ fn quotable(s: &str) -> String {
         .collect()
 }
 
-/// The refusal of a request with these headers, if it is refused: no credentials where
-/// every call needs them, a credential that does not verify (always, where tokens are
-/// verified: a client sending a bad token should learn it), or a token without the
-/// required scopes.
-pub(super) fn refusal(s: &AgentEndpoint, headers: &HeaderMap) -> Option<Refusal> {
+/// Who a request with these headers is (`None`: anonymous), from one look at its
+/// credentials (a token is verified once per request), or why it is refused: no credentials
+/// where every call needs them, a credential that does not verify (always, where tokens are
+/// verified: a client sending a bad token should learn it), or a token without the required
+/// scopes.
+pub(super) fn authenticate(
+    s: &AgentEndpoint,
+    headers: &HeaderMap,
+) -> Result<Option<String>, Refusal> {
     use super::Verdict;
-    let c = s.credentials.as_ref()?;
-    match c.verdict(headers) {
-        Verdict::Caller(_) => None,
+    let Some(c) = s.credentials.as_ref() else {
+        return Ok(None);
+    };
+    let refusal = match c.verdict(headers) {
+        Verdict::Caller(p) => return Ok(Some(p)),
         Verdict::Anonymous => c.required_for_all.then(Refusal::anonymous),
         Verdict::Invalid(why) => (c.required_for_all || c.verifier.is_some()).then(|| {
             let why = quotable(&why);
@@ -332,7 +338,8 @@ pub(super) fn refusal(s: &AgentEndpoint, headers: &HeaderMap) -> Option<Refusal>
                 )),
             })
         }
-    }
+    };
+    refusal.map_or(Ok(None), Err)
 }
 
 fn refused(id: &Value, v: ProtocolVersion, why: &Refusal) -> Response {
@@ -484,13 +491,16 @@ async fn rpc(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
-    if let Some(why) = refusal(&s, &headers) {
-        let caller = why.caller.as_deref();
-        if let Err(e) = audit(&s, None, caller, false, why.message.clone()).await {
-            return rpc_error(&Value::Null, &e, fallback);
+    let caller = match authenticate(&s, &headers) {
+        Ok(caller) => caller,
+        Err(why) => {
+            let caller = why.caller.as_deref();
+            if let Err(e) = audit(&s, None, caller, false, why.message.clone()).await {
+                return rpc_error(&Value::Null, &e, fallback);
+            }
+            return refused(&Value::Null, fallback, &why);
         }
-        return refused(&Value::Null, fallback, &why);
-    }
+    };
     let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
         Ok(x) => x,
         Err((id, e, v)) => return rpc_error(&id, &e, v),
@@ -499,7 +509,6 @@ async fn rpc(
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
     };
-    let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
     let (allowed, reason) = decide(&s, &req, &headers);
     if let Err(e) = audit(&s, Some(&req), caller.as_deref(), allowed, reason).await {
         return rpc_error(&id, &e, v);

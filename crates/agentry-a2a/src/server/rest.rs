@@ -208,14 +208,16 @@ async fn call(
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
-    if let Some(why) = handlers::refusal(s, headers) {
-        let caller = why.caller.as_deref();
-        if let Err(e) = handlers::audit(s, None, caller, false, why.message.clone()).await {
-            return error(&e);
+    let caller = match handlers::authenticate(s, headers) {
+        Ok(caller) => caller,
+        Err(why) => {
+            let caller = why.caller.as_deref();
+            if let Err(e) = handlers::audit(s, None, caller, false, why.message.clone()).await {
+                return error(&e);
+            }
+            return refused(&why);
         }
-        return refused(&why);
-    }
-    let caller = s.credentials.as_ref().and_then(|c| c.principal(headers));
+    };
     let active = match handlers::negotiate_extensions(s, headers) {
         Ok(a) => a,
         Err(e) => return error(&e),
