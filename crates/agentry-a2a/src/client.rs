@@ -193,7 +193,7 @@ fn build_http(cfg: &ClientConfig) -> Result<reqwest::Client, A2aError> {
     reqwest::Client::builder()
         .connect_timeout(cfg.connect_timeout)
         .build()
-        .map_err(|e| A2aError::Other(format!("cannot build HTTP client: {e}")))
+        .map_err(|e| A2aError::HttpClient(Box::new(e)))
 }
 
 fn map_send_error(e: reqwest::Error, url: &str, after: Duration) -> A2aError {
@@ -208,7 +208,10 @@ fn map_send_error(e: reqwest::Error, url: &str, after: Duration) -> A2aError {
             reason: root_cause(&e),
         }
     } else {
-        A2aError::Other(format!("request to {url} failed: {}", root_cause(&e)))
+        A2aError::Request {
+            url: url.to_owned(),
+            reason: root_cause(&e),
+        }
     }
 }
 
@@ -270,7 +273,9 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
             }
         }
     }
-    Err(last.unwrap_or_else(|| A2aError::Other("no card URL".into())))
+    Err(last.unwrap_or_else(|| A2aError::CardNotFound {
+        url: base.to_owned(),
+    }))
 }
 
 fn with_auth(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {

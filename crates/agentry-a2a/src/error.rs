@@ -108,6 +108,7 @@ impl RpcError {
 
 /// Everything that can go wrong in this crate, with the protocol error it maps to where one does.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum A2aError {
     /// The peer answered with a JSON-RPC error.
     #[error("agent returned an error: {0}")]
@@ -136,8 +137,12 @@ pub enum A2aError {
     InvalidResponse(String),
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
-    #[error("{0}")]
-    Other(String),
+    /// A request failed after it was sent (the connection broke, the body could not be read).
+    #[error("request to {url} failed: {reason}")]
+    Request { url: String, reason: String },
+    /// The HTTP client could not be made (TLS roots, settings).
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl A2aError {

@@ -14,6 +14,7 @@
 //!
 //! Features: `server`, `client`, `sqlite` (all on by default).
 
+pub mod envelope;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

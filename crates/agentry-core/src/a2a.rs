@@ -141,7 +141,7 @@ impl AgentExecutor for Served {
         &self,
         ctx: RequestContext,
         events: EventSink,
-    ) -> Result<(), server::AgentError> {
+    ) -> Result<(), server::ExecutorError> {
         events.working(None).await?;
         let data = ctx.message.parts.iter().find_map(|p| match p {
             Part::Data(d) => Some(d.data.clone()),
@@ -154,6 +154,7 @@ impl AgentExecutor for Served {
             context_id: Some(ctx.context_id.clone()),
             task_id: Some(ctx.task_id.clone()),
             cancel: Some(cancel.clone()),
+            envelope: ctx.envelope.clone(),
         });
         let mut steps = Vec::new();
         while let Some(update) = updates.next().await {
@@ -190,10 +191,14 @@ impl AgentExecutor for Served {
                     return events.complete(Some(events.agent_text(reply.text))).await;
                 }
                 Err(_) if *cancel.borrow() => return Ok(()),
-                Err(e) => return Err(server::AgentError::failed(e.to_string())),
+                // A request the agent does not take: the task is rejected, not failed.
+                Err(AgentError::BadRequest(why)) => {
+                    return Err(server::ExecutorError::Rejected(why));
+                }
+                Err(e) => return Err(server::ExecutorError::failed(e.to_string())),
             }
         }
-        Err(server::AgentError::failed(format!(
+        Err(server::ExecutorError::failed(format!(
             "agent {} ended without a reply",
             self.0.name()
         )))
@@ -250,7 +255,12 @@ impl AgentHandle for Agent {
                 self.checkpoints.remove(id).await;
             }
             let name = &self.config.name;
-            let ended = |why: String| Err(AgentError::Other(format!("agent {name} {why}")));
+            let ended = |why: String| {
+                Err(AgentError::Stopped {
+                    agent: name.clone(),
+                    why,
+                })
+            };
             match result.outcome {
                 Outcome::Answered { answer } => Ok(Reply {
                     text: answer,
@@ -264,7 +274,9 @@ impl AgentHandle for Agent {
                     context_id: ask.context_id,
                     ..Default::default()
                 }),
-                Outcome::Canceled => ended("was canceled".into()),
+                Outcome::Canceled => Err(AgentError::Canceled {
+                    agent: name.clone(),
+                }),
                 Outcome::MaxIterations => ended(format!(
                     "stopped after {} model calls without an answer (max_iterations)",
                     state.iteration
@@ -291,11 +303,16 @@ pub struct RemoteAgent {
 impl RemoteAgent {
     /// Discovers the agent at `url` from its card.
     pub async fn connect(url: &str, cfg: ClientConfig) -> Result<Self, AgentError> {
-        let client = A2aClient::discover(url, cfg).await.map_err(remote_error)?;
-        let card = client
-            .card()
-            .cloned()
-            .ok_or_else(|| AgentError::Other("no card".into()))?;
+        let client = A2aClient::discover(url, cfg)
+            .await
+            .map_err(|e| remote_error(url, e))?;
+        let card = client.card().cloned().ok_or_else(|| AgentError::Remote {
+            agent: url.to_owned(),
+            source: agentry_a2a::A2aError::InvalidCard {
+                url: url.to_owned(),
+                reason: "no card".into(),
+            },
+        })?;
         Ok(RemoteAgent {
             client,
             name: card.name,
@@ -309,16 +326,19 @@ impl RemoteAgent {
     }
 }
 
-/// Transport failures (the agent may be down) are `Unreachable`; anything else is the agent's
-/// own answer.
-fn remote_error(e: agentry_a2a::A2aError) -> AgentError {
+/// Transport failures (the agent may be down) are `Unreachable`, during discovery and during
+/// a call alike, so a caller with a fallback takes it; anything else is the agent's own answer.
+fn remote_error(agent: &str, e: agentry_a2a::A2aError) -> AgentError {
     use agentry_a2a::A2aError as E;
     match e {
         E::Connect { .. } | E::Timeout { .. } | E::CardNotFound { .. } => {
-            AgentError::Unreachable(e.to_string())
+            AgentError::Unreachable(format!("{agent}: {e}"))
         }
-        E::Http { status, .. } if status >= 500 => AgentError::Unreachable(e.to_string()),
-        other => AgentError::Other(other.to_string()),
+        E::Http { status, .. } if status >= 500 => AgentError::Unreachable(format!("{agent}: {e}")),
+        source => AgentError::Remote {
+            agent: agent.to_owned(),
+            source,
+        },
     }
 }
 
@@ -371,9 +391,13 @@ fn reply_of_task(name: &str, t: Task) -> Result<Reply, AgentError> {
             context_id: Some(t.context_id),
             ..Default::default()
         }),
-        s => Err(AgentError::Other(format!(
-            "remote agent {name} ended in {s}: {status_text}"
-        ))),
+        TaskState::Canceled => Err(AgentError::Canceled {
+            agent: name.to_owned(),
+        }),
+        s => Err(AgentError::Stopped {
+            agent: name.to_owned(),
+            why: format!("ended in {s}: {status_text}"),
+        }),
     }
 }
 
@@ -393,8 +417,19 @@ impl RemoteAgent {
         }
         let mut m = Message::new(Role::User, parts);
         m.context_id = ask.context_id.clone();
-        let err = |e: agentry_a2a::A2aError| {
-            AgentError::Other(format!("remote agent {}: {e}", self.name))
+        // The caller's correlation id (and trace, trigger, priority, and the key its caller
+        // chose for this call) travel on; its response mode and required scopes were the
+        // caller's own request's, not this call's.
+        if let Some(e) = &ask.envelope {
+            let mut next = e.clone();
+            next.response_mode = None;
+            next.callback_url = None;
+            next.required_scopes.clear();
+            next.attach(&mut m);
+        }
+        let err = |e: agentry_a2a::A2aError| remote_error(&self.name, e);
+        let canceled_error = || AgentError::Canceled {
+            agent: self.name.clone(),
         };
         let message_reply = |m: Message| Reply {
             text: m.text_content(),
@@ -452,15 +487,13 @@ impl RemoteAgent {
                         if let Some(id) = &task_id {
                             let _ = self.client.cancel_task(id).await;
                         }
-                        return Err(AgentError::Other(format!("remote agent {}: canceled", self.name)));
+                        return Err(canceled_error());
                     }
                 }
             }
-            let id = task_id.ok_or_else(|| {
-                AgentError::Other(format!(
-                    "remote agent {}: the stream named no task",
-                    self.name
-                ))
+            let id = task_id.ok_or_else(|| AgentError::Remote {
+                agent: self.name.clone(),
+                source: agentry_a2a::A2aError::InvalidResponse("the stream named no task".into()),
             })?;
             let t = self.client.get_task(&id, Some(0)).await.map_err(err)?;
             return reply_of_task(&self.name, t);
@@ -498,7 +531,7 @@ impl RemoteAgent {
             t = wait => reply_of_task(&self.name, t?),
             _ = canceled => {
                 let _ = self.client.cancel_task(&task.id).await;
-                Err(AgentError::Other(format!("remote agent {}: canceled", self.name)))
+                Err(canceled_error())
             }
         }
     }

@@ -34,22 +34,62 @@ use crate::run::{RunHooks, drive};
 use crate::runs::Checkpoints;
 use crate::tools::{DynTool, ToolFilter, ToolRegistry};
 
-/// Agent creation and configuration failures.
+/// Why an agent could not be made, or could not answer.
+///
+/// Callers branch on the kind: [`AgentError::Unreachable`] is the one a caller may fall back
+/// on (another replica, a local agent); [`AgentError::Canceled`] and [`AgentError::Stopped`]
+/// are the agent's own outcomes; the rest keep their cause as the error's source.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
+    /// An agent config file could not be read or parsed.
     #[error("cannot read agent config {path}: {reason}")]
     Config { path: String, reason: String },
+    /// The config names a type no kind was registered for: (type, available types).
     #[error("unknown agent type `{0}`; available: {1}")]
     UnknownType(String, String),
+    /// The config is readable but not usable.
     #[error("agent `{agent}`: {reason}")]
     Invalid { agent: String, reason: String },
+    /// The config asks for something this build was compiled without.
+    #[error("{what} is not available here: {needs}")]
+    Unavailable { what: String, needs: String },
+    /// No agent of that name is known to the caller.
+    #[error("unknown agent `{0}`")]
+    UnknownAgent(String),
+    /// The model failed.
     #[error("model: {0}")]
     Model(#[from] crate::llm::LlmError),
     /// A remote agent could not be reached (connection refused, timeout, 5xx).
     #[error("agent unreachable: {0}")]
     Unreachable(String),
+    /// A remote agent answered with an error of its own (refused, invalid, protocol error).
+    #[error("remote agent {agent}: {source}")]
+    Remote {
+        agent: String,
+        #[source]
+        source: agentry_a2a::A2aError,
+    },
+    /// The request is not one this agent takes; the text says what it takes.
     #[error("{0}")]
-    Other(String),
+    BadRequest(String),
+    /// The task was canceled before the agent answered.
+    #[error("agent {agent} was canceled")]
+    Canceled { agent: String },
+    /// The agent ended without an answer (max iterations, token budget, its stop policy, or
+    /// a remote task that failed or was rejected): `why` says which.
+    #[error("agent {agent} {why}")]
+    Stopped { agent: String, why: String },
+    /// The agent's work failed (a tool, a store, a specialist's own step): the source says why.
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl AgentError {
+    /// Wraps any error from an agent's own work.
+    pub fn failed(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        AgentError::Failed(e.into())
+    }
 }
 
 /// Which model an agent uses.
@@ -312,11 +352,10 @@ impl AgentFactory {
             ModelConfig::Local(settings) => match self.models.get("local") {
                 Some(build) => build(settings)?,
                 None => {
-                    return Err(AgentError::Other(
-                        "model provider `local` is not available here: it needs the \
-                         agentry-local crate (the agentry binary has it)"
-                            .into(),
-                    ));
+                    return Err(AgentError::Unavailable {
+                        what: "model provider `local`".into(),
+                        needs: "the agentry-local crate (the agentry binary has it)".into(),
+                    });
                 }
             },
         })

@@ -8,6 +8,7 @@ use crate::llm::BoxFuture;
 
 /// An embedding failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EmbedError {
     #[error("embedding model: {0}")]
     Model(String),

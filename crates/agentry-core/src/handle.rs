@@ -64,6 +64,10 @@ pub struct Ask {
     pub task_id: Option<String>,
     /// Turns `true` to cancel (a remote agent's task is canceled with `tasks/cancel`).
     pub cancel: Option<tokio::sync::watch::Receiver<bool>>,
+    /// The request's task envelope (correlation id, idempotency key, ...): what a served
+    /// agent was sent, and what a remote agent is sent, so one correlation id follows a user
+    /// request across every hop.
+    pub envelope: Option<agentry_a2a::envelope::Envelope>,
 }
 
 impl Ask {
@@ -129,7 +133,7 @@ pub async fn final_reply(mut updates: UpdateStream<'_>) -> Result<Reply, AgentEr
             Update::Progress { .. } => {}
         }
     }
-    Err(AgentError::Other("the agent ended without a reply".into()))
+    Err(AgentError::failed("the agent ended without a reply"))
 }
 
 /// The stream of an agent that produces only a reply.

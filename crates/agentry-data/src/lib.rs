@@ -29,6 +29,7 @@ pub use query::{DEFAULT_QUERY_TIME, Source, Table};
 
 /// Why a data request failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DataError {
     /// The request itself: an unknown or refused source, a bad argument.
     #[error("{0}")]
@@ -361,18 +362,15 @@ impl AgentHandle for DataSpecialist {
             let input = match ask.data.clone() {
                 Some(d) => Value::Object(d),
                 None => serde_json::from_str(ask.text.trim()).map_err(|_| {
-                    AgentError::Other(
+                    AgentError::BadRequest(
                         "send a data request as JSON: {\"source\", \"sql\", \"analyze\", \"chart\"}"
                             .into(),
                     )
                 })?,
             };
             let req: DataRequest = serde_json::from_value(input)
-                .map_err(|e| AgentError::Other(format!("not a data request: {e}")))?;
-            let mut r = self
-                .run(&req)
-                .await
-                .map_err(|e| AgentError::Other(e.to_string()))?;
+                .map_err(|e| AgentError::BadRequest(format!("not a data request: {e}")))?;
+            let mut r = self.run(&req).await.map_err(AgentError::failed)?;
             r.context_id = ask.context_id;
             Ok(r)
         })

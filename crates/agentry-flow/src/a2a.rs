@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agentry_a2a::model::*;
-use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};
+use agentry_a2a::server::{AgentExecutor, EventSink, ExecutorError, RequestContext};
 use serde_json::{Map, Value, json};
 
 use crate::exec::{Engine, FlowEvent, RunStatus};
@@ -139,21 +139,21 @@ fn describe(e: &FlowEvent) -> String {
 }
 
 impl AgentExecutor for Orchestrator {
-    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         let (wf, input) = match self.select(&ctx.message) {
             Ok(Some(x)) => x,
             Ok(None) => {
                 let planner = self
                     .planner
                     .as_ref()
-                    .ok_or_else(|| AgentError::failed("no planner"))?;
+                    .ok_or_else(|| ExecutorError::failed("no planner"))?;
                 ev.working(Some(ev.agent_text("planning a workflow")))
                     .await?;
                 let text = ctx.message.text_content();
                 let wf = planner
                     .plan(&text, &self.engine.agents)
                     .await
-                    .map_err(|e| AgentError::failed(e.to_string()))?;
+                    .map_err(|e| ExecutorError::failed(e.to_string()))?;
                 let plan = serde_json::to_value(&wf)
                     .ok()
                     .and_then(|v| v.as_object().cloned())
@@ -165,12 +165,14 @@ impl AgentExecutor for Orchestrator {
                 .await?;
                 (wf, json!({"text": text}))
             }
-            Err(why) => return Err(AgentError::Rejected(why)),
+            Err(why) => return Err(ExecutorError::Rejected(why)),
         };
-        let state = self
+        let mut state = self
             .engine
             .prepare(wf, input)
-            .map_err(|e| AgentError::Rejected(e.to_string()))?;
+            .map_err(|e| ExecutorError::Rejected(e.to_string()))?;
+        // Every step's call carries the user request's correlation id.
+        state.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.clone());
         let run_id = state.run_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let run = self
@@ -220,7 +222,7 @@ impl AgentExecutor for Orchestrator {
                 ev.complete(Some(ev.agent_text(out))).await
             }
             RunStatus::Canceled => Ok(()),
-            _ => Err(AgentError::failed(
+            _ => Err(ExecutorError::failed(
                 state.error.unwrap_or_else(|| "the workflow failed".into()),
             )),
         }

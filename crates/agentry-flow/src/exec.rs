@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentry_a2a::envelope::Envelope;
 use agentry_core::a2a::{Ask, Reply};
 use agentry_core::runs::{RunStore, RunStoreError};
 use futures_util::StreamExt;
@@ -100,6 +101,10 @@ pub struct RunState {
     /// Why the run failed, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The correlation id of the user request the run serves (from the orchestrator's task
+    /// envelope), sent on with every step's call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
 }
 
 impl RunState {
@@ -356,6 +361,7 @@ impl Engine {
             status: RunStatus::Running,
             final_output: None,
             error: None,
+            correlation_id: None,
         })
     }
 
@@ -643,9 +649,10 @@ impl Engine {
             let limit = limit.clone();
             let stop = stop.clone();
             let context_id = state.run_id.clone();
+            let correlation = state.correlation_id.clone();
             running.push(Box::pin(async move {
                 let _permit = limit.acquire_owned().await;
-                let r = run_step(&agents, &step, input, context_id, stop).await;
+                let r = run_step(&agents, &step, input, context_id, correlation, stop).await;
                 (step.id.clone(), r)
             }));
         }
@@ -688,12 +695,33 @@ type Running = FuturesUnordered<
 /// attempts.
 type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
 
+/// The idempotency key of one attempt of a step: the run, the step, the agent (a fallback
+/// may live on the same server) and the attempt, as visible ASCII of bounded length.
+fn attempt_key(run: &str, step: &str, agent: &str, attempt: u32) -> String {
+    let key = format!("{run}/{step}/{agent}/{attempt}");
+    if key.len() <= 200 && key.bytes().all(|b| b.is_ascii_graphic()) {
+        return key;
+    }
+    // FNV-1a: stable across processes and versions, which a resumed run needs.
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!(
+        "{}/{h:016x}/{attempt}",
+        run.chars()
+            .filter(char::is_ascii_graphic)
+            .take(64)
+            .collect::<String>()
+    )
+}
+
 /// One step: attempts with timeout and backoff, then the fallback agent if any.
 async fn run_step(
     agents: &AgentRegistry,
     step: &WorkflowStep,
     input: String,
     context_id: String,
+    correlation: Option<String>,
     stop: watch::Receiver<bool>,
 ) -> StepResult {
     let mut candidates = vec![step.agent.clone()];
@@ -709,11 +737,18 @@ async fn run_step(
                 return Err(("canceled".into(), attempts));
             }
             attempts += 1;
+            // One idempotency key per attempt: a remote agent runs an attempt once even when
+            // the run is resumed after a crash mid-step (the resumed attempt repeats the key
+            // and gets the first one's task), while a retry after a failure runs again.
+            let mut envelope = Envelope::default();
+            envelope.correlation_id = correlation.clone();
+            envelope.idempotency_key = Some(attempt_key(&context_id, &step.id, &agent, attempt));
             let ask = Ask {
                 text: input.clone(),
                 data: None,
                 context_id: Some(context_id.clone()),
                 cancel: Some(stop.clone()),
+                envelope: Some(envelope),
                 ..Default::default()
             };
             let call = agents.ask(&agent, ask);

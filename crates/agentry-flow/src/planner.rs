@@ -16,6 +16,7 @@ use crate::workflow::Workflow;
 
 /// Why no plan came out.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The model could not be asked.
     #[error("model call failed: {0}")]

@@ -226,7 +226,7 @@ impl AgentRegistry {
             .entries
             .get(agent)
             .cloned()
-            .ok_or_else(|| AgentError::Other(format!("unknown agent `{agent}`")))?;
+            .ok_or_else(|| AgentError::UnknownAgent(agent.to_owned()))?;
         match (&e.local, &e.remote, self.mode) {
             (Some(local), None, _) | (Some(local), Some(_), Mode::Direct) => local.ask(ask).await,
             (None, Some(url), _) => self.ask_remote(url, ask).await,
@@ -237,9 +237,10 @@ impl AgentRegistry {
                 }
                 other => other,
             },
-            (None, None, _) => Err(AgentError::Other(format!(
-                "agent `{agent}` has no implementation"
-            ))),
+            (None, None, _) => Err(AgentError::Invalid {
+                agent: agent.to_owned(),
+                reason: "it has neither a local implementation nor a URL".into(),
+            }),
         }
     }
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 /// A template that names something missing, or is malformed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TemplateError {
     /// `${` without its `}` (at this byte).
     #[error("unclosed `${{` at byte {0}")]

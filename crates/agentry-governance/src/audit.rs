@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Why the audit log could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuditError {
     /// The database could not be opened, written or read.
     #[error("audit database {path}: {source}")]

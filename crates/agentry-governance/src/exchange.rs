@@ -21,6 +21,7 @@ use crate::token::{Actor, Grant, JwtVerifier, TokenError, TokenIssuer};
 
 /// Why an exchange was refused (RFC 8693 section 2.2.2 error codes in [`code`](Self::code)).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExchangeError {
     /// The subject token did not verify.
     #[error("subject token: {0}")]

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 /// Why a token was refused (the text goes into `WWW-Authenticate: Bearer
 /// error="invalid_token", error_description=...`, so it names the check, never a secret).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TokenError {
     /// Not a JWT at all, or its header or claims are unreadable.
     #[error("malformed token: {0}")]

@@ -32,6 +32,7 @@ pub use route::ToolRouter;
 
 /// An embedded-model failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LocalError {
     #[error("{0}")]
     MissingModel(String),

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use agentry_core::agent::{AgentError, AgentFactory};
+use agentry_core::agent::AgentFactory;
 use agentry_core::embed::DynEmbedder;
 use agentry_core::llm::{
     Capabilities, ChatDelta, ChatMessage, ChatRequest, ChatResponse, ChatRole, DeltaStream,
@@ -153,15 +153,15 @@ pub fn register(factory: &mut AgentFactory) {
         "local",
         Arc::new(|settings| {
             let cfg: LocalConfig = serde_json::from_value(Value::Object(settings.clone()))
-                .map_err(|e| AgentError::Other(format!("[model] provider = \"local\": {e}")))?;
-            let p = LocalProvider::new(cfg).map_err(|e| AgentError::Other(e.to_string()))?;
+                .map_err(|e| LlmError::Settings(format!("[model] provider = \"local\": {e}")))?;
+            let p = LocalProvider::new(cfg).map_err(llm_err)?;
             Ok(Arc::new(p))
         }),
     );
 }
 
 fn llm_err(e: LocalError) -> LlmError {
-    LlmError::Other(e.to_string())
+    LlmError::backend(e)
 }
 
 /// Reserved tool names the ReAct loop adds.
@@ -228,10 +228,7 @@ impl LocalProvider {
             .rev()
             .find(|m| m.role == ChatRole::User)
             .map_or("", |m| m.content.as_str());
-        let ranked = router
-            .rank(query, &own)
-            .await
-            .map_err(|e| LlmError::Other(e.to_string()))?;
+        let ranked = router.rank(query, &own).await.map_err(LlmError::backend)?;
         let best = ranked[0].1;
         let mut out: Vec<ToolSpec> = ranked
             .iter()
@@ -336,7 +333,7 @@ impl LocalProvider {
             })
         })
         .await
-        .map_err(|e| LlmError::Other(format!("generation thread: {e}")))?
+        .map_err(LlmError::backend)?
         .map_err(llm_err)
     }
 

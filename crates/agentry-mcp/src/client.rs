@@ -115,6 +115,7 @@ fn find_program(command: &str) -> Option<PathBuf> {
 
 /// MCP failures.
 #[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// A server entry that cannot be used as written.
     #[error("invalid MCP config: {0}")]

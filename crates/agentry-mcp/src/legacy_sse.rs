@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Why the legacy transport failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LegacySseError {
     /// The HTTP exchange failed.
     #[error("legacy SSE: {0}")]

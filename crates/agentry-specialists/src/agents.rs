@@ -11,8 +11,9 @@ use serde_json::{Map, Value, json};
 use crate::pptx::{Outline, OutlineSlide, build_outline};
 use crate::rag::{KeyPoint, RagAgent};
 
-fn fail(e: impl std::fmt::Display) -> AgentError {
-    AgentError::Other(e.to_string())
+/// A request the agent cannot take: the task is rejected with this text.
+fn bad_request(why: impl Into<String>) -> AgentError {
+    AgentError::BadRequest(why.into())
 }
 
 /// A step for people, as a progress update (served: a `working` status with this text).
@@ -105,7 +106,7 @@ impl AgentHandle for RagSpecialist {
                 .map(str::to_owned)
                 .unwrap_or_else(|| ask.text.clone());
             if question.trim().is_empty() {
-                return Err(fail("the question is empty"));
+                return Err(bad_request("the question is empty"));
             }
             let points = input
                 .as_ref()
@@ -116,7 +117,11 @@ impl AgentHandle for RagSpecialist {
                 "Searching the `{}` collection for: {question}",
                 self.agent.collection
             )));
-            let a = self.agent.answer(&question, points).await.map_err(fail)?;
+            let a = self
+                .agent
+                .answer(&question, points)
+                .await
+                .map_err(AgentError::failed)?;
             let data = match serde_json::to_value(&a) {
                 Ok(Value::Object(m)) => m,
                 _ => Map::new(),
@@ -276,10 +281,10 @@ impl AgentHandle for PptSpecialist {
                         .cloned()
                         .map(serde_json::from_value)
                         .transpose()
-                        .map_err(|e| fail(format!("research.key_points: {e}")))?
+                        .map_err(|e| bad_request(format!("research.key_points: {e}")))?
                         .unwrap_or_default();
                     if kps.is_empty() {
-                        return Err(fail(
+                        return Err(bad_request(
                             "the research holds no key points: there is nothing cited to put on \
                              slides",
                         ));
@@ -287,9 +292,9 @@ impl AgentHandle for PptSpecialist {
                     outline_from_research(title, &kps, slides.clamp(2, 30))
                 }
                 Some(m) => serde_json::from_value::<Outline>(Value::Object(m))
-                    .map_err(|e| fail(format!("not an outline: {e}")))?,
+                    .map_err(|e| bad_request(format!("not an outline: {e}")))?,
                 None => Outline::from_markdown(&ask.text).ok_or_else(|| {
-                    fail(
+                    bad_request(
                         "send an outline: JSON {\"title\", \"slides\": [{\"title\", \"bullets\", \
                          \"notes\"}]} or Markdown (# Title, ## Slide, - bullet, > notes)",
                     )
@@ -300,13 +305,15 @@ impl AgentHandle for PptSpecialist {
                 outline.title,
                 outline.slides.len()
             )));
-            let built = build_outline(&self.tools, &outline).await.map_err(fail)?;
+            let built = build_outline(&self.tools, &outline)
+                .await
+                .map_err(AgentError::failed)?;
             // The deck travels in the reply: a remote caller has no access to this folder.
             let saved = self.out_dir.join(&built.file);
             let deck = tokio::task::spawn_blocking(move || std::fs::read(saved))
                 .await
-                .map_err(fail)?
-                .map_err(|e| fail(format!("cannot read back {}: {e}", built.file)))?;
+                .map_err(AgentError::failed)?
+                .map_err(|e| AgentError::failed(format!("cannot read back {}: {e}", built.file)))?;
             let file = Part::file(File {
                 content: FileContent::Bytes(base64::engine::Engine::encode(
                     &base64::engine::general_purpose::STANDARD,

@@ -140,7 +140,7 @@ impl Researcher {
     /// Direct mode: every source at once.
     pub async fn direct(&self, query: &str) -> Result<Vec<Finding>, AgentError> {
         if self.config.sources.is_empty() {
-            return Err(AgentError::Other(
+            return Err(AgentError::BadRequest(
                 "the researcher has no sources: add [[sources]] to its configuration".into(),
             ));
         }
@@ -152,7 +152,7 @@ impl Researcher {
                     out.push(
                         McpClient::connect(s.server.clone(), &self.policy)
                             .await
-                            .map_err(|e| AgentError::Other(e.to_string()))?,
+                            .map_err(AgentError::failed)?,
                     );
                 }
                 Ok::<_, AgentError>(out)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use agentry_a2a::model::*;
-use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};
+use agentry_a2a::server::{AgentExecutor, EventSink, ExecutorError, RequestContext};
 
 /// How the echo agent answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,7 +47,7 @@ impl Echo {
 }
 
 impl AgentExecutor for Echo {
-    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), ExecutorError> {
         let text = ctx.message.text_content();
         match self.mode {
             EchoMode::Message => events.message(events.agent_text(text)).await,
@@ -152,7 +152,7 @@ fn text_artifact(name: &str, text: &str) -> Artifact {
 }
 
 impl AgentExecutor for Conformance {
-    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         let id = ctx.message.message_id.as_str();
         match conformance_behaviour(id) {
             Some("test-resubscribe-message-id") => {
@@ -232,7 +232,7 @@ impl AgentExecutor for Conformance {
             }
             _ => {
                 if ctx.message.parts.iter().any(|p| matches!(p, Part::File(_))) {
-                    return Err(AgentError::Rejected(
+                    return Err(ExecutorError::Rejected(
                         "file parts are not supported by the conformance agent".into(),
                     ));
                 }

@@ -58,6 +58,12 @@ impl AccessLog for AuditTrail {
         if let Some(t) = a.task_id {
             e = e.task(t);
         }
+        if let Some(c) = a.correlation_id {
+            e = e.correlation(c);
+        }
+        if let Some(k) = a.idempotency_key {
+            e = e.idempotency_key(k);
+        }
         Box::pin(async move {
             let done = if self.queued {
                 self.log.enqueue(e).await

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::envelope::Envelope;
 use crate::jsonrpc::Request;
 use crate::store::BoxFuture;
 
@@ -26,6 +27,10 @@ pub struct Access {
     pub allowed: bool,
     /// Why, in a few words.
     pub reason: String,
+    /// The request's correlation id, from its task envelope ([`crate::envelope`]).
+    pub correlation_id: Option<String>,
+    /// The request's idempotency key, from its task envelope.
+    pub idempotency_key: Option<String>,
 }
 
 /// Where decisions go. `record` resolves once the decision is kept; an error refuses the
@@ -47,6 +52,7 @@ impl Audited {
     pub(super) async fn record(
         &self,
         req: Option<&Request>,
+        env: Option<&Envelope>,
         caller: Option<&str>,
         allowed: bool,
         reason: String,
@@ -58,6 +64,8 @@ impl Audited {
             caller: caller.map(str::to_owned),
             allowed,
             reason,
+            correlation_id: env.and_then(|e| e.correlation_id.clone()),
+            idempotency_key: env.and_then(|e| e.idempotency_key.clone()),
         };
         self.log.record(access).await
     }

@@ -7,11 +7,11 @@
 //! error fails it with the error's text.
 //!
 //! ```
-//! use agentry_a2a::server::{AgentExecutor, AgentError, EventSink, RequestContext};
+//! use agentry_a2a::server::{AgentExecutor, EventSink, ExecutorError, RequestContext};
 //!
 //! struct Shout;
 //! impl AgentExecutor for Shout {
-//!     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), AgentError> {
+//!     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), ExecutorError> {
 //!         let text = ctx.message.text_content().to_uppercase();
 //!         events.complete(Some(events.agent_text(text))).await?;
 //!         Ok(())
@@ -30,7 +30,8 @@ use crate::store::BoxFuture;
 
 /// Why an agent's run failed, or why an event was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum AgentError {
+#[non_exhaustive]
+pub enum ExecutorError {
     /// The task already reached a final state (e.g. it was canceled): stop working.
     #[error("task {0} is closed")]
     TaskClosed(String),
@@ -42,9 +43,9 @@ pub enum AgentError {
     Rejected(String),
 }
 
-impl AgentError {
+impl ExecutorError {
     pub fn failed(msg: impl Into<String>) -> Self {
-        AgentError::Failed(msg.into())
+        ExecutorError::Failed(msg.into())
     }
 }
 
@@ -59,6 +60,9 @@ pub struct RequestContext {
     pub previous: Option<Task>,
     pub configuration: Option<MessageSendConfiguration>,
     pub metadata: Option<Metadata>,
+    /// The request's task envelope ([`crate::envelope`]): correlation id, idempotency key,
+    /// priority, response mode, trigger. `None` when the client sent none.
+    pub envelope: Option<crate::envelope::Envelope>,
     pub(crate) cancel: watch::Receiver<bool>,
 }
 
@@ -82,6 +86,7 @@ impl RequestContext {
     /// A builder for tests and embedded use outside a server.
     pub fn for_message(message: Message) -> (Self, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
+        let envelope = crate::envelope::Envelope::of(&message).ok().flatten();
         let ctx = RequestContext {
             task_id: message.task_id.clone().unwrap_or_else(crate::new_id),
             context_id: message.context_id.clone().unwrap_or_else(crate::new_id),
@@ -89,6 +94,7 @@ impl RequestContext {
             previous: None,
             configuration: None,
             metadata: None,
+            envelope,
             cancel: rx,
         };
         (ctx, tx)
@@ -130,21 +136,21 @@ impl EventSink {
         &self,
         state: TaskState,
         message: Option<Message>,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), ExecutorError> {
         self.hub
             .apply(AgentEvent::Status(TaskStatus::now(state, message)))
             .await
     }
 
-    pub async fn working(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn working(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Working, message).await
     }
 
-    pub async fn complete(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn complete(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Completed, message).await
     }
 
-    pub async fn input_required(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn input_required(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::InputRequired, message).await
     }
 
@@ -154,7 +160,7 @@ impl EventSink {
     /// [`input_required`](Self::input_required) to ask. The next message starts a new turn;
     /// a cancel ends the task. The task is stored as parked ([`Task::parked`]), so a server
     /// restarted meanwhile leaves it waiting rather than recover it as interrupted.
-    pub async fn end_turn_working(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn end_turn_working(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.hub
             .apply(AgentEvent::Park(TaskStatus::now(
                 TaskState::Working,
@@ -163,11 +169,11 @@ impl EventSink {
             .await
     }
 
-    pub async fn fail(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn fail(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Failed, message).await
     }
 
-    pub async fn reject(&self, message: Option<Message>) -> Result<(), AgentError> {
+    pub async fn reject(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Rejected, message).await
     }
 
@@ -178,7 +184,7 @@ impl EventSink {
         artifact: Artifact,
         append: bool,
         last_chunk: bool,
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), ExecutorError> {
         self.hub
             .apply(AgentEvent::Artifact {
                 artifact,
@@ -190,7 +196,7 @@ impl EventSink {
 
     /// Answers with a message and no task. Only valid as the first event of a new task;
     /// afterwards the message joins the task's history and ends the stream.
-    pub async fn message(&self, message: Message) -> Result<(), AgentError> {
+    pub async fn message(&self, message: Message) -> Result<(), ExecutorError> {
         self.hub.apply(AgentEvent::Message(message)).await
     }
 }
@@ -201,7 +207,7 @@ pub trait AgentExecutor: Send + Sync + 'static {
         &self,
         ctx: RequestContext,
         events: EventSink,
-    ) -> impl Future<Output = Result<(), AgentError>> + Send;
+    ) -> impl Future<Output = Result<(), ExecutorError>> + Send;
 
     /// Called when a client cancels a running task, after the task is marked canceled and
     /// `ctx.canceled()` has fired. Release resources here.
@@ -216,7 +222,7 @@ pub trait DynAgentExecutor: Send + Sync + 'static {
         &self,
         ctx: RequestContext,
         events: EventSink,
-    ) -> BoxFuture<'_, Result<(), AgentError>>;
+    ) -> BoxFuture<'_, Result<(), ExecutorError>>;
     fn cancel_dyn<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()>;
 }
 
@@ -225,7 +231,7 @@ impl<T: AgentExecutor> DynAgentExecutor for T {
         &self,
         ctx: RequestContext,
         events: EventSink,
-    ) -> BoxFuture<'_, Result<(), AgentError>> {
+    ) -> BoxFuture<'_, Result<(), ExecutorError>> {
         Box::pin(self.execute(ctx, events))
     }
 

@@ -11,9 +11,10 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 
-use super::hub::AgentTasks;
+use super::hub::{AgentTasks, Started};
 use super::push::PushSender;
 use super::{AgentService, Credentials, ServerConfig, stream};
+use crate::envelope::{self, Envelope, ResponseMode};
 use crate::error::RpcError;
 use crate::jsonrpc::{self, Request};
 use crate::model::*;
@@ -45,9 +46,13 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         // One card for both generations (see `v1::merged_card`), declaring the HTTP+JSON
         // binding this server also answers at the same URL.
         let public = with_rest_interface(svc.card.clone());
-        let cards = Cards::new(&public, config.card);
+        let cards = Cards::new(&with_envelope(public), config.card);
         let exts = &svc.card.capabilities.extensions;
-        let extensions = exts.iter().map(|e| e.uri.clone()).collect();
+        let extensions = exts
+            .iter()
+            .map(|e| e.uri.clone())
+            .chain([envelope::EXTENSION_URI.to_owned()])
+            .collect();
         let required_extensions = exts
             .iter()
             .filter(|e| e.required == Some(true))
@@ -70,7 +75,9 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         }
         let state = Arc::new(AgentEndpoint {
             cards,
-            extended_card: svc.extended_card.map(with_rest_interface),
+            extended_card: svc
+                .extended_card
+                .map(|c| with_envelope(with_rest_interface(c))),
             extensions,
             required_extensions,
             credentials: svc.credentials,
@@ -85,6 +92,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
                 svc.executor,
                 push_supported.then(|| push.clone()),
                 config.stream_buffer,
+                config.idempotency_window,
             ),
             keep_alive: config.keep_alive,
         });
@@ -103,6 +111,25 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         None => app,
         Some(hosts) => super::listen::host_guard(app, &hosts),
     }
+}
+
+/// Declares the task envelope extension, which every agentry server understands.
+fn with_envelope(mut card: AgentCard) -> AgentCard {
+    let exts = &mut card.capabilities.extensions;
+    if !exts.iter().any(|e| e.uri == envelope::EXTENSION_URI) {
+        exts.push(AgentExtension {
+            uri: envelope::EXTENSION_URI.into(),
+            description: Some(
+                "Task envelope: correlation id, idempotency key (also the Idempotency-Key \
+                 header), priority, response mode, required scopes and trigger id in the \
+                 message metadata under this URI."
+                    .into(),
+            ),
+            required: Some(false),
+            params: None,
+        });
+    }
+    card
 }
 
 /// Declares the HTTP+JSON binding at the card's URL (unless the card names one already).
@@ -301,16 +328,18 @@ fn quotable(s: &str) -> String {
 /// where every call needs them, a credential that does not verify (always, where tokens are
 /// verified: a client sending a bad token should learn it), or a token without the required
 /// scopes.
-pub(super) fn authenticate(
-    s: &AgentEndpoint,
-    headers: &HeaderMap,
-) -> Result<Option<String>, Refusal> {
+pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Caller, Refusal> {
     use super::Verdict;
     let Some(c) = s.credentials.as_ref() else {
-        return Ok(None);
+        return Ok(Caller::default());
     };
     let refusal = match c.verdict(headers) {
-        Verdict::Caller(p) => return Ok(Some(p)),
+        Verdict::Caller(p, scopes) => {
+            return Ok(Caller {
+                principal: Some(p),
+                scopes,
+            });
+        }
         Verdict::Anonymous => c.required_for_all.then(Refusal::anonymous),
         Verdict::Invalid(why) => (c.required_for_all || c.verifier.is_some()).then(|| {
             let why = quotable(&why);
@@ -339,7 +368,112 @@ pub(super) fn authenticate(
             })
         }
     };
-    refusal.map_or(Ok(None), Err)
+    refusal.map_or(Ok(Caller::default()), Err)
+}
+
+/// Who a request authenticated as (`None`: anonymous) and the scopes its token grants
+/// (`None`: not limited, as with the operator's static tokens and API keys, or an agent
+/// open to everyone).
+#[derive(Debug, Default)]
+pub(super) struct Caller {
+    pub(super) principal: Option<String>,
+    scopes: Option<Vec<String>>,
+}
+
+impl Caller {
+    /// Refuses (403 `insufficient_scope`) a request whose envelope requires scopes the
+    /// caller's token does not grant.
+    pub(super) fn check_scopes(&self, env: Option<&Envelope>) -> Result<(), Refusal> {
+        let (Some(env), Some(held)) = (env, &self.scopes) else {
+            return Ok(());
+        };
+        let missing: Vec<&str> = env
+            .required_scopes
+            .iter()
+            .filter(|s| !held.contains(s))
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let scopes = quotable(&missing.join(" "));
+        Err(Refusal {
+            forbidden: true,
+            caller: self.principal.clone(),
+            message: format!("the token lacks the scope(s) the request requires: {scopes}"),
+            challenge: HeaderValue::from_str(&format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{scopes}\""
+            ))
+            .unwrap_or(HeaderValue::from_static(
+                "Bearer error=\"insufficient_scope\"",
+            )),
+        })
+    }
+}
+
+/// The task envelope of a send: from the message's metadata (or the params'), the
+/// `Idempotency-Key` and `traceparent` headers, with a correlation id made when the client
+/// gave none (the trace id when there is one). Its response mode is applied to the send's
+/// configuration where the client did not set it. `None` when the request is not a send or
+/// uses no envelope.
+pub(super) fn envelope_of(
+    req: &mut Request,
+    headers: &HeaderMap,
+) -> Result<Option<Envelope>, RpcError> {
+    let (Request::SendMessage(p) | Request::StreamMessage(p)) = req else {
+        return Ok(None);
+    };
+    let mut env = match Envelope::of(&p.message)? {
+        Some(e) => Some(e),
+        None => Envelope::from_metadata(p.metadata.as_ref())?,
+    };
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(k) = header(envelope::IDEMPOTENCY_HEADER) {
+        envelope::check_id("the Idempotency-Key header", k)?;
+        let e = env.get_or_insert_with(Envelope::default);
+        match &e.idempotency_key {
+            Some(own) if own != k => {
+                return Err(RpcError::invalid_params(
+                    "the Idempotency-Key header and the envelope's idempotencyKey differ",
+                ));
+            }
+            _ => e.idempotency_key = Some(k.to_owned()),
+        }
+    }
+    let Some(mut e) = env else { return Ok(None) };
+    if e.traceparent.is_none() {
+        // An invalid header is ignored, as W3C trace context says.
+        e.traceparent = header(envelope::TRACEPARENT_HEADER).map(str::to_owned);
+        if e.trace_id().is_none() {
+            e.traceparent = None;
+        }
+    }
+    if e.correlation_id.is_none() {
+        e.correlation_id = Some(e.trace_id().map_or_else(crate::new_id, str::to_owned));
+    }
+    if let Some(mode) = e.response_mode {
+        let c = p.configuration.get_or_insert_with(Default::default);
+        c.blocking.get_or_insert(mode == ResponseMode::Sync);
+        if mode == ResponseMode::Callback
+            && c.push_notification_config.is_none()
+            && let Some(url) = &e.callback_url
+        {
+            c.push_notification_config = Some(PushNotificationConfig {
+                id: None,
+                url: url.clone(),
+                token: None,
+                authentication: None,
+                body_version: None,
+            });
+        }
+    }
+    Ok(Some(e))
 }
 
 fn refused(id: &Value, v: ProtocolVersion, why: &Refusal) -> Response {
@@ -377,12 +511,13 @@ pub(super) fn decide(
 pub(super) async fn audit(
     s: &AgentEndpoint,
     req: Option<&Request>,
+    env: Option<&Envelope>,
     caller: Option<&str>,
     allowed: bool,
     reason: impl Into<String>,
 ) -> Result<(), RpcError> {
     let Some(a) = &s.audited else { return Ok(()) };
-    a.record(req, caller, allowed, reason.into())
+    a.record(req, env, caller, allowed, reason.into())
         .await
         .map_err(|e| {
             tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
@@ -491,17 +626,18 @@ async fn rpc(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
-    let caller = match authenticate(&s, &headers) {
-        Ok(caller) => caller,
+    let who = match authenticate(&s, &headers) {
+        Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
-            if let Err(e) = audit(&s, None, caller, false, why.message.clone()).await {
+            if let Err(e) = audit(&s, None, None, caller, false, why.message.clone()).await {
                 return rpc_error(&Value::Null, &e, fallback);
             }
             return refused(&Value::Null, fallback, &why);
         }
     };
-    let (id, req, v) = match jsonrpc::decode_request_as(&body, asked) {
+    let caller = who.principal.as_deref();
+    let (id, mut req, v) = match jsonrpc::decode_request_as(&body, asked) {
         Ok(x) => x,
         Err((id, e, v)) => return rpc_error(&id, &e, v),
     };
@@ -509,11 +645,22 @@ async fn rpc(
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
     };
+    let env = match envelope_of(&mut req, &headers) {
+        Ok(env) => env,
+        Err(e) => return rpc_error(&id, &e, v),
+    };
+    if let Err(why) = who.check_scopes(env.as_ref()) {
+        let reason = why.message.clone();
+        if let Err(e) = audit(&s, Some(&req), env.as_ref(), caller, false, reason).await {
+            return rpc_error(&id, &e, v);
+        }
+        return refused(&id, v, &why);
+    }
     let (allowed, reason) = decide(&s, &req, &headers);
-    if let Err(e) = audit(&s, Some(&req), caller.as_deref(), allowed, reason).await {
+    if let Err(e) = audit(&s, Some(&req), env.as_ref(), caller, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
-    let mut r = dispatch(&s, &headers, id, req, v, caller.as_deref()).await;
+    let mut r = dispatch(&s, &headers, id, req, v, caller, env).await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }
@@ -527,11 +674,12 @@ async fn dispatch(
     req: Request,
     v: ProtocolVersion,
     caller: Option<&str>,
+    env: Option<Envelope>,
 ) -> Response {
     match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
             let frame = stream::Frame::JsonRpc { id, version: v };
-            streaming(s, frame, req, caller).await
+            streaming(s, frame, req, caller, env).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => rpc_error(&id, &RpcError::extended_card_not_configured(), v),
@@ -548,7 +696,7 @@ async fn dispatch(
                 }
             }
         },
-        other => match unary(s, other, caller).await {
+        other => match unary(s, other, caller, env).await {
             Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.encode(v))),
             Err(e) => rpc_error(&id, &e, v),
         },
@@ -579,14 +727,20 @@ pub(super) async fn streaming(
     frame: stream::Frame,
     req: Request,
     caller: Option<&str>,
+    env: Option<Envelope>,
 ) -> Response {
     match req {
         Request::StreamMessage(p) => {
             if let Err(e) = check_push(s, &p) {
                 return stream::error(frame, e);
             }
-            match s.tasks.start(p, caller).await {
-                Ok(turn) => stream::turn(frame, turn, s.keep_alive),
+            match s.tasks.start(p, caller, env).await {
+                Ok(Started::Turn(turn)) => stream::turn(frame, turn, s.keep_alive),
+                // A repeat: the first request's task, and its running turn's events if any.
+                Ok(Started::Again(lease)) => match AgentTasks::follow(&lease).await {
+                    (task, Some(rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
+                    (task, None) => stream::snapshot(frame, task, s.keep_alive),
+                },
                 Err(e) => stream::error(frame, e),
             }
         }
@@ -652,6 +806,7 @@ pub(super) async fn unary(
     s: &AgentEndpoint,
     req: Request,
     caller: Option<&str>,
+    env: Option<Envelope>,
 ) -> Result<Answer, RpcError> {
     match req {
         Request::SendMessage(p) => {
@@ -662,7 +817,12 @@ pub(super) async fn unary(
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
-            let result = stream::await_result(s.tasks.start(p, caller).await?, blocking).await;
+            let result = match s.tasks.start(p, caller, env).await? {
+                Started::Turn(turn) => stream::await_result(turn, blocking).await,
+                Started::Again(lease) => {
+                    SendMessageResult::Task(AgentTasks::again(&lease, blocking).await)
+                }
+            };
             Ok(Answer::Send(match result {
                 SendMessageResult::Task(mut t) => {
                     t.limit_history(limit);

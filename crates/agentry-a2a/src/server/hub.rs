@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt;
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
-use super::executor::{AgentError, DynAgentExecutor, EventSink, RequestContext};
+use super::executor::{DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 use super::push::PushSender;
+use crate::envelope::Envelope;
 use crate::error::RpcError;
 use crate::model::*;
-use crate::store::{OutgoingPush, TaskStore};
+use crate::store::{KeyClaim, OutgoingPush, TaskStore};
 
 /// What an agent emits.
 pub(crate) enum AgentEvent {
@@ -122,7 +123,7 @@ impl Hub {
         st: &mut HubState,
         ends_turn: bool,
         pushes: &[OutgoingPush],
-    ) -> Result<(), AgentError> {
+    ) -> Result<(), ExecutorError> {
         let store = &self.agent.store;
         if ends_turn || st.task.state().ends_turn() {
             st.last_saved = Some(Instant::now());
@@ -131,7 +132,7 @@ impl Hub {
                 Err(e) => {
                     let why = format!("cannot store task: {e}");
                     st.store_error = Some(why.clone());
-                    Err(AgentError::Failed(why))
+                    Err(ExecutorError::Failed(why))
                 }
             };
         }
@@ -162,7 +163,7 @@ impl Hub {
     }
 
     /// Persists and publishes the opening snapshot of a turn, once.
-    async fn announce(&self, st: &mut HubState) -> Result<(), AgentError> {
+    async fn announce(&self, st: &mut HubState) -> Result<(), ExecutorError> {
         if !st.announced {
             let pushes = self.pushes(st);
             self.save(st, false, &pushes).await?;
@@ -175,11 +176,11 @@ impl Hub {
     }
 
     /// Applies one agent event: snapshot, store, publish, push.
-    pub(crate) async fn apply(&self, ev: AgentEvent) -> Result<(), AgentError> {
+    pub(crate) async fn apply(&self, ev: AgentEvent) -> Result<(), ExecutorError> {
         let parks = matches!(ev, AgentEvent::Park(_));
         let mut st = self.state.lock().await;
         if st.task.state().is_terminal() || st.turn_over {
-            return Err(AgentError::TaskClosed(self.task_id.clone()));
+            return Err(ExecutorError::TaskClosed(self.task_id.clone()));
         }
         match ev {
             AgentEvent::Message(mut m) if !st.stored => {
@@ -235,7 +236,7 @@ impl Hub {
 
     /// Closes a turn whose agent returned: `Ok` without a final state completes the task, an
     /// error fails it with the error's text.
-    async fn end_turn(&self, result: Result<(), AgentError>) {
+    async fn end_turn(&self, result: Result<(), ExecutorError>) {
         self.close_turn(result).await;
         let mut st = self.state.lock().await;
         self.force_end(&mut st).await;
@@ -246,7 +247,7 @@ impl Hub {
         self.ended.notify_waiters();
     }
 
-    async fn close_turn(&self, result: Result<(), AgentError>) {
+    async fn close_turn(&self, result: Result<(), ExecutorError>) {
         let open = {
             let st = self.state.lock().await;
             !(st.turn_over || st.task.state().is_terminal())
@@ -256,8 +257,8 @@ impl Hub {
         }
         let status = match result {
             Ok(()) => TaskStatus::now(TaskState::Completed, None),
-            Err(AgentError::TaskClosed(_)) => return,
-            Err(AgentError::Rejected(why)) => {
+            Err(ExecutorError::TaskClosed(_)) => return,
+            Err(ExecutorError::Rejected(why)) => {
                 TaskStatus::now(TaskState::Rejected, Some(self.agent_text(why)))
             }
             Err(e) => TaskStatus::now(TaskState::Failed, Some(self.agent_text(e.to_string()))),
@@ -317,7 +318,20 @@ pub(crate) struct AgentTasks {
     pub push: Option<PushSender>,
     pub stream_buffer: usize,
     hubs: Mutex<HashMap<String, (Arc<Hub>, usize)>>,
+    /// How long an idempotency key holds its first request's task.
+    idempotency_window: Duration,
 }
+
+/// What a send starts: a new turn, or, for a repeat of an earlier request (same idempotency
+/// key, same request), that request's task.
+pub(crate) enum Started {
+    Turn(Turn),
+    Again(HubLease),
+}
+
+/// How long a repeated request waits for the task its key names to appear, before taking the
+/// key as left behind by a server that died between claiming it and saving the task.
+const CLAIM_SETTLE: Duration = Duration::from_secs(2);
 
 /// A started turn: the hub, a receiver subscribed before the agent ran, and a lease.
 pub(crate) struct Turn {
@@ -331,6 +345,7 @@ impl AgentTasks {
         executor: Arc<dyn DynAgentExecutor>,
         push: Option<PushSender>,
         stream_buffer: usize,
+        idempotency_window: Duration,
     ) -> Arc<Self> {
         Arc::new(AgentTasks {
             store,
@@ -338,6 +353,7 @@ impl AgentTasks {
             push,
             stream_buffer: stream_buffer.max(1),
             hubs: Mutex::new(HashMap::new()),
+            idempotency_window,
         })
     }
 
@@ -416,11 +432,128 @@ impl AgentTasks {
         Ok(lease)
     }
 
-    /// Starts a turn for `params`: a new task, or the next turn of an interrupted one.
+    /// Starts a turn for `params`, once per idempotency key: with a key the envelope names
+    /// that an earlier request of this caller claimed, the same request gets that request's
+    /// task ([`Started::Again`]) and a different one an error.
     pub(super) async fn start(
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
+        envelope: Option<Envelope>,
+    ) -> Result<Started, RpcError> {
+        let Some(key) = envelope.as_ref().and_then(|e| e.idempotency_key.clone()) else {
+            return self
+                .begin(params, caller, envelope, None)
+                .await
+                .map(Started::Turn);
+        };
+        let scope = caller.unwrap_or("anonymous");
+        let claim = KeyClaim {
+            task_id: params.message.task_id.clone().unwrap_or_else(crate::new_id),
+            fingerprint: fingerprint(&params.message),
+        };
+        let store_error = |e: crate::store::StoreError| match e {
+            crate::store::StoreError::Unsupported(_) => RpcError::unsupported(format!(
+                "this agent's task store keeps no idempotency keys: {e}"
+            )),
+            e => RpcError::internal(e.to_string()),
+        };
+        let expires = crate::store::now_ms() + self.idempotency_window.as_millis() as i64;
+        let mut settle_until = None;
+        loop {
+            let held = self
+                .store
+                .claim_key(scope, &key, &claim, expires)
+                .await
+                .map_err(store_error)?;
+            let Some(held) = held else {
+                let new_id = params
+                    .message
+                    .task_id
+                    .is_none()
+                    .then(|| claim.task_id.clone());
+                return match self.begin(params, caller, envelope, new_id).await {
+                    Ok(turn) => Ok(Started::Turn(turn)),
+                    Err(e) => {
+                        // Nothing started: a corrected retry may use the key.
+                        if let Err(e) = self.store.release_key(scope, &key).await {
+                            tracing::warn!("idempotency key not released: {e}");
+                        }
+                        Err(e)
+                    }
+                };
+            };
+            if held.fingerprint != claim.fingerprint {
+                return Err(RpcError::invalid_params(format!(
+                    "idempotency key {key:?} was used for a different request (task {}); use a \
+                     new key for a new request",
+                    held.task_id
+                )));
+            }
+            match self.open(&held.task_id, caller).await {
+                Ok(lease) => return Ok(Started::Again(lease)),
+                Err(e) if e.code != crate::error::code::TASK_NOT_FOUND => return Err(e),
+                Err(_) => {
+                    // The first request is between its claim and its task (microseconds), or
+                    // its server died there: wait a little, then take the key over.
+                    let until = *settle_until.get_or_insert_with(|| Instant::now() + CLAIM_SETTLE);
+                    if Instant::now() < until {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    self.store
+                        .release_key(scope, &key)
+                        .await
+                        .map_err(store_error)?;
+                    settle_until = Some(Instant::now() + CLAIM_SETTLE);
+                }
+            }
+        }
+    }
+
+    /// The task a repeated request gets: at once when not blocking or when no turn runs,
+    /// otherwise when the running turn ends.
+    pub(super) async fn again(lease: &HubLease, blocking: bool) -> Task {
+        let mut rx = {
+            let st = lease.hub.state.lock().await;
+            if !blocking || !st.running || st.turn_over {
+                return st.task.clone();
+            }
+            lease.hub.events.subscribe()
+        };
+        loop {
+            match rx.recv().await {
+                Ok(ev) if ev.is_final() => break,
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    if lease.hub.state.lock().await.task.state().ends_turn() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            }
+        }
+        lease.hub.state.lock().await.task.clone()
+    }
+
+    /// A repeated streaming request: the running turn's events from now on, or `None` when
+    /// no turn runs (the snapshot is the whole answer).
+    pub(super) async fn follow(
+        lease: &HubLease,
+    ) -> (Task, Option<broadcast::Receiver<Arc<StreamEvent>>>) {
+        let st = lease.hub.state.lock().await;
+        let rx = (st.running && !st.turn_over).then(|| lease.hub.events.subscribe());
+        (st.task.clone(), rx)
+    }
+
+    /// Starts a turn for `params`: a new task (with id `new_id` when given), or the next turn
+    /// of an interrupted one.
+    async fn begin(
+        self: &Arc<Self>,
+        params: MessageSendParams,
+        caller: Option<&str>,
+        envelope: Option<Envelope>,
+        new_id: Option<String>,
     ) -> Result<Turn, RpcError> {
         let MessageSendParams {
             mut message,
@@ -431,8 +564,13 @@ impl AgentTasks {
             Some(task_id) => self.open(&task_id, caller).await?,
             None => {
                 let context_id = message.context_id.clone().unwrap_or_else(crate::new_id);
-                let mut task = Task::new(crate::new_id(), context_id);
+                let mut task = Task::new(new_id.unwrap_or_else(crate::new_id), context_id);
                 task.owner = caller.map(str::to_owned);
+                // The envelope is recorded on the task: who asked under which correlation
+                // id stays visible to `tasks/get` and survives restarts.
+                if let Some(env) = &envelope {
+                    env.put(task.metadata.get_or_insert_with(Default::default));
+                }
                 self.lease(Arc::new(Hub::new(task, false, Vec::new(), self.clone())))
             }
         };
@@ -518,6 +656,7 @@ impl AgentTasks {
             previous,
             configuration,
             metadata,
+            envelope,
             cancel: hub.cancel.subscribe(),
         };
         let run_lease = self.lease(hub.clone());
@@ -528,7 +667,7 @@ impl AgentTasks {
             let result = AssertUnwindSafe(executor.execute_dyn(ctx, EventSink::new(hub.clone())))
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|_| Err(AgentError::failed("the agent crashed (panic)")));
+                .unwrap_or_else(|_| Err(ExecutorError::failed("the agent crashed (panic)")));
             hub.end_turn(result).await;
             drop(run_lease);
         });
@@ -746,4 +885,25 @@ fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConf
         Some(c) => *c = cfg,
         None => list.push(cfg),
     }
+}
+
+/// What tells a retry from a different request under one idempotency key: the message's
+/// role, parts, context, task and references. Not its messageId (a client may make a new one
+/// per attempt) nor its metadata (a new `traceparent` span per attempt).
+fn fingerprint(m: &Message) -> String {
+    use sha2::{Digest, Sha256};
+    let body = serde_json::to_vec(&(
+        m.role,
+        &m.parts,
+        &m.context_id,
+        &m.task_id,
+        &m.reference_task_ids,
+    ))
+    .unwrap_or_default();
+    let digest = Sha256::digest(&body);
+    digest.iter().fold(String::with_capacity(64), |mut s, b| {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use access::{Access, AccessLog};
-pub use executor::{AgentError, AgentExecutor, DynAgentExecutor, EventSink, RequestContext};
+pub use executor::{AgentExecutor, DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
 pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
 
@@ -77,8 +77,9 @@ pub struct VerifiedBearer {
 pub(crate) enum Verdict {
     /// It presents none.
     Anonymous,
-    /// It presents an accepted credential: the principal.
-    Caller(String),
+    /// It presents an accepted credential: the principal, and the scopes of a verified
+    /// token (`None` for the operator's static tokens and API keys, which hold every scope).
+    Caller(String, Option<Vec<String>>),
     /// It presents a credential that is refused, and why.
     Invalid(String),
     /// A valid token (of this principal) that lacks these required scopes.
@@ -99,7 +100,7 @@ impl Credentials {
     /// Tasks belong to the principal that made them.
     pub fn principal(&self, headers: &http::HeaderMap) -> Option<String> {
         match self.verdict(headers) {
-            Verdict::Caller(p) => Some(p),
+            Verdict::Caller(p, _) => Some(p),
             _ => None,
         }
     }
@@ -114,7 +115,7 @@ impl Credentials {
             .map(|(_, token)| token.trim());
         if let Some(token) = bearer {
             if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
-                return Verdict::Caller(digest("bearer", t));
+                return Verdict::Caller(digest("bearer", t), None);
             }
             if let Some(v) = &self.verifier {
                 return match v.verify(token) {
@@ -127,7 +128,7 @@ impl Credentials {
                             .collect();
                         let caller = format!("jwt:{}", b.subject);
                         if missing.is_empty() {
-                            Verdict::Caller(caller)
+                            Verdict::Caller(caller, Some(b.scopes))
                         } else {
                             Verdict::Insufficient { caller, missing }
                         }
@@ -140,7 +141,7 @@ impl Credentials {
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
             && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return Verdict::Caller(digest("api-key", k));
+            return Verdict::Caller(digest("api-key", k), None);
         }
         match bearer {
             Some(_) => Verdict::Invalid("token not accepted".into()),
@@ -290,6 +291,9 @@ pub struct ServerConfig {
     /// The card a request without `A2A-Version` gets (one with the header gets its
     /// generation's card).
     pub card: CardDefault,
+    /// How long an idempotency key holds the task of its first request (default 24 hours):
+    /// a retry within it gets that task, after it a new one.
+    pub idempotency_window: Duration,
 }
 
 /// Which agent card a card request without an `A2A-Version` header gets. A 0.3 client sends
@@ -317,6 +321,7 @@ impl Default for ServerConfig {
             allowed_hosts: None,
             limits: listen::Limits::default(),
             card: CardDefault::default(),
+            idempotency_window: Duration::from_secs(24 * 3600),
         }
     }
 }

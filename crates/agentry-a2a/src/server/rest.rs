@@ -208,16 +208,18 @@ async fn call(
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
-    let caller = match handlers::authenticate(s, headers) {
-        Ok(caller) => caller,
+    let who = match handlers::authenticate(s, headers) {
+        Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
-            if let Err(e) = handlers::audit(s, None, caller, false, why.message.clone()).await {
+            let reason = why.message.clone();
+            if let Err(e) = handlers::audit(s, None, None, caller, false, reason).await {
                 return error(&e);
             }
             return refused(&why);
         }
     };
+    let caller = who.principal.as_deref();
     let active = match handlers::negotiate_extensions(s, headers) {
         Ok(a) => a,
         Err(e) => return error(&e),
@@ -226,8 +228,19 @@ async fn call(
         Ok(r) => r,
         Err(e) => return error(&e),
     };
+    let env = match handlers::envelope_of(&mut req, headers) {
+        Ok(env) => env,
+        Err(e) => return error(&e),
+    };
+    if let Err(why) = who.check_scopes(env.as_ref()) {
+        let reason = why.message.clone();
+        if let Err(e) = handlers::audit(s, Some(&req), env.as_ref(), caller, false, reason).await {
+            return error(&e);
+        }
+        return refused(&why);
+    }
     let (allowed, reason) = handlers::decide(s, &req, headers);
-    if let Err(e) = handlers::audit(s, Some(&req), caller.as_deref(), allowed, reason).await {
+    if let Err(e) = handlers::audit(s, Some(&req), env.as_ref(), caller, allowed, reason).await {
         return error(&e);
     }
     if legacy {
@@ -253,7 +266,7 @@ async fn call(
             } else {
                 ProtocolVersion::V1_0
             };
-            handlers::streaming(s, Frame::Rest(version), req, caller.as_deref()).await
+            handlers::streaming(s, Frame::Rest(version), req, caller, env).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => error(&RpcError::extended_card_not_configured()),
@@ -262,7 +275,7 @@ async fn call(
             }
             Some(_) => unauthorized(),
         },
-        other => match handlers::unary(s, other, caller.as_deref()).await {
+        other => match handlers::unary(s, other, caller, env).await {
             Ok(answer) => {
                 let mut body = answer.encode(ProtocolVersion::V1_0);
                 if legacy {
@@ -459,7 +472,8 @@ async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) ->
     let (allowed, reason) = handlers::decide(&s, &req, &headers);
     let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
     if s.extended_card.is_some()
-        && let Err(e) = handlers::audit(&s, Some(&req), caller.as_deref(), allowed, reason).await
+        && let Err(e) =
+            handlers::audit(&s, Some(&req), None, caller.as_deref(), allowed, reason).await
     {
         return error(&e);
     }

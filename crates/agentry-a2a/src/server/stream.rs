@@ -162,6 +162,13 @@ pub(super) fn turn(frame: Frame, turn: Turn, keep_alive: Duration) -> Response {
     )
 }
 
+/// A stream of one event, the task as it stands (final): what a repeated streaming request
+/// gets when the first one's turn is over.
+pub(super) fn snapshot(frame: Frame, task: Task, keep_alive: Duration) -> Response {
+    let events = [StreamEvent::Task(task)].map(|ev| frame.event(&ev));
+    sse(stream::iter(events), keep_alive)
+}
+
 /// The stream of `tasks/resubscribe`: the snapshot first, then every change after it. A task
 /// already final gets its snapshot and the closing status event.
 pub(super) fn resubscribe(

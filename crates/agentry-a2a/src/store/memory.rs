@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{BoxFuture, StoreError, TaskPage, TaskQuery, TaskStore};
+use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
 
 /// Tasks in a map; finished tasks beyond `max_finished` are evicted oldest first, so a
@@ -18,7 +18,12 @@ struct Inner {
     tasks: HashMap<String, Task>,
     push: HashMap<String, Vec<PushNotificationConfig>>,
     finished: VecDeque<String>,
+    /// Idempotency keys by (scope, key), with their expiry (Unix ms).
+    keys: HashMap<(String, String), (KeyClaim, i64)>,
 }
+
+/// Keys held at most; past it, expired keys go first, then the soonest to expire.
+const MAX_KEYS: usize = 100_000;
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -140,5 +145,47 @@ impl TaskStore for MemoryStore {
         };
         drop(g);
         Box::pin(async move { Ok(deleted) })
+    }
+
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        claim: &'a KeyClaim,
+        expires_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
+        let now = super::now_ms();
+        let mut g = self.lock();
+        let id = (scope.to_owned(), key.to_owned());
+        let held = match g.keys.get(&id) {
+            Some((c, until)) if *until > now => Some(c.clone()),
+            _ => None,
+        };
+        if held.is_none() {
+            if g.keys.len() >= MAX_KEYS {
+                g.keys.retain(|_, (_, until)| *until > now);
+            }
+            if g.keys.len() >= MAX_KEYS
+                && let Some(first) = g
+                    .keys
+                    .iter()
+                    .min_by_key(|(_, (_, until))| *until)
+                    .map(|(k, _)| k.clone())
+            {
+                g.keys.remove(&first);
+            }
+            g.keys.insert(id, (claim.clone(), expires_ms));
+        }
+        drop(g);
+        Box::pin(async move { Ok(held) })
+    }
+
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.lock().keys.remove(&(scope.to_owned(), key.to_owned()));
+        Box::pin(async { Ok(()) })
     }
 }

@@ -44,6 +44,9 @@ pub enum StoreError {
     /// The store was shut down.
     #[error("store is closed")]
     Closed,
+    /// The store does not keep this kind of record.
+    #[error("this task store does not keep {0}")]
+    Unsupported(&'static str),
 }
 
 impl StoreError {
@@ -167,6 +170,48 @@ pub trait TaskStore: Send + Sync + 'static {
         let _ = id;
         Box::pin(async { Ok(()) })
     }
+
+    /// Claims idempotency key `key` of `scope` (the caller) for `claim` until `expires_ms`
+    /// (Unix milliseconds). `None`: the key was free (or its claim had expired) and is now
+    /// this claim's; otherwise the claim that holds it. Atomic: of concurrent claims of one
+    /// key exactly one gets `None`. Ordered like every write, and as durable as a save: a
+    /// restarted server still knows the keys it answered. The default keeps no keys (the
+    /// server then refuses requests that carry one).
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        claim: &'a KeyClaim,
+        expires_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
+        let _ = (scope, key, claim, expires_ms);
+        Box::pin(async { Err(StoreError::Unsupported("idempotency keys")) })
+    }
+
+    /// Frees a key whose request started nothing (it was refused, or its task never saved).
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (scope, key);
+        Box::pin(async { Err(StoreError::Unsupported("idempotency keys")) })
+    }
+}
+
+/// What an idempotency key is held for: the task its first request started (or continued)
+/// and a digest of that request, to tell a retry from a different request under the same key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyClaim {
+    pub task_id: String,
+    pub fingerprint: String,
+}
+
+/// Unix time in milliseconds, as idempotency keys expire.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A push notification on its way: the body as sent, to the config's webhook with its

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{BoxFuture, OutgoingPush, StoreError, TaskPage, TaskQuery, TaskStore};
+use super::{BoxFuture, KeyClaim, OutgoingPush, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
 
 const MAX_GROUP: usize = 512;
@@ -45,7 +45,24 @@ enum Op {
     },
     Enqueue(Vec<OutboxRow>),
     Ack(String),
+    /// Takes an idempotency key unless a claim that has not expired holds it: 1 taken, 0 held.
+    Claim {
+        scope: String,
+        key: String,
+        claim: KeyClaim,
+        expires_ms: i64,
+        now_ms: i64,
+    },
+    Release {
+        scope: String,
+        key: String,
+    },
+    /// Deletes every key expired by then.
+    SweepKeys(i64),
 }
+
+/// Claims between two sweeps of expired idempotency keys.
+const SWEEP_EVERY: u64 = 1024;
 
 /// (id, task id, config JSON, body) of one notification.
 type OutboxRow = (String, String, String, Vec<u8>);
@@ -58,6 +75,7 @@ struct Write {
 /// A SQLite-backed [`TaskStore`].
 pub struct SqliteStore {
     writer: mpsc::UnboundedSender<Write>,
+    claims: std::sync::atomic::AtomicU64,
     readers: Arc<Mutex<Vec<Connection>>>,
     path: PathBuf,
 }
@@ -125,6 +143,14 @@ impl SqliteStore {
                  task_id TEXT NOT NULL,
                  config TEXT NOT NULL,
                  body BLOB NOT NULL
+             );
+             CREATE TABLE IF NOT EXISTS idempotency_keys (
+                 scope TEXT NOT NULL,
+                 key TEXT NOT NULL,
+                 task_id TEXT NOT NULL,
+                 fingerprint TEXT NOT NULL,
+                 expires_ms INTEGER NOT NULL,
+                 PRIMARY KEY (scope, key)
              );",
         )
         .map_err(backend)?;
@@ -147,6 +173,7 @@ impl SqliteStore {
             .map_err(|e| StoreError::backend("cannot start the writer thread", e))?;
         Ok(SqliteStore {
             writer: tx,
+            claims: std::sync::atomic::AtomicU64::new(0),
             readers: Arc::new(Mutex::new(Vec::new())),
             path,
         })
@@ -280,6 +307,15 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                 "INSERT OR IGNORE INTO push_outbox (id, task_id, config, body) VALUES (?1, ?2, ?3, ?4)",
             )?;
             let mut ack = tx.prepare_cached("DELETE FROM push_outbox WHERE id=?1")?;
+            let mut expire_key = tx.prepare_cached(
+                "DELETE FROM idempotency_keys WHERE scope=?1 AND key=?2 AND expires_ms<=?3",
+            )?;
+            let mut claim_key = tx.prepare_cached(
+                "INSERT OR IGNORE INTO idempotency_keys (scope, key, task_id, fingerprint, expires_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            let mut release_key =
+                tx.prepare_cached("DELETE FROM idempotency_keys WHERE scope=?1 AND key=?2")?;
             for (i, w) in batch.iter().enumerate() {
                 let n = match &w.op {
                     Op::Save(task, rows) => {
@@ -318,6 +354,27 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
                         n
                     }
                     Op::Ack(id) => ack.execute([id])?,
+                    Op::Claim {
+                        scope,
+                        key,
+                        claim,
+                        expires_ms,
+                        now_ms,
+                    } => {
+                        expire_key.execute(params![scope, key, now_ms])?;
+                        claim_key.execute(params![
+                            scope,
+                            key,
+                            claim.task_id,
+                            claim.fingerprint,
+                            expires_ms
+                        ])?
+                    }
+                    Op::Release { scope, key } => release_key.execute(params![scope, key])?,
+                    Op::SweepKeys(now_ms) => tx.execute(
+                        "DELETE FROM idempotency_keys WHERE expires_ms<=?1",
+                        [now_ms],
+                    )?,
                 };
                 counts.push(n);
             }
@@ -575,6 +632,74 @@ impl TaskStore for SqliteStore {
 
     fn ack_push<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         let done = self.write(Op::Ack(id.to_owned()));
+        Box::pin(async move { done.await.map(|_| ()) })
+    }
+
+    fn claim_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        claim: &'a KeyClaim,
+        expires_ms: i64,
+    ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
+        use std::sync::atomic::Ordering;
+        Box::pin(async move {
+            // A key held when claimed may be released or expire before it is read: claim again.
+            for _ in 0..3 {
+                let now_ms = super::now_ms();
+                if self.claims.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+                    drop(self.write(Op::SweepKeys(now_ms)));
+                }
+                let taken = self
+                    .write(Op::Claim {
+                        scope: scope.to_owned(),
+                        key: key.to_owned(),
+                        claim: claim.clone(),
+                        expires_ms,
+                        now_ms,
+                    })
+                    .await?;
+                if taken == 1 {
+                    return Ok(None);
+                }
+                let (scope, key) = (scope.to_owned(), key.to_owned());
+                let held = self
+                    .read(move |c| {
+                        c.query_row(
+                            "SELECT task_id, fingerprint FROM idempotency_keys
+                             WHERE scope=?1 AND key=?2 AND expires_ms>?3",
+                            params![scope, key, now_ms],
+                            |r| {
+                                Ok(KeyClaim {
+                                    task_id: r.get(0)?,
+                                    fingerprint: r.get(1)?,
+                                })
+                            },
+                        )
+                        .optional()
+                        .map_err(backend)
+                    })
+                    .await?;
+                if held.is_some() {
+                    return Ok(held);
+                }
+            }
+            Err(StoreError::backend(
+                "claiming an idempotency key",
+                "the key changed hands three times while being claimed",
+            ))
+        })
+    }
+
+    fn release_key<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let done = self.write(Op::Release {
+            scope: scope.to_owned(),
+            key: key.to_owned(),
+        });
         Box::pin(async move { done.await.map(|_| ()) })
     }
 }

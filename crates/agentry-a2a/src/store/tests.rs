@@ -45,6 +45,88 @@ async fn contract(store: &dyn TaskStore) {
     assert!(store.list_push("other").await.unwrap().is_empty());
 
     listing(store).await;
+    idempotency_keys(store).await;
+}
+
+/// Claims of idempotency keys: first wins, scopes apart, release frees, expiry frees, and
+/// of many concurrent claims of one key exactly one wins.
+async fn idempotency_keys(store: &dyn TaskStore) {
+    let claim = |t: &str, f: &str| KeyClaim {
+        task_id: t.into(),
+        fingerprint: f.into(),
+    };
+    let later = now_ms() + 60_000;
+    let first = claim("task-1", "f1");
+    assert_eq!(
+        store.claim_key("alice", "k", &first, later).await.unwrap(),
+        None
+    );
+    // A retry, or another request under the same key: the first claim comes back.
+    for other in [claim("task-2", "f1"), claim("task-2", "f2")] {
+        assert_eq!(
+            store.claim_key("alice", "k", &other, later).await.unwrap(),
+            Some(first.clone())
+        );
+    }
+    // Another caller's key of the same name is its own.
+    assert_eq!(
+        store
+            .claim_key("bob", "k", &claim("task-3", "f1"), later)
+            .await
+            .unwrap(),
+        None
+    );
+    // Released: the next claim takes it.
+    store.release_key("alice", "k").await.unwrap();
+    let second = claim("task-4", "f4");
+    assert_eq!(
+        store.claim_key("alice", "k", &second, later).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.claim_key("alice", "k", &first, later).await.unwrap(),
+        Some(second.clone())
+    );
+    // Expired: taken again.
+    let gone = now_ms() - 1;
+    assert_eq!(
+        store.claim_key("alice", "old", &first, gone).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .claim_key("alice", "old", &second, later)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .claim_key("alice", "old", &first, later)
+            .await
+            .unwrap(),
+        Some(claim("task-4", "f4"))
+    );
+    // 32 concurrent claims of one key: one winner, and every loser sees the winner's claim.
+    let claims: Vec<KeyClaim> = (0..32).map(|i| claim(&format!("c{i}"), "f")).collect();
+    let results = futures_util::future::join_all(
+        claims
+            .iter()
+            .map(|c| store.claim_key("carol", "race", c, later)),
+    )
+    .await;
+    let winners: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Ok(None)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in &results {
+        if let Ok(Some(held)) = r {
+            assert_eq!(held, &claims[winners[0]]);
+        }
+    }
 }
 
 /// Filters, newest-first order and paging of `list`.
@@ -156,6 +238,20 @@ async fn sqlite_store_contract_and_restart() {
     // A new process (a new store on the same file) sees everything.
     let s = SqliteStore::open(&path).unwrap();
     let t = s.get("t1").await.unwrap().unwrap();
+    // Idempotency keys survive too: a retry after a restart finds the first task.
+    let held = s
+        .claim_key(
+            "alice",
+            "k",
+            &KeyClaim {
+                task_id: "x".into(),
+                fingerprint: "y".into(),
+            },
+            now_ms() + 1000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(held.map(|c| c.task_id).as_deref(), Some("task-4"));
     assert_eq!(t.artifacts.len(), 1);
     assert_eq!(t.history.len(), 1);
     assert_eq!(s.list_push("t1").await.unwrap().len(), 1);

@@ -351,7 +351,7 @@ impl agentry_a2a::server::AgentExecutor for Counting {
         &self,
         _ctx: agentry_a2a::server::RequestContext,
         events: agentry_a2a::server::EventSink,
-    ) -> Result<(), agentry_a2a::server::AgentError> {
+    ) -> Result<(), agentry_a2a::server::ExecutorError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         events.complete(Some(events.agent_text("done"))).await?;
         Ok(())

@@ -6,6 +6,7 @@
 mod access;
 mod bindings;
 mod common;
+mod envelope;
 mod faults;
 mod hardening;
 mod interop_sdk03;

@@ -11,7 +11,7 @@ use agentry::agents::{Conformance, Echo};
 use agentry_a2a::A2aError;
 use agentry_a2a::client::{A2aClient, ClientConfig};
 use agentry_a2a::model::*;
-use agentry_a2a::server::{AgentError, AgentExecutor, EventSink, RequestContext};
+use agentry_a2a::server::{AgentExecutor, EventSink, ExecutorError, RequestContext};
 use agentry_a2a::version::ProtocolVersion;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -238,13 +238,13 @@ struct WaitsForCancel {
 }
 
 impl AgentExecutor for WaitsForCancel {
-    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         ev.working(None).await?;
         ctx.canceled().await;
         // Further events are refused once the task is canceled.
         let after = ev.complete(None).await;
         self.refused_after_cancel.store(
-            matches!(after, Err(AgentError::TaskClosed(_))),
+            matches!(after, Err(ExecutorError::TaskClosed(_))),
             Ordering::SeqCst,
         );
         Ok(())
@@ -382,11 +382,11 @@ async fn subscribing_to_a_finished_task_is_refused() {
 
 struct Panics;
 impl AgentExecutor for Panics {
-    async fn execute(&self, ctx: RequestContext, _ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, _ev: EventSink) -> Result<(), ExecutorError> {
         if ctx.message.text_content() == "panic" {
             panic!("agent bug");
         }
-        Err(AgentError::failed("the model is unreachable"))
+        Err(ExecutorError::failed("the model is unreachable"))
     }
 }
 
@@ -413,7 +413,7 @@ async fn failing_and_panicking_agents_fail_their_task() {
 /// Emits many events quickly; a subscriber that never reads must not hold it up.
 struct Chatty;
 impl AgentExecutor for Chatty {
-    async fn execute(&self, _ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, _ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         ev.working(None).await?;
         let mut a = Artifact::new(Some("log"), vec![Part::text("start")]);
         ev.artifact(a.clone(), false, false).await?;
@@ -658,7 +658,7 @@ async fn conformance_resubscribe_task_keeps_emitting() {
 /// the second message.
 struct Parks;
 impl AgentExecutor for Parks {
-    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         if ctx.previous.is_none() {
             ev.working(None).await?;
             ev.end_turn_working(Some(ev.agent_text("noted; send the rest")))
@@ -717,7 +717,7 @@ async fn a_turn_can_end_with_the_task_still_working() {
 /// message" until the agent's function returned).
 struct SlowToReturn;
 impl AgentExecutor for SlowToReturn {
-    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), AgentError> {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
         if ctx.previous.is_none() {
             ev.input_required(Some(ev.agent_text("which one?"))).await?;
             tokio::time::sleep(Duration::from_millis(300)).await;

@@ -359,7 +359,7 @@ impl agentry::a2a::server::AgentExecutor for Counter {
         &self,
         ctx: agentry::a2a::server::RequestContext,
         events: agentry::a2a::server::EventSink,
-    ) -> Result<(), agentry::a2a::server::AgentError> {
+    ) -> Result<(), agentry::a2a::server::ExecutorError> {
         let text = ctx.message.text_content();
         self.seen.lock().unwrap().push(text.clone());
         if text.contains("slow") && self.hold.load(std::sync::atomic::Ordering::SeqCst) {

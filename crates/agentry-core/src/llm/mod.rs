@@ -203,6 +203,7 @@ pub struct Capabilities {
 
 /// A provider failure.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LlmError {
     #[error("cannot reach the model at {url}: {reason}")]
     Connect { url: String, reason: String },
@@ -214,8 +215,20 @@ pub enum LlmError {
     InvalidResponse(String),
     #[error("transcript: {0}")]
     Transcript(String),
-    #[error("{0}")]
-    Other(String),
+    /// The model's settings cannot be used (a local model's options, a provider's).
+    #[error("model settings: {0}")]
+    Settings(String),
+    /// The provider itself failed (an HTTP client that cannot be built, a local model's
+    /// runtime): the source says why.
+    #[error("model backend: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl LlmError {
+    /// Wraps a provider's own failure.
+    pub fn backend(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        LlmError::Backend(e.into())
+    }
 }
 
 /// A chat model. `chat_stream` defaults to one `Done` delta from `chat`.

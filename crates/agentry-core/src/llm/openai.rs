@@ -61,7 +61,7 @@ impl OpenAiProvider {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))
             .build()
-            .map_err(|e| LlmError::Other(format!("HTTP client: {e}")))?;
+            .map_err(LlmError::backend)?;
         let key = cfg
             .api_key
             .clone()

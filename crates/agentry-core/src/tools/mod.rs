@@ -67,6 +67,7 @@ impl ToolOutput {
 
 /// Why a tool call failed; every variant becomes an observation the model can react to.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolError {
     #[error("unknown tool `{name}`; valid tools: {valid}")]
     Unknown { name: String, valid: String },

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentry_a2a::model::*;
 use agentry_a2a::server::{
-    A2aServer, AgentError as ServerError, AgentExecutor, AgentService, EventSink, RequestContext,
+    A2aServer, AgentExecutor, AgentService, EventSink, ExecutorError as ServerError, RequestContext,
 };
 use agentry_a2a::store::{MemoryStore, TaskStore};
 use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
@@ -184,4 +184,76 @@ async fn canceling_a_run_cancels_the_remote_task() {
         remote_canceled.load(Ordering::SeqCst),
         "the remote task was canceled"
     );
+}
+
+/// A remote agent that records the envelope of every execution.
+#[derive(Clone, Default)]
+struct Recorder(Arc<std::sync::Mutex<Vec<(String, agentry_a2a::envelope::Envelope)>>>);
+impl AgentExecutor for Recorder {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ServerError> {
+        let text = ctx.message.text_content();
+        self.0
+            .lock()
+            .unwrap()
+            .push((text.clone(), ctx.envelope.clone().unwrap_or_default()));
+        ev.complete(Some(ev.agent_text(format!("seen {text}"))))
+            .await
+    }
+}
+
+/// The user request's correlation id reaches every step's agent, each attempt of a step
+/// carries its own idempotency key, and a repeated attempt (a run resumed mid-step) is not
+/// executed again by the remote agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_carry_the_correlation_id_and_run_once_per_attempt() {
+    let rec = Recorder::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let svc = AgentService::new(
+        AgentCard::new("recorder", "records", &url),
+        rec.clone(),
+        Arc::new(MemoryStore::default()),
+    );
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc)
+            .serve(l, std::future::pending()),
+    );
+    let mut reg = AgentRegistry::new(Mode::A2a);
+    reg.add_remote("rec", &url, "records", vec![]);
+    let engine = Engine::new(Arc::new(reg));
+    let w = wf(
+        "name: c\nsteps:\n  - {id: a, agent: rec, input: one}\n  - {id: b, agent: rec, depends_on: [a], input: two}\n",
+    );
+    let mut state = engine.prepare(w, json!({})).unwrap();
+    state.correlation_id = Some("user-request-7".into());
+    let run_id = state.run_id.clone();
+    let state = engine.execute(state, None, None).await;
+    assert_eq!(state.status, RunStatus::Completed, "{state:#?}");
+    let seen = rec.0.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    for (text, env) in &seen {
+        assert_eq!(
+            env.correlation_id.as_deref(),
+            Some("user-request-7"),
+            "{text}"
+        );
+        let key = env.idempotency_key.as_deref().unwrap();
+        assert!(key.starts_with(&run_id) && key.ends_with("/0"), "{key}");
+    }
+    assert_ne!(seen[0].1.idempotency_key, seen[1].1.idempotency_key);
+
+    // The same attempt asked again (what a resumed run does): the remote's first task comes
+    // back, nothing runs twice.
+    let remote = agentry_core::a2a::RemoteAgent::connect(&url, Default::default())
+        .await
+        .unwrap();
+    let ask = Ask {
+        text: "one".into(),
+        envelope: Some(seen[0].1.clone()),
+        ..Default::default()
+    };
+    let again = remote.ask(ask).await.unwrap();
+    assert_eq!(again.text, "seen one");
+    assert_eq!(rec.0.lock().unwrap().len(), 2, "not executed again");
 }

@@ -250,13 +250,13 @@ async fn independent_steps_run_concurrently_within_the_bound() {
 async fn retries_then_failure_policies() {
     let flaky = agent("flaky", |_, n| async move {
         if n < 3 {
-            Err(AgentError::Other(format!("try {n} failed")))
+            Err(AgentError::failed(format!("try {n} failed")))
         } else {
             Ok("finally".into())
         }
     });
     let broken = agent("broken", |_, _| async {
-        Err(AgentError::Other("always down".into()))
+        Err(AgentError::failed("always down"))
     });
     let backup = agent(
         "backup",
@@ -322,7 +322,7 @@ steps:
         let started = started.clone();
         async move {
             started.notified().await;
-            Err(AgentError::Other("always down".into()))
+            Err(AgentError::failed("always down"))
         }
     });
     let _ = broken;

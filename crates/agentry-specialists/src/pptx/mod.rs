@@ -19,6 +19,7 @@ pub use writer::{Bullet, Deck, Layout, Picture, Slide, write};
 
 /// Why a deck could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PptxError {
     #[error("{0}")]
     Input(String),

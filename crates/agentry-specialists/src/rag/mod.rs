@@ -24,6 +24,7 @@ pub use tools::rag_tools;
 
 /// Why ingestion or retrieval failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RagError {
     #[error("{0}")]
     Parse(String),
