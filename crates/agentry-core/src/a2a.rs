@@ -516,6 +516,10 @@ impl RemoteAgent {
         });
         let task = match self.client.send_message(p).await.map_err(err)? {
             SendMessageResult::Message(m) => return Ok(message_reply(m)),
+            // Already over (a repeated request whose task finished): nothing to follow.
+            SendMessageResult::Task(t) if t.state().ends_turn() => {
+                return reply_of_task(&self.name, t);
+            }
             SendMessageResult::Task(t) => t,
         };
         let wait = async {

@@ -491,6 +491,17 @@ impl AgentTasks {
                 )));
             }
             match self.open(&held.task_id, caller).await {
+                Ok(lease) if interrupted_by_restart(&lease).await => {
+                    // The first request's turn died with its server: the repeat runs it
+                    // again, on the same task (an agent with a checkpoint resumes there).
+                    drop(lease);
+                    let mut params = params;
+                    params.message.task_id = Some(held.task_id);
+                    return self
+                        .begin(params, caller, envelope, None)
+                        .await
+                        .map(Started::Turn);
+                }
                 Ok(lease) => return Ok(Started::Again(lease)),
                 Err(e) if e.code != crate::error::code::TASK_NOT_FOUND => return Err(e),
                 Err(_) => {
@@ -824,15 +835,14 @@ fn is_orphan(task: &Task) -> bool {
     matches!(task.state(), TaskState::Submitted | TaskState::Working) && !task.parked
 }
 
+/// What a task interrupted by a server that stopped says.
+const RECOVERED: &str = "The server stopped while this task was running. Send your message \
+                         again to continue, or cancel the task.";
+
 /// Moves an orphan to input-required, saying why: the caller sends the message again to go
 /// on (an agent that checkpoints its runs resumes from the checkpoint), or cancels.
 fn recover(task: &mut Task) {
-    let said = Message::text(
-        Role::Agent,
-        "The server stopped while this task was running. Send your message again to continue, \
-         or cancel the task.",
-    )
-    .in_task(&task.id, &task.context_id);
+    let said = Message::text(Role::Agent, RECOVERED).in_task(&task.id, &task.context_id);
     // Submitted and working both move to input-required.
     let _ = task.transition(TaskStatus::now(TaskState::InputRequired, Some(said)));
 }
@@ -885,6 +895,20 @@ fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConf
         Some(c) => *c = cfg,
         None => list.push(cfg),
     }
+}
+
+/// Whether the task's last turn was cut short by a server that stopped (and nothing ran
+/// since): what [`recover`] left.
+async fn interrupted_by_restart(lease: &HubLease) -> bool {
+    let st = lease.hub.state.lock().await;
+    !st.running
+        && st.task.state() == TaskState::InputRequired
+        && st
+            .task
+            .status
+            .message
+            .as_ref()
+            .is_some_and(|m| m.role == Role::Agent && m.text_content() == RECOVERED)
 }
 
 /// What tells a retry from a different request under one idempotency key: the message's

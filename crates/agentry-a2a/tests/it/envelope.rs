@@ -716,3 +716,51 @@ async fn retried_sends_under_faults_never_run_twice() {
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
     let _ = std::fs::remove_file(path);
 }
+
+/// A request whose task was cut short by a server that stopped: its repeat on the restarted
+/// server runs it again on the same task (a finished or still running one it would not).
+#[tokio::test]
+async fn a_repeat_of_a_request_cut_short_by_a_restart_runs_it_again() {
+    let (store, path) = sqlite();
+    let stuck = Counting {
+        gate: Some(Arc::new(Semaphore::new(0))),
+        ..Default::default()
+    };
+    let s = server(
+        stuck.clone(),
+        store.clone(),
+        ServerConfig::default(),
+        None,
+        None,
+    )
+    .await;
+    let mut p = send_03("book", json!({"idempotencyKey": "trip"}));
+    p["configuration"] = json!({"blocking": false});
+    let first = task_id(&rpc(&s.base, &[], "message/send", p).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(stuck.runs("book"), 1);
+    drop(s);
+    // The restarted server (a new one on the same file) finds the task orphaned.
+    let agent = Counting::default();
+    let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
+    let r = rpc(
+        &s.base,
+        &[("Idempotency-Key", "trip")],
+        "message/send",
+        send_03("book", json!({})),
+    )
+    .await;
+    assert_eq!(task_id(&r), first);
+    assert_eq!(r["result"]["status"]["state"], "completed", "{r}");
+    assert_eq!(agent.runs("book"), 1);
+    // Repeated again: the finished task, nothing runs.
+    let r = rpc(
+        &s.base,
+        &[("Idempotency-Key", "trip")],
+        "message/send",
+        send_03("book", json!({})),
+    )
+    .await;
+    assert_eq!((task_id(&r), agent.runs("book")), (first, 1));
+    let _ = std::fs::remove_file(path);
+}

@@ -250,6 +250,7 @@ async fn steps_carry_the_correlation_id_and_run_once_per_attempt() {
         .unwrap();
     let ask = Ask {
         text: "one".into(),
+        context_id: Some(run_id.clone()),
         envelope: Some(seen[0].1.clone()),
         ..Default::default()
     };
