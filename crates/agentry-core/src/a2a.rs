@@ -155,6 +155,7 @@ impl AgentExecutor for Served {
             task_id: Some(ctx.task_id.clone()),
             cancel: Some(cancel.clone()),
             envelope: ctx.envelope.clone(),
+            instructions: ctx.instructions.clone(),
         });
         let mut steps = Vec::new();
         while let Some(update) = updates.next().await {
@@ -241,7 +242,7 @@ impl AgentHandle for Agent {
                     }
                     s
                 }
-                None => self.start(&text, context),
+                None => self.start_with(&text, context, ask.instructions.as_deref()),
             };
             let hooks = UpdateHooks {
                 updates: tx,

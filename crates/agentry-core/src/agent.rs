@@ -588,12 +588,27 @@ impl Agent {
 
     /// A fresh run state for `query` in `context_id`'s conversation.
     pub fn start(&self, query: &str, context_id: Option<&str>) -> ReactState {
+        self.start_with(query, context_id, None)
+    }
+
+    /// [`Agent::start`] with `instructions` for this run after the agent's own system prompt
+    /// (a trigger's prompt: the agent stays itself, the trigger says what this run is for).
+    pub fn start_with(
+        &self,
+        query: &str,
+        context_id: Option<&str>,
+        instructions: Option<&str>,
+    ) -> ReactState {
         let history = context_id
             .and_then(|c| self.memory().get(c))
             .unwrap_or_default();
+        let prompt = match instructions.map(str::trim).filter(|i| !i.is_empty()) {
+            Some(i) => format!("{}\n\n{i}", self.kind.system_prompt),
+            None => self.kind.system_prompt.clone(),
+        };
         ReactState::new(
             self.react_config(),
-            &self.kind.system_prompt,
+            &prompt,
             self.tools().specs(),
             history,
             query,

@@ -68,6 +68,8 @@ pub struct Ask {
     /// agent was sent, and what a remote agent is sent, so one correlation id follows a user
     /// request across every hop.
     pub envelope: Option<agentry_a2a::envelope::Envelope>,
+    /// Instructions for this turn on top of the agent's own system prompt (a trigger's).
+    pub instructions: Option<String>,
 }
 
 impl Ask {

@@ -11,6 +11,8 @@
 //! - [`exchange`]: delegated credentials (RFC 8693 token exchange): a short-lived token for
 //!   the next agent with the scopes the user has ∩ asked for ∩ the agent's ceiling, and the
 //!   `act` chain of every agent on the path.
+//! - [`triggers`]: the registry of triggers a request may name, each with the agent
+//!   instructions, scopes, agents and defaults it brings.
 //!
 //! ```
 //! # async fn run() -> Result<(), agentry_governance::AuditError> {
@@ -31,6 +33,7 @@
 pub mod audit;
 pub mod exchange;
 pub mod token;
+pub mod triggers;
 
 pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};
 pub use exchange::{ExchangeError, ExchangeRequest, Exchanged, TokenExchange};

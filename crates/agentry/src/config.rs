@@ -56,6 +56,11 @@ pub struct Config {
     /// delegated tokens for the agents.
     #[serde(default)]
     pub token_service: Option<TokenServiceSection>,
+    /// Triggers requests may name in their task envelope (`triggerId`): each with the
+    /// instructions it adds to the agent's prompt, the scopes needed to fire it, the agents it
+    /// may start and its defaults. A request naming a trigger not listed here is refused.
+    #[serde(default)]
+    pub triggers: Vec<agentry_governance::triggers::Trigger>,
 }
 
 /// `[token_service]`: delegated, short-lived tokens for calls between agents.

@@ -47,6 +47,9 @@ pub enum Error {
     /// A run store (checkpoints of unfinished runs) could not be opened.
     #[error(transparent)]
     RunStore(#[from] agentry_core::runs::RunStoreError),
+    /// `[[triggers]]` is not a valid registry.
+    #[error("[[triggers]]")]
+    Triggers(#[from] agentry_governance::triggers::TriggerError),
     /// The audit trail could not be opened (or was found tampered with at start).
     #[error("audit trail")]
     Audit(#[from] agentry_governance::AuditError),

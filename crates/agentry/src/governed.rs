@@ -1,5 +1,6 @@
-//! Governance joined to the A2A server: the audit trail as the server's access log, and JWT
-//! verification as its bearer verifier. `[server] audit` and `[server.jwt]` use them; a
+//! Governance joined to the A2A server: the audit trail as the server's access log, JWT
+//! verification as its bearer verifier, the triggers registry as its admission hook.
+//! `[server] audit`, `[server.jwt]` and `[[triggers]]` use them; a
 //! program that builds its own [`AgentService`](agentry_a2a::server::AgentService) can too:
 //!
 //! ```no_run
@@ -21,8 +22,13 @@
 //! # let _ = svc; Ok(()) }
 //! ```
 
-use agentry_a2a::server::{Access, AccessLog, BearerVerifier, VerifiedBearer};
+use std::sync::Arc;
+
+use agentry_a2a::server::{
+    Access, AccessLog, Admission, Admit, BearerVerifier, Refused, VerifiedBearer,
+};
 use agentry_a2a::store::BoxFuture;
+use agentry_governance::triggers::{TriggerError, Triggers};
 use agentry_governance::{AuditLog, Event, JwtVerifier};
 
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
@@ -72,6 +78,37 @@ impl AccessLog for AuditTrail {
             };
             done.map_err(|e| e.to_string())
         })
+    }
+}
+
+/// The triggers registry as the server's admission hook: a send naming an unknown trigger,
+/// one for another agent, or one whose scopes the caller lacks is refused; a known one gets
+/// the trigger's priority and run mode where it names none, and the agent its prompt.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerGate(pub Arc<Triggers>);
+
+impl Admit for TriggerGate {
+    fn admit(&self, a: Admission<'_>) -> Result<Option<String>, Refused> {
+        let Some(id) = a.envelope.trigger_id.clone() else {
+            return Ok(None);
+        };
+        let t = self.0.admit(&id, a.agent, a.scopes).map_err(|e| match e {
+            TriggerError::Forbidden { ref missing, .. } => Refused::Forbidden {
+                scopes: missing.clone(),
+                message: e.to_string(),
+            },
+            other => Refused::Invalid(other.to_string()),
+        })?;
+        // The registry checked these words when it loaded.
+        let word = |w: &Option<String>| w.as_ref().map(|w| serde_json::Value::String(w.clone()));
+        if a.envelope.priority.is_none() {
+            a.envelope.priority = word(&t.priority).and_then(|v| serde_json::from_value(v).ok());
+        }
+        if a.envelope.response_mode.is_none() {
+            a.envelope.response_mode =
+                word(&t.run_mode).and_then(|v| serde_json::from_value(v).ok());
+        }
+        Ok((!t.system_prompt.trim().is_empty()).then(|| t.system_prompt.clone()))
     }
 }
 

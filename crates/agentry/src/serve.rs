@@ -89,6 +89,10 @@ impl Service {
             };
             Arc::new(trail) as Arc<dyn agentry_a2a::server::AccessLog>
         });
+        // Always installed: a request naming a trigger is refused unless one is configured.
+        let triggers = agentry_governance::triggers::Triggers::new(config.triggers.clone())?;
+        let admission: Option<Arc<dyn agentry_a2a::server::Admit>> =
+            Some(Arc::new(crate::governed::TriggerGate(Arc::new(triggers))));
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add = |path: String,
@@ -114,6 +118,7 @@ impl Service {
                 store,
                 credentials: None,
                 access_log: access_log.clone(),
+                admission: admission.clone(),
             };
             if let Some(c) = credentials {
                 svc = svc.with_credentials(c.clone());

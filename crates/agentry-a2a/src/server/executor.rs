@@ -63,6 +63,11 @@ pub struct RequestContext {
     /// The request's task envelope ([`crate::envelope`]): correlation id, idempotency key,
     /// priority, response mode, trigger. `None` when the client sent none.
     pub envelope: Option<crate::envelope::Envelope>,
+    /// Instructions the server's admission hook gave for this request (a trigger's prompt),
+    /// for the agent to add to its own.
+    pub instructions: Option<String>,
+    /// Who sent the message: the principal the server authenticated, `None` when anonymous.
+    pub caller: Option<String>,
     pub(crate) cancel: watch::Receiver<bool>,
 }
 
@@ -95,6 +100,8 @@ impl RequestContext {
             configuration: None,
             metadata: None,
             envelope,
+            instructions: None,
+            caller: None,
             cancel: rx,
         };
         (ctx, tx)

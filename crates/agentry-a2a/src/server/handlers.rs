@@ -11,6 +11,7 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 
+use super::admission::{Admission, Admit, Refused};
 use super::hub::{AgentTasks, Started};
 use super::push::PushSender;
 use super::{AgentService, Credentials, ServerConfig, stream};
@@ -32,6 +33,9 @@ pub(super) struct AgentEndpoint {
     required_extensions: Vec<String>,
     pub(super) credentials: Option<Credentials>,
     audited: Option<super::access::Audited>,
+    /// The agent's name (its card's), as the admission hook sees it.
+    name: String,
+    admission: Option<Arc<dyn Admit>>,
     push_supported: bool,
     push: PushSender,
     pub tasks: Arc<AgentTasks>,
@@ -81,6 +85,8 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             extensions,
             required_extensions,
             credentials: svc.credentials,
+            name: svc.card.name.clone(),
+            admission: svc.admission,
             audited: svc.access_log.map(|log| super::access::Audited {
                 log,
                 agent: svc.card.name.clone(),
@@ -396,30 +402,116 @@ impl Caller {
         if missing.is_empty() {
             return Ok(());
         }
+        let message = format!(
+            "the token lacks the scope(s) the request requires: {}",
+            missing.join(" ")
+        );
+        Err(Refusal::insufficient(
+            self.principal.clone(),
+            message,
+            &missing,
+        ))
+    }
+}
+
+impl Refusal {
+    /// 403 `insufficient_scope`, naming the scopes that are missing.
+    fn insufficient(caller: Option<String>, message: String, missing: &[&str]) -> Refusal {
         let scopes = quotable(&missing.join(" "));
-        Err(Refusal {
+        Refusal {
             forbidden: true,
-            caller: self.principal.clone(),
-            message: format!("the token lacks the scope(s) the request requires: {scopes}"),
+            caller,
+            message: quotable(&message),
             challenge: HeaderValue::from_str(&format!(
                 "Bearer error=\"insufficient_scope\", scope=\"{scopes}\""
             ))
             .unwrap_or(HeaderValue::from_static(
                 "Bearer error=\"insufficient_scope\"",
             )),
-        })
+        }
     }
+}
+
+/// What a send was admitted with: its task envelope, and the instructions the server's
+/// admission hook gave the agent for it.
+#[derive(Debug, Default)]
+pub(crate) struct Admitted {
+    pub(crate) envelope: Option<Envelope>,
+    pub(crate) instructions: Option<String>,
+}
+
+/// Why a send was not admitted: a malformed or inapplicable envelope (-32602), or scopes
+/// the caller lacks (403).
+pub(super) enum NotAdmitted {
+    Invalid(RpcError),
+    Refused(Refusal),
+}
+
+impl NotAdmitted {
+    pub(super) fn reason(&self) -> String {
+        match self {
+            NotAdmitted::Invalid(e) => e.message.clone(),
+            NotAdmitted::Refused(r) => r.message.clone(),
+        }
+    }
+}
+
+/// Admits a send: its envelope read ([`envelope_of`]), the scopes it requires checked against
+/// the caller's, the agent's admission hook asked (triggers), and the response mode applied
+/// to the send's configuration. Other requests pass with nothing. A refusal comes with the
+/// envelope when it was read (the audit trail records its correlation id).
+pub(super) fn admit(
+    s: &AgentEndpoint,
+    req: &mut Request,
+    headers: &HeaderMap,
+    who: &Caller,
+) -> Result<Admitted, Box<(NotAdmitted, Option<Envelope>)>> {
+    let mut env =
+        envelope_of(req, headers).map_err(|e| Box::new((NotAdmitted::Invalid(e), None)))?;
+    if let Err(why) = who.check_scopes(env.as_ref()) {
+        return Err(Box::new((NotAdmitted::Refused(why), env)));
+    }
+    let mut instructions = None;
+    if let (Some(gate), Some(e)) = (&s.admission, env.as_mut()) {
+        let admitted = gate
+            .admit(Admission::new(
+                &s.name,
+                who.principal.as_deref(),
+                who.scopes.as_deref(),
+                e,
+            ))
+            .map_err(|r| match r {
+                Refused::Invalid(m) => NotAdmitted::Invalid(RpcError::invalid_params(m)),
+                Refused::Forbidden { message, scopes } => {
+                    let missing: Vec<&str> = scopes.iter().map(String::as_str).collect();
+                    NotAdmitted::Refused(Refusal::insufficient(
+                        who.principal.clone(),
+                        message,
+                        &missing,
+                    ))
+                }
+            })
+            // What the hook filled in is held to the same rules as what the client sent.
+            .and_then(|i| e.check().map(|()| i).map_err(NotAdmitted::Invalid));
+        match admitted {
+            Ok(i) => instructions = i,
+            Err(no) => return Err(Box::new((no, env))),
+        }
+    }
+    if let (Request::SendMessage(p) | Request::StreamMessage(p), Some(e)) = (req, &env) {
+        apply_mode(p, e);
+    }
+    Ok(Admitted {
+        envelope: env,
+        instructions,
+    })
 }
 
 /// The task envelope of a send: from the message's metadata (or the params'), the
 /// `Idempotency-Key` and `traceparent` headers, with a correlation id made when the client
-/// gave none (the trace id when there is one). Its response mode is applied to the send's
-/// configuration where the client did not set it. `None` when the request is not a send or
+/// gave none (the trace id when there is one). `None` when the request is not a send or
 /// uses no envelope.
-pub(super) fn envelope_of(
-    req: &mut Request,
-    headers: &HeaderMap,
-) -> Result<Option<Envelope>, RpcError> {
+fn envelope_of(req: &mut Request, headers: &HeaderMap) -> Result<Option<Envelope>, RpcError> {
     let (Request::SendMessage(p) | Request::StreamMessage(p)) = req else {
         return Ok(None);
     };
@@ -457,6 +549,12 @@ pub(super) fn envelope_of(
     if e.correlation_id.is_none() {
         e.correlation_id = Some(e.trace_id().map_or_else(crate::new_id, str::to_owned));
     }
+    Ok(Some(e))
+}
+
+/// The envelope's response mode as the send's configuration, where the client did not set
+/// it: `sync` blocks, `async` and `callback` do not, `callback` pushes to its URL.
+fn apply_mode(p: &mut MessageSendParams, e: &Envelope) {
     if let Some(mode) = e.response_mode {
         let c = p.configuration.get_or_insert_with(Default::default);
         c.blocking.get_or_insert(mode == ResponseMode::Sync);
@@ -473,7 +571,6 @@ pub(super) fn envelope_of(
             });
         }
     }
-    Ok(Some(e))
 }
 
 fn refused(id: &Value, v: ProtocolVersion, why: &Refusal) -> Response {
@@ -645,22 +742,26 @@ async fn rpc(
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
     };
-    let env = match envelope_of(&mut req, &headers) {
-        Ok(env) => env,
-        Err(e) => return rpc_error(&id, &e, v),
-    };
-    if let Err(why) = who.check_scopes(env.as_ref()) {
-        let reason = why.message.clone();
-        if let Err(e) = audit(&s, Some(&req), env.as_ref(), caller, false, reason).await {
-            return rpc_error(&id, &e, v);
+    let admitted = match admit(&s, &mut req, &headers, &who) {
+        Ok(a) => a,
+        Err(refusal) => {
+            let (no, env) = *refusal;
+            let env = env.as_ref();
+            if let Err(e) = audit(&s, Some(&req), env, caller, false, no.reason()).await {
+                return rpc_error(&id, &e, v);
+            }
+            return match no {
+                NotAdmitted::Invalid(e) => rpc_error(&id, &e, v),
+                NotAdmitted::Refused(why) => refused(&id, v, &why),
+            };
         }
-        return refused(&id, v, &why);
-    }
+    };
+    let env = admitted.envelope.as_ref();
     let (allowed, reason) = decide(&s, &req, &headers);
-    if let Err(e) = audit(&s, Some(&req), env.as_ref(), caller, allowed, reason).await {
+    if let Err(e) = audit(&s, Some(&req), env, caller, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
-    let mut r = dispatch(&s, &headers, id, req, v, caller, env).await;
+    let mut r = dispatch(&s, &headers, id, req, v, caller, admitted).await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }
@@ -674,12 +775,12 @@ async fn dispatch(
     req: Request,
     v: ProtocolVersion,
     caller: Option<&str>,
-    env: Option<Envelope>,
+    admitted: Admitted,
 ) -> Response {
     match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
             let frame = stream::Frame::JsonRpc { id, version: v };
-            streaming(s, frame, req, caller, env).await
+            streaming(s, frame, req, caller, admitted).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => rpc_error(&id, &RpcError::extended_card_not_configured(), v),
@@ -696,7 +797,7 @@ async fn dispatch(
                 }
             }
         },
-        other => match unary(s, other, caller, env).await {
+        other => match unary(s, other, caller, admitted).await {
             Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.encode(v))),
             Err(e) => rpc_error(&id, &e, v),
         },
@@ -727,14 +828,14 @@ pub(super) async fn streaming(
     frame: stream::Frame,
     req: Request,
     caller: Option<&str>,
-    env: Option<Envelope>,
+    admitted: Admitted,
 ) -> Response {
     match req {
         Request::StreamMessage(p) => {
             if let Err(e) = check_push(s, &p) {
                 return stream::error(frame, e);
             }
-            match s.tasks.start(p, caller, env).await {
+            match s.tasks.start(p, caller, admitted).await {
                 Ok(Started::Turn(turn)) => stream::turn(frame, turn, s.keep_alive),
                 // A repeat: the first request's task, and its running turn's events if any.
                 Ok(Started::Again(lease)) => match AgentTasks::follow(&lease).await {
@@ -806,7 +907,7 @@ pub(super) async fn unary(
     s: &AgentEndpoint,
     req: Request,
     caller: Option<&str>,
-    env: Option<Envelope>,
+    admitted: Admitted,
 ) -> Result<Answer, RpcError> {
     match req {
         Request::SendMessage(p) => {
@@ -817,7 +918,7 @@ pub(super) async fn unary(
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
-            let result = match s.tasks.start(p, caller, env).await? {
+            let result = match s.tasks.start(p, caller, admitted).await? {
                 Started::Turn(turn) => stream::await_result(turn, blocking).await,
                 Started::Again(lease) => {
                     SendMessageResult::Task(AgentTasks::again(&lease, blocking).await)

@@ -20,8 +20,8 @@ use futures_util::FutureExt;
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
 use super::executor::{DynAgentExecutor, EventSink, ExecutorError, RequestContext};
+use super::handlers::Admitted;
 use super::push::PushSender;
-use crate::envelope::Envelope;
 use crate::error::RpcError;
 use crate::model::*;
 use crate::store::{KeyClaim, OutgoingPush, TaskStore};
@@ -439,11 +439,15 @@ impl AgentTasks {
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
-        envelope: Option<Envelope>,
+        admitted: Admitted,
     ) -> Result<Started, RpcError> {
-        let Some(key) = envelope.as_ref().and_then(|e| e.idempotency_key.clone()) else {
+        let Some(key) = admitted
+            .envelope
+            .as_ref()
+            .and_then(|e| e.idempotency_key.clone())
+        else {
             return self
-                .begin(params, caller, envelope, None)
+                .begin(params, caller, admitted, None)
                 .await
                 .map(Started::Turn);
         };
@@ -472,7 +476,7 @@ impl AgentTasks {
                     .task_id
                     .is_none()
                     .then(|| claim.task_id.clone());
-                return match self.begin(params, caller, envelope, new_id).await {
+                return match self.begin(params, caller, admitted, new_id).await {
                     Ok(turn) => Ok(Started::Turn(turn)),
                     Err(e) => {
                         // Nothing started: a corrected retry may use the key.
@@ -498,7 +502,7 @@ impl AgentTasks {
                     let mut params = params;
                     params.message.task_id = Some(held.task_id);
                     return self
-                        .begin(params, caller, envelope, None)
+                        .begin(params, caller, admitted, None)
                         .await
                         .map(Started::Turn);
                 }
@@ -563,9 +567,13 @@ impl AgentTasks {
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
-        envelope: Option<Envelope>,
+        admitted: Admitted,
         new_id: Option<String>,
     ) -> Result<Turn, RpcError> {
+        let Admitted {
+            envelope,
+            instructions,
+        } = admitted;
         let MessageSendParams {
             mut message,
             configuration,
@@ -668,6 +676,8 @@ impl AgentTasks {
             configuration,
             metadata,
             envelope,
+            instructions,
+            caller: caller.map(str::to_owned),
             cancel: hub.cancel.subscribe(),
         };
         let run_lease = self.lease(hub.clone());

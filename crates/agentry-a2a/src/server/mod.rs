@@ -18,6 +18,7 @@
 //! back through the registry's broadcast channel as a JSON body or an SSE stream.
 
 mod access;
+mod admission;
 mod executor;
 mod handlers;
 mod hub;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use access::{Access, AccessLog};
+pub use admission::{Admission, Admit, Refused};
 pub use executor::{AgentExecutor, DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
 pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
@@ -236,6 +238,9 @@ pub struct AgentService {
     pub credentials: Option<Credentials>,
     /// Where every authorization decision is recorded before the request is served.
     pub access_log: Option<Arc<dyn AccessLog>>,
+    /// Asked before a send with a task envelope starts: may refuse it or add instructions
+    /// (governance's triggers).
+    pub admission: Option<Arc<dyn Admit>>,
 }
 
 impl AgentService {
@@ -247,7 +252,14 @@ impl AgentService {
             store,
             credentials: None,
             access_log: None,
+            admission: None,
         }
+    }
+
+    /// Asks `gate` before each send with a task envelope starts (see [`Admit`]).
+    pub fn with_admission(mut self, gate: Arc<dyn Admit>) -> Self {
+        self.admission = Some(gate);
+        self
     }
 
     /// Records every authorization decision about this agent's requests in `log` (an audit

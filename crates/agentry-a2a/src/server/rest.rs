@@ -228,19 +228,23 @@ async fn call(
         Ok(r) => r,
         Err(e) => return error(&e),
     };
-    let env = match handlers::envelope_of(&mut req, headers) {
-        Ok(env) => env,
-        Err(e) => return error(&e),
-    };
-    if let Err(why) = who.check_scopes(env.as_ref()) {
-        let reason = why.message.clone();
-        if let Err(e) = handlers::audit(s, Some(&req), env.as_ref(), caller, false, reason).await {
-            return error(&e);
+    let admitted = match handlers::admit(s, &mut req, headers, &who) {
+        Ok(a) => a,
+        Err(refusal) => {
+            let (no, env) = *refusal;
+            let env = env.as_ref();
+            if let Err(e) = handlers::audit(s, Some(&req), env, caller, false, no.reason()).await {
+                return error(&e);
+            }
+            return match no {
+                handlers::NotAdmitted::Invalid(e) => error(&e),
+                handlers::NotAdmitted::Refused(why) => refused(&why),
+            };
         }
-        return refused(&why);
-    }
+    };
+    let env = admitted.envelope.as_ref();
     let (allowed, reason) = handlers::decide(s, &req, headers);
-    if let Err(e) = handlers::audit(s, Some(&req), env.as_ref(), caller, allowed, reason).await {
+    if let Err(e) = handlers::audit(s, Some(&req), env, caller, allowed, reason).await {
         return error(&e);
     }
     if legacy {
@@ -266,7 +270,7 @@ async fn call(
             } else {
                 ProtocolVersion::V1_0
             };
-            handlers::streaming(s, Frame::Rest(version), req, caller, env).await
+            handlers::streaming(s, Frame::Rest(version), req, caller, admitted).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => error(&RpcError::extended_card_not_configured()),
@@ -275,7 +279,7 @@ async fn call(
             }
             Some(_) => unauthorized(),
         },
-        other => match handlers::unary(s, other, caller, env).await {
+        other => match handlers::unary(s, other, caller, admitted).await {
             Ok(answer) => {
                 let mut body = answer.encode(ProtocolVersion::V1_0);
                 if legacy {

@@ -815,3 +815,71 @@ async fn a_conversation_survives_a_restart_with_its_run_store() {
 
     let _ = std::fs::remove_file(&db);
 }
+
+/// A trigger's instructions, given by the server's admission hook for a request that names
+/// the trigger in its task envelope, reach the model after the agent's own system prompt;
+/// the hook's refusal reaches the client, and nothing runs.
+#[tokio::test]
+async fn a_triggers_instructions_join_the_agents_prompt_over_a2a() {
+    struct Gate;
+    impl agentry_a2a::server::Admit for Gate {
+        fn admit(
+            &self,
+            a: agentry_a2a::server::Admission<'_>,
+        ) -> Result<Option<String>, agentry_a2a::server::Refused> {
+            match a.envelope.trigger_id.as_deref() {
+                Some("weekly") => Ok(Some("Write for managers: five bullets at most.".into())),
+                Some(other) => Err(agentry_a2a::server::Refused::Invalid(format!(
+                    "unknown trigger `{other}`"
+                ))),
+                None => Ok(None),
+            }
+        }
+    }
+    let llm = spy(vec![text("Five bullets.")]);
+    let agent = factory()
+        .create_agent_with_model(config("kb"), llm.clone())
+        .unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let svc = AgentService::new(
+        agent.card(&url),
+        Served::new(agent),
+        Arc::new(MemoryStore::default()),
+    )
+    .with_admission(Arc::new(Gate));
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc)
+            .serve(l, std::future::pending()),
+    );
+    let client = A2aClient::discover(&url, ClientConfig::default())
+        .await
+        .unwrap();
+    let send = |trigger: &str| {
+        let mut m = Message::text(Role::User, "Summarize the week");
+        let mut env = agentry_a2a::envelope::Envelope::default();
+        env.trigger_id = Some(trigger.into());
+        env.attach(&mut m);
+        client.send_message(MessageSendParams::new(m))
+    };
+    let refused = send("nightly").await.unwrap_err();
+    assert!(
+        refused.to_string().contains("unknown trigger `nightly`"),
+        "{refused}"
+    );
+    assert!(
+        llm.seen.lock().unwrap().is_empty(),
+        "a refused request runs nothing"
+    );
+    let SendMessageResult::Task(t) = send("weekly").await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(t.state(), TaskState::Completed);
+    let system = llm.seen.lock().unwrap()[0].messages[0].content.clone();
+    assert!(
+        system.starts_with("You answer questions about plays.")
+            && system.ends_with("Write for managers: five bullets at most."),
+        "{system}"
+    );
+}

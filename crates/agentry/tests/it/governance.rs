@@ -450,3 +450,145 @@ async fn the_token_service_mints_least_privilege_tokens_the_next_agent_accepts()
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[[triggers]]`: a request naming an unknown trigger, or one for another agent, is refused
+/// (-32602); one whose scopes the caller's token lacks gets 403 `insufficient_scope`; a known
+/// one runs with the trigger's defaults recorded on the task. Every decision is audited with
+/// the request's correlation id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triggers_are_refused_unless_known_meant_for_the_agent_and_allowed() {
+    let dir = std::env::temp_dir().join(format!("agentry-triggers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("jwks.json"), idp.jwks().to_string()).unwrap();
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        audit = true
+        [server.jwt]
+        jwks_file = "{dir}/jwks.json"
+        issuer = "{ISS}"
+        [[agents]]
+        path = "/"
+        builtin = {{ kind = "echo" }}
+        [[triggers]]
+        id = "weekly-report"
+        name = "Weekly report"
+        system_prompt = "Write for managers."
+        required_scopes = ["reports.run"]
+        agents = ["echo"]
+        priority = "high"
+        [[triggers]]
+        id = "mail-only"
+        agents = ["mailer"]
+        "#,
+        dir = dir.display()
+    );
+    let mut config: Config = toml::from_str(&toml).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    let base = format!("http://{addr}");
+    let token = |scopes: &[&str]| {
+        idp.issue(&Grant {
+            subject: "alice".into(),
+            audience: format!("{base}/"),
+            scopes: scopes
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<BTreeSet<_>>(),
+            lifetime: Duration::from_secs(120),
+            act: None,
+        })
+        .unwrap()
+    };
+    let send = |trigger: &str, corr: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+            "role": "user", "messageId": corr, "parts": [{"kind": "text", "text": "hello"}],
+            "metadata": {"urn:agentry:a2a:task-envelope:v1": {"triggerId": trigger, "correlationId": corr}}}}})
+        .to_string()
+    };
+    let call = |auth: String, body: String| {
+        let base = base.clone();
+        async move {
+            http(
+                &base,
+                "POST",
+                "/",
+                &[("Authorization", auth.as_str())],
+                &body,
+            )
+            .await
+        }
+    };
+    let with = |t: &str| format!("Bearer {t}");
+    // (case, trigger, token scopes, status, what the answer says)
+    let cases: [(&str, &str, &[&str], u16, &str); 4] = [
+        (
+            "unknown",
+            "nightly",
+            &["reports.run"],
+            200,
+            "unknown trigger `nightly`",
+        ),
+        (
+            "another agent's",
+            "mail-only",
+            &["reports.run"],
+            200,
+            "does not apply to agent `echo`",
+        ),
+        (
+            "without its scope",
+            "weekly-report",
+            &["other"],
+            403,
+            "reports.run",
+        ),
+        (
+            "allowed",
+            "weekly-report",
+            &["reports.run"],
+            200,
+            "\"completed\"",
+        ),
+    ];
+    for (case, trigger, scopes, status, says) in cases {
+        let corr = case.replace(' ', "-");
+        let (got, head, body) = call(with(&token(scopes)), send(trigger, &corr)).await;
+        assert_eq!(got, status, "{case}: {head} {body}");
+        assert!(body.contains(says), "{case}: {body}");
+        if status == 403 {
+            assert!(head.contains("insufficient_scope"), "{case}: {head}");
+        }
+        if case == "allowed" {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            let env = &v["result"]["metadata"]["urn:agentry:a2a:task-envelope:v1"];
+            assert_eq!(
+                (env["triggerId"].as_str(), env["priority"].as_str()),
+                (Some("weekly-report"), Some("high")),
+                "{v}"
+            );
+        } else {
+            assert!(body.contains("\"error\""), "{case}: {body}");
+        }
+    }
+    // Each decision is in the audit trail under the request's correlation id.
+    let log = AuditLog::open(&dir.join("audit.db")).unwrap();
+    for (case, ..) in cases {
+        let records = log.by_correlation(&case.replace(' ', "-")).unwrap();
+        let allowed = case == "allowed";
+        assert!(
+            records.iter().any(
+                |r| r.event.decision.as_deref() == Some(if allowed { "allow" } else { "deny" })
+            ),
+            "{case}: {records:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
