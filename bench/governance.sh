@@ -2,8 +2,9 @@
 # The cost of governance: the A2A task echo (memory store) measured with wrk in one run,
 # plain, with JWT verification (EdDSA, issuer, audience, expiry, a required scope), and with
 # JWT verification plus the audit trail (every decision an fsynced, hash-chained record,
-# committed before the request is served, or only queued in order), and the p50/p99 of
-# minting a token.
+# committed before the request is served, or only queued in order), with JWT and the task
+# envelope (an Idempotency-Key per request: a key claimed in the task store, the envelope
+# recorded on the task), the same two on the SQLite store, and the p50/p99 of minting a token.
 #   bash bench/governance.sh [DURATION_S] [CONNECTIONS]
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -27,13 +28,13 @@ trap stop EXIT
 declare -A RPS P99 ERR
 measure() { # name, then env assignments for the server
   local name=$1; shift
-  rm -f "$OUT/gov-audit.db"*
-  env "$@" "$T/release/examples/serve_echo" "$PORT" task 2>/dev/null &
+  rm -f "$OUT/gov-audit.db"* "$OUT/gov-tasks.db"*
+  env "$@" "$T/release/examples/serve_echo" "$PORT" task ${STORE_ARGS:-} 2>/dev/null &
   PID=$!
   for _ in $(seq 200); do curl -sf "$URL.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done
-  local token=""; [ "$name" != plain ] && token=$TOKEN
+  local token=""; [ "${name%%-*}" != plain ] && token=$TOKEN
   A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "$URL" >/dev/null
-  A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
+  A2A_TOKEN=$token A2A_PROTO=1.0 A2A_IDEMPOTENCY=${KEYED:-0} wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
   RPS[$name]=$(awk '/Requests\/sec/ {print $2}' "$OUT/gov-$name.txt")
   P99[$name]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$OUT/gov-$name.txt")
   ERR[$name]=$(awk '/A2A_RESULT/ {print $2, $3, $4}' "$OUT/gov-$name.txt")
@@ -46,10 +47,15 @@ measure plain
 measure jwt AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
 measure jwt+audit AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db"
 measure jwt+queued AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db" AGENTRY_BENCH_AUDIT_QUEUED=1
+KEYED=1 measure jwt+envelope AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
+STORE_ARGS="$OUT/gov-tasks.db" measure plain-sqlite
+STORE_ARGS="$OUT/gov-tasks.db" KEYED=1 measure jwt+env-sqlite AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
 echo
-echo "==> throughput against plain (same run)"
-for name in jwt jwt+audit jwt+queued; do
+echo "==> throughput against plain on the same store (same run)"
+for name in jwt jwt+audit jwt+queued jwt+envelope; do
   awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" -v n="$name" \
-    'BEGIN {printf "  %-12s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
+    'BEGIN {printf "  %-14s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
 done
+awk -v a="${RPS[jwt+env-sqlite]}" -v b="${RPS[plain-sqlite]}" -v n="jwt+env-sqlite" \
+  'BEGIN {printf "  %-14s x%.3f (%.1f%% lower than plain-sqlite)\n", n, a/b, (1-a/b)*100}'
 echo "==> minting an EdDSA token: $(sed 's/MINT //' "$OUT/gov-mint.txt")"

@@ -20,9 +20,12 @@ struct Inner {
     finished: VecDeque<String>,
     /// Idempotency keys by (scope, key), with their expiry (Unix ms).
     keys: HashMap<(String, String), (KeyClaim, i64)>,
+    /// Keys in the order they were claimed: with one window per server, also the order they
+    /// expire in, so the oldest is evicted first in O(1).
+    key_order: VecDeque<(String, String)>,
 }
 
-/// Keys held at most; past it, expired keys go first, then the soonest to expire.
+/// Keys held at most; past it, the oldest claims are forgotten first.
 const MAX_KEYS: usize = 100_000;
 
 impl Default for MemoryStore {
@@ -162,18 +165,21 @@ impl TaskStore for MemoryStore {
             _ => None,
         };
         if held.is_none() {
-            if g.keys.len() >= MAX_KEYS {
-                g.keys.retain(|_, (_, until)| *until > now);
+            // Expired (or released) claims at the front go, then the oldest while over the
+            // cap. A key released and claimed again is in the order twice: its older entry
+            // may evict the newer claim early when over the cap, which only shortens a
+            // key's life at the cap.
+            while let Some(front) = g.key_order.front() {
+                let over = g.key_order.len() >= MAX_KEYS;
+                let expired = g.keys.get(front).is_none_or(|(_, until)| *until <= now);
+                if !over && !expired {
+                    break;
+                }
+                if let Some(old) = g.key_order.pop_front() {
+                    g.keys.remove(&old);
+                }
             }
-            if g.keys.len() >= MAX_KEYS
-                && let Some(first) = g
-                    .keys
-                    .iter()
-                    .min_by_key(|(_, (_, until))| *until)
-                    .map(|(k, _)| k.clone())
-            {
-                g.keys.remove(&first);
-            }
+            g.key_order.push_back(id.clone());
             g.keys.insert(id, (claim.clone(), expires_ms));
         }
         drop(g);

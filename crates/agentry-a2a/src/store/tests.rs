@@ -367,3 +367,35 @@ async fn sqlite_reports_corrupt_rows_instead_of_panicking() {
     ));
     let _ = std::fs::remove_file(&path);
 }
+
+/// The memory store holds at most its cap of keys, forgetting the oldest first, in constant
+/// time per claim (150,000 claims: the cap is 100,000).
+#[tokio::test]
+async fn memory_store_keys_are_capped_oldest_first() {
+    let s = MemoryStore::default();
+    let later = now_ms() + 60_000;
+    let c = KeyClaim {
+        task_id: "t".into(),
+        fingerprint: "f".into(),
+    };
+    for i in 0..150_000 {
+        assert_eq!(
+            s.claim_key("a", &format!("k{i}"), &c, later).await.unwrap(),
+            None
+        );
+    }
+    // The newest are still held; the oldest were forgotten.
+    assert!(
+        s.claim_key("a", "k149999", &c, later)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        s.claim_key("a", "k60000", &c, later)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(s.claim_key("a", "k0", &c, later).await.unwrap(), None);
+}
