@@ -37,4 +37,4 @@ pub mod triggers;
 
 pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};
 pub use exchange::{ExchangeError, ExchangeRequest, Exchanged, TokenExchange};
-pub use token::{Claims, Grant, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};
+pub use token::{Claims, Grant, JwksFeed, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};

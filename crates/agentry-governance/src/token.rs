@@ -10,7 +10,8 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jsonwebtoken::jwk::JwkSet;
@@ -241,6 +242,74 @@ enum KeySource {
     File(PathBuf),
     /// Fixed keys.
     Fixed,
+    /// Keys something else keeps current (a JWKS URL's fetcher), shared by verifiers.
+    Feed(JwksFeed),
+}
+
+/// A JWKS that something else keeps current, such as the fetcher of a JWKS URL (which does
+/// the I/O: this crate does none), shared by every verifier made with
+/// [`JwtVerifier::from_feed`]. A token naming a key the feed lacks wakes
+/// [`JwksFeed::wanted`], so the fetcher looks again before its next scheduled time.
+#[derive(Clone)]
+pub struct JwksFeed {
+    inner: Arc<FeedInner>,
+}
+
+struct FeedInner {
+    keys: RwLock<JwkSet>,
+    /// Bumped on every replacement: verifiers forget the tokens they verified with old keys.
+    version: AtomicU64,
+    wanted: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for JwksFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwksFeed")
+            .field("version", &self.version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JwksFeed {
+    /// A feed holding `keys` until replaced.
+    pub fn new(keys: JwkSet) -> Self {
+        JwksFeed {
+            inner: Arc::new(FeedInner {
+                keys: RwLock::new(keys),
+                version: AtomicU64::new(0),
+                wanted: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+
+    /// A feed from a JWKS document (`{"keys": [...]}`); `source` names it in errors.
+    pub fn from_json(source: &str, json: &[u8]) -> Result<Self, TokenError> {
+        Ok(Self::new(parse_jwks(source, json)?))
+    }
+
+    /// Replaces the keys with a JWKS document's; on an error the keys stay as they were.
+    pub fn replace_json(&self, source: &str, json: &[u8]) -> Result<(), TokenError> {
+        self.replace(parse_jwks(source, json)?);
+        Ok(())
+    }
+
+    /// Replaces the keys (a key withdrawn stops verifying at once).
+    pub fn replace(&self, keys: JwkSet) {
+        if let Ok(mut k) = self.inner.keys.write() {
+            *k = keys;
+        }
+        self.inner.version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many times the keys were replaced.
+    pub fn version(&self) -> u64 {
+        self.inner.version.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when a token named a key the feed does not hold.
+    pub async fn wanted(&self) {
+        self.inner.wanted.notified().await;
+    }
 }
 
 /// How soon an unknown `kid` may trigger another re-read of the JWKS file.
@@ -251,6 +320,8 @@ pub struct JwtVerifier {
     policy: JwtPolicy,
     source: KeySource,
     keys: RwLock<(JwkSet, Option<Instant>)>,
+    /// The feed version the remembered tokens were verified under.
+    seen_version: AtomicU64,
     /// Tokens that verified, by their SHA-256 (a client sends the same token many times;
     /// a signature check costs more than serving an echo): their claims, whose `exp` and
     /// `nbf` are checked again at every use. Emptied when full and when the keys change.
@@ -278,8 +349,20 @@ impl JwtVerifier {
             policy,
             source: KeySource::File(path.to_owned()),
             keys: RwLock::new((keys, Some(Instant::now()))),
+            seen_version: AtomicU64::new(0),
             verified: RwLock::default(),
         })
+    }
+
+    /// Keys from `feed`, kept current by whoever feeds it (see [`JwksFeed`]).
+    pub fn from_feed(feed: &JwksFeed, policy: JwtPolicy) -> Self {
+        JwtVerifier {
+            policy,
+            source: KeySource::Feed(feed.clone()),
+            keys: RwLock::new((JwkSet { keys: Vec::new() }, None)),
+            seen_version: AtomicU64::new(feed.version()),
+            verified: RwLock::default(),
+        }
     }
 
     /// Fixed keys.
@@ -288,6 +371,7 @@ impl JwtVerifier {
             policy,
             source: KeySource::Fixed,
             keys: RwLock::new((keys, None)),
+            seen_version: AtomicU64::new(0),
             verified: RwLock::default(),
         }
     }
@@ -301,6 +385,15 @@ impl JwtVerifier {
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
         use sha2::Digest;
         let id: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        if let KeySource::Feed(feed) = &self.source {
+            // New keys: what the old ones verified is verified again.
+            let now = feed.version();
+            if self.seen_version.swap(now, Ordering::SeqCst) != now
+                && let Ok(mut m) = self.verified.write()
+            {
+                m.clear();
+            }
+        }
         let remembered = self.verified.read().ok().and_then(|m| m.get(&id).cloned());
         if let Some(claims) = remembered {
             // Signature, issuer and audience cannot have changed; time has.
@@ -365,25 +458,24 @@ impl JwtVerifier {
     /// The key a token names: by `kid`, or the only key when it names none. The key's own
     /// `alg`, when it declares one, must be the token's.
     fn key_for(&self, header: &Header) -> Option<DecodingKey> {
-        let keys = self.keys.read().ok()?;
-        let set = &keys.0;
-        let jwk = match &header.kid {
-            Some(kid) => set.find(kid)?,
-            None if set.keys.len() == 1 => &set.keys[0],
-            None => return None,
-        };
-        if let Some(alg) = jwk.common.key_algorithm
-            && format!("{alg:?}") != format!("{:?}", header.alg)
-        {
-            return None;
+        if let KeySource::Feed(feed) = &self.source {
+            let set = feed.inner.keys.read().ok()?;
+            return pick(&set, header);
         }
-        DecodingKey::from_jwk(jwk).ok()
+        let keys = self.keys.read().ok()?;
+        pick(&keys.0, header)
     }
 
-    /// Re-reads the JWKS file, at most once per [`RELOAD_EVERY`]; whether it did.
+    /// Re-reads the JWKS file, at most once per [`RELOAD_EVERY`]; whether it did. A feed is
+    /// asked to look again (its fetcher rate-limits), and this token is refused meanwhile.
     fn reload(&self) -> bool {
-        let KeySource::File(path) = &self.source else {
-            return false;
+        let path = match &self.source {
+            KeySource::File(path) => path,
+            KeySource::Feed(feed) => {
+                feed.inner.wanted.notify_one();
+                return false;
+            }
+            KeySource::Fixed => return false,
         };
         let Ok(mut keys) = self.keys.write() else {
             return false;
@@ -404,6 +496,22 @@ impl JwtVerifier {
             Err(_) => false,
         }
     }
+}
+
+/// The key of `set` a token names: by `kid`, or the only key when it names none. The key's
+/// own `alg`, when it declares one, must be the token's.
+fn pick(set: &JwkSet, header: &Header) -> Option<DecodingKey> {
+    let jwk = match &header.kid {
+        Some(kid) => set.find(kid)?,
+        None if set.keys.len() == 1 => &set.keys[0],
+        None => return None,
+    };
+    if let Some(alg) = jwk.common.key_algorithm
+        && format!("{alg:?}") != format!("{:?}", header.alg)
+    {
+        return None;
+    }
+    DecodingKey::from_jwk(jwk).ok()
 }
 
 /// Part `index` of a token (0 header, 1 payload) as JSON, read without verifying anything.
@@ -433,6 +541,13 @@ fn kid_text(header: &Header) -> String {
         .kid
         .as_deref()
         .map_or_else(|| "(no kid, several keys)".into(), |k| format!("kid {k}"))
+}
+
+fn parse_jwks(source: &str, json: &[u8]) -> Result<JwkSet, TokenError> {
+    serde_json::from_slice(json).map_err(|e| TokenError::Jwks {
+        path: PathBuf::from(source),
+        message: e.to_string(),
+    })
 }
 
 fn read_jwks(path: &Path) -> Result<JwkSet, TokenError> {

@@ -149,8 +149,8 @@ impl Config {
         if let Some(d) = &mut self.server.state_dir {
             join(d);
         }
-        if let Some(j) = &mut self.server.jwt {
-            join(&mut j.jwks_file);
+        if let Some(f) = self.server.jwt.as_mut().and_then(|j| j.jwks_file.as_mut()) {
+            join(f);
         }
         if let Some(t) = &mut self.token_service {
             if let Some(k) = &mut t.key_file {
@@ -303,8 +303,16 @@ pub enum AuditMode {
 #[non_exhaustive]
 pub struct JwtSection {
     /// The issuer's public keys as a JWKS file (re-read when a token names a key it does
-    /// not hold, so a rotated key only needs publishing there).
-    pub jwks_file: PathBuf,
+    /// not hold, so a rotated key only needs publishing there). This or `jwks_url`.
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    /// The issuer's JWKS URL (its `jwks_uri`): fetched at start, refreshed every
+    /// `jwks_refresh_seconds` (default 300) and when a token names an unknown key.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// How often the JWKS URL is fetched again, in seconds (default 300).
+    #[serde(default)]
+    pub jwks_refresh_seconds: Option<u64>,
     /// The one `iss` accepted.
     pub issuer: String,
     /// The `aud` a token must name; default: each agent's own URL (its card's `url`), so a

@@ -65,6 +65,7 @@ pub mod builtin;
 pub mod config;
 mod error;
 pub mod governed;
+pub mod jwks;
 pub mod serve;
 pub mod setup;
 pub mod tokens;

@@ -67,7 +67,27 @@ impl Service {
                     }
                 })
             };
-        let server_credentials = |url: &str| credentials(server, None, url);
+        // `[server.jwt] jwks_url`: fetched once here, followed after; every agent's verifier
+        // shares the keys.
+        let feed = match &server.jwt {
+            Some(j) => match (&j.jwks_file, &j.jwks_url) {
+                (Some(_), None) => None,
+                (None, Some(url)) => {
+                    let every = std::time::Duration::from_secs(
+                        j.jwks_refresh_seconds.unwrap_or(300).max(5),
+                    );
+                    Some(crate::jwks::follow(url, every).await?)
+                }
+                _ => {
+                    return Err(Error::Invalid(
+                        "[server.jwt] needs exactly one of jwks_file and jwks_url".into(),
+                    ));
+                }
+            },
+            None => None,
+        };
+        let feed = feed.as_ref();
+        let server_credentials = |url: &str| credentials(server, None, url, feed);
         let mut server_config = ServerConfig::default();
         server_config.push.allow_private = server.allow_private_push;
         server_config.allowed_hosts = server.host_allow_list();
@@ -134,7 +154,7 @@ impl Service {
         for entry in &configs.config.agents {
             let path = entry.normalized_path();
             let url = url_for(&path);
-            let creds = credentials(server, Some(entry), &url)?;
+            let creds = credentials(server, Some(entry), &url, feed)?;
             if let Some(b) = &entry.builtin {
                 let (card, executor) = builtin::make(b, &url, server).await?;
                 add(
@@ -217,6 +237,7 @@ fn credentials(
     server: &crate::config::ServerSection,
     entry: Option<&crate::config::AgentEntry>,
     url: &str,
+    feed: Option<&agentry_governance::JwksFeed>,
 ) -> Result<Option<Credentials>, Error> {
     let none = Vec::new();
     let (tokens, keys) = match entry {
@@ -231,7 +252,7 @@ fn credentials(
             let scopes = entry
                 .and_then(|e| e.required_scopes.clone())
                 .unwrap_or_else(|| j.required_scopes.clone());
-            (Some(jwt_verifier(j, url)?), scopes)
+            (Some(jwt_verifier(j, url, feed)?), scopes)
         }
         None => (None, Vec::new()),
     };
@@ -253,6 +274,7 @@ fn credentials(
 fn jwt_verifier(
     j: &crate::config::JwtSection,
     url: &str,
+    feed: Option<&agentry_governance::JwksFeed>,
 ) -> Result<Arc<dyn agentry_a2a::server::BearerVerifier>, Error> {
     use agentry_governance::{JwtPolicy, JwtVerifier};
     let audience = j.audience.clone().unwrap_or_else(|| url.to_owned());
@@ -265,8 +287,16 @@ fn jwt_verifier(
     if let Some(s) = j.leeway_seconds {
         policy.leeway = std::time::Duration::from_secs(s);
     }
-    let verifier = JwtVerifier::from_jwks_file(&j.jwks_file, policy)
-        .map_err(|e| Error::Invalid(format!("[server.jwt]: {e}")))?;
+    let verifier = match (feed, &j.jwks_file) {
+        (Some(feed), _) => JwtVerifier::from_feed(feed, policy),
+        (None, Some(file)) => JwtVerifier::from_jwks_file(file, policy)
+            .map_err(|e| Error::Invalid(format!("[server.jwt]: {e}")))?,
+        (None, None) => {
+            return Err(Error::Invalid(
+                "[server.jwt] needs jwks_file or jwks_url".into(),
+            ));
+        }
+    };
     Ok(Arc::new(crate::governed::JwtBearer(verifier)))
 }
 

@@ -174,8 +174,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Claims idempotency key `key` of `scope` (the caller) for `claim` until `expires_ms`
     /// (Unix milliseconds). `None`: the key was free (or its claim had expired) and is now
     /// this claim's; otherwise the claim that holds it. Atomic: of concurrent claims of one
-    /// key exactly one gets `None`. Ordered like every write, and as durable as a save: a
-    /// restarted server still knows the keys it answered. The default keeps no keys (the
+    /// key exactly one gets `None`. A new claim is written in call order like every write
+    /// (it may resolve before it is committed): durable once a later write of the request
+    /// is, so a restarted server knows every key it answered. The default keeps no keys (the
     /// server then refuses requests that carry one).
     fn claim_key<'a>(
         &'a self,

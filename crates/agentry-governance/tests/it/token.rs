@@ -360,3 +360,46 @@ fn a_remembered_token_is_refused_once_it_expires() {
     std::thread::sleep(Duration::from_millis(3100));
     assert!(matches!(verifier.verify(&token), Err(TokenError::Expired)));
 }
+
+/// Keys from a feed (what a JWKS URL's fetcher keeps current): a token naming a key the feed
+/// lacks is refused and asks the fetcher to look again; once the key is published it
+/// verifies; a key withdrawn stops verifying at once, even for a token verified before.
+#[tokio::test]
+async fn a_feed_rotates_keys_and_withdraws_them() {
+    use agentry_governance::JwksFeed;
+    let set = |issuers: &[&TokenIssuer]| {
+        let keys: Vec<Value> = issuers
+            .iter()
+            .flat_map(|i| i.jwks()["keys"].as_array().unwrap().clone())
+            .collect();
+        serde_json::from_value::<jsonwebtoken::jwk::JwkSet>(json!({ "keys": keys })).unwrap()
+    };
+    let old = TokenIssuer::generate(ISS).unwrap();
+    let new = TokenIssuer::generate(ISS).unwrap();
+    let feed = JwksFeed::new(set(&[&old]));
+    let v = JwtVerifier::from_feed(&feed, JwtPolicy::new(ISS, AUD));
+    let grant = Grant {
+        subject: "alice".into(),
+        audience: AUD.into(),
+        scopes: BTreeSet::from(["mail.draft".to_string()]),
+        lifetime: Duration::from_secs(60),
+        act: None,
+    };
+    let by_old = old.issue(&grant).unwrap();
+    let by_new = new.issue(&grant).unwrap();
+    assert!(v.verify(&by_old).is_ok());
+    let wanted = feed.clone();
+    let asked = tokio::spawn(async move { wanted.wanted().await });
+    tokio::task::yield_now().await;
+    assert!(matches!(v.verify(&by_new), Err(TokenError::UnknownKey(_))));
+    tokio::time::timeout(Duration::from_secs(2), asked)
+        .await
+        .expect("the fetcher was asked to look again")
+        .unwrap();
+    feed.replace(set(&[&old, &new]));
+    assert!(v.verify(&by_new).is_ok());
+    // The old key withdrawn: its token, verified (and remembered) before, is refused now.
+    feed.replace(set(&[&new]));
+    assert!(matches!(v.verify(&by_old), Err(TokenError::UnknownKey(_))));
+    assert!(v.verify(&by_new).is_ok());
+}

@@ -592,3 +592,135 @@ async fn triggers_are_refused_unless_known_meant_for_the_agent_and_allowed() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[server.jwt] jwks_url`: the keys come from the issuer's URL; a token signed with a key
+/// published after the start is refused until the set is fetched again, which the unknown
+/// key itself prompts (no restart, no waiting for the scheduled refresh); an issuer that
+/// cannot be reached at start stops the start with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_from_a_jwks_url_rotate_without_a_restart() {
+    use std::sync::{Arc, Mutex};
+    let old = TokenIssuer::generate(ISS).unwrap();
+    let new = TokenIssuer::generate(ISS).unwrap();
+    let set = |issuers: &[&TokenIssuer]| {
+        let keys: Vec<Value> = issuers
+            .iter()
+            .flat_map(|i| i.jwks()["keys"].as_array().unwrap().clone())
+            .collect();
+        json!({ "keys": keys }).to_string()
+    };
+    // The issuer's JWKS endpoint: (document, version, full answers, 304 answers).
+    let published = Arc::new(Mutex::new((set(&[&old]), 1u32, 0u32, 0u32)));
+    let jwks = {
+        let published = published.clone();
+        axum::Router::new().route(
+            "/jwks",
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
+                let published = published.clone();
+                async move {
+                    let mut p = published.lock().unwrap();
+                    let tag = format!("\"v{}\"", p.1);
+                    if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some(&tag) {
+                        p.3 += 1;
+                        return (
+                            axum::http::StatusCode::NOT_MODIFIED,
+                            [("etag", tag)],
+                            String::new(),
+                        );
+                    }
+                    p.2 += 1;
+                    (axum::http::StatusCode::OK, [("etag", tag)], p.0.clone())
+                }
+            }),
+        )
+    };
+    let jl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks", jl.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(jl, jwks).await });
+
+    let config_for = |url: &str| {
+        let toml = format!(
+            r#"
+            [server]
+            store = "memory"
+            [server.jwt]
+            jwks_url = "{url}"
+            issuer = "{ISS}"
+            [[agents]]
+            path = "/"
+            builtin = {{ kind = "echo" }}
+            "#
+        );
+        toml::from_str::<Config>(&toml).unwrap()
+    };
+    // Unreachable at start: no server.
+    let dead = format!("http://127.0.0.1:{}/jwks", agentry_testkit::free_port());
+    let err = agentry::Service::build(config_for(&dead))
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("jwks_url"), "{err}");
+
+    let mut config = config_for(&jwks_url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    let base = format!("http://{addr}");
+    let grant = Grant {
+        subject: "alice".into(),
+        audience: format!("{base}/"),
+        scopes: BTreeSet::new(),
+        lifetime: Duration::from_secs(120),
+        act: None,
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
+        "role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}}})
+    .to_string();
+    let status = |token: String| {
+        let (base, body) = (base.clone(), body.clone());
+        async move {
+            http(
+                &base,
+                "POST",
+                "/",
+                &[("Authorization", &format!("Bearer {token}"))],
+                &body,
+            )
+            .await
+            .0
+        }
+    };
+    assert_eq!(status(old.issue(&grant).unwrap()).await, 200);
+    assert_eq!(
+        status(new.issue(&grant).unwrap()).await,
+        401,
+        "not published yet"
+    );
+    // The issuer publishes the new key: it verifies within moments, prompted by the token.
+    {
+        let mut p = published.lock().unwrap();
+        p.0 = set(&[&old, &new]);
+        p.1 = 2;
+    }
+    let started = std::time::Instant::now();
+    let mut accepted = false;
+    while started.elapsed() < Duration::from_secs(15) {
+        if status(new.issue(&grant).unwrap()).await == 200 {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(accepted, "the new key was never fetched");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited for the 300 s refresh?"
+    );
+    let (_, _, full, _) = *published.lock().unwrap();
+    assert_eq!(
+        full, 2,
+        "fetched at the start and once after the unknown key"
+    );
+}
