@@ -156,6 +156,8 @@ impl AgentExecutor for Served {
             cancel: Some(cancel.clone()),
             envelope: ctx.envelope.clone(),
             instructions: ctx.instructions.clone(),
+            scopes: ctx.scopes.clone(),
+            ..Default::default()
         });
         let mut steps = Vec::new();
         while let Some(update) = updates.next().await {
@@ -324,6 +326,40 @@ impl RemoteAgent {
 
     pub fn client(&self) -> &A2aClient {
         &self.client
+    }
+
+    /// Whether a caller holding `held` may be served `skill` (or any skill) by this agent, by
+    /// its card: the skill's security requirements, else the card's; satisfied when one
+    /// alternative's scopes are all held. `Err` names the scopes missing from the closest
+    /// alternative. Cards without requirements allow everyone.
+    pub fn allows(&self, skill: Option<&str>, held: &[String]) -> Result<(), Vec<String>> {
+        let Some(card) = self.client.card() else {
+            return Ok(());
+        };
+        let own = skill
+            .and_then(|s| card.skills.iter().find(|k| k.id == s))
+            .map(|k| &k.security)
+            .filter(|s| !s.is_empty());
+        let alternatives = own.unwrap_or(&card.security);
+        if alternatives.is_empty() {
+            return Ok(());
+        }
+        let mut closest: Option<Vec<String>> = None;
+        for alt in alternatives {
+            let missing: Vec<String> = alt
+                .values()
+                .flatten()
+                .filter(|s| !held.contains(s))
+                .cloned()
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if closest.as_ref().is_none_or(|c| missing.len() < c.len()) {
+                closest = Some(missing);
+            }
+        }
+        Err(closest.unwrap_or_default())
     }
 }
 

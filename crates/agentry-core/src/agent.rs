@@ -70,6 +70,10 @@ pub enum AgentError {
         #[source]
         source: agentry_a2a::A2aError,
     },
+    /// The caller's scopes do not cover what the agent's card requires: refused before any
+    /// call.
+    #[error("agent {agent} requires scope(s) the caller does not hold: {}", missing.join(" "))]
+    Forbidden { agent: String, missing: Vec<String> },
     /// The request is not one this agent takes; the text says what it takes.
     #[error("{0}")]
     BadRequest(String),

@@ -70,6 +70,11 @@ pub struct Ask {
     pub envelope: Option<agentry_a2a::envelope::Envelope>,
     /// Instructions for this turn on top of the agent's own system prompt (a trigger's).
     pub instructions: Option<String>,
+    /// The scopes of whoever the turn acts for (`None`: not limited): a delegation to an
+    /// agent whose card requires scopes outside them is refused before any call.
+    pub scopes: Option<Vec<String>>,
+    /// The skill asked for, when the caller names one (a workflow step's `skill`).
+    pub skill: Option<String>,
 }
 
 impl Ask {

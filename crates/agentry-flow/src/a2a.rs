@@ -173,6 +173,8 @@ impl AgentExecutor for Orchestrator {
             .map_err(|e| ExecutorError::Rejected(e.to_string()))?;
         // Every step's call carries the user request's correlation id.
         state.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.clone());
+        // Steps act within the caller's scopes: an agent requiring others is not called.
+        state.scopes = ctx.scopes.clone();
         let run_id = state.run_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let run = self

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use agentry_a2a::envelope::Envelope;
 use agentry_core::a2a::{Ask, Reply};
+use agentry_core::agent::AgentError;
 use agentry_core::runs::{RunStore, RunStoreError};
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -105,6 +106,10 @@ pub struct RunState {
     /// envelope), sent on with every step's call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// The scopes of the user the run acts for (`None`: not limited): a step whose agent's
+    /// card requires others is refused before any call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
 }
 
 impl RunState {
@@ -362,6 +367,7 @@ impl Engine {
             final_output: None,
             error: None,
             correlation_id: None,
+            scopes: None,
         })
     }
 
@@ -649,10 +655,13 @@ impl Engine {
             let limit = limit.clone();
             let stop = stop.clone();
             let context_id = state.run_id.clone();
-            let correlation = state.correlation_id.clone();
+            let on_behalf = OnBehalf {
+                correlation: state.correlation_id.clone(),
+                scopes: state.scopes.clone(),
+            };
             running.push(Box::pin(async move {
                 let _permit = limit.acquire_owned().await;
-                let r = run_step(&agents, &step, input, context_id, correlation, stop).await;
+                let r = run_step(&agents, &step, input, context_id, on_behalf, stop).await;
                 (step.id.clone(), r)
             }));
         }
@@ -695,6 +704,12 @@ type Running = FuturesUnordered<
 /// attempts.
 type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
 
+/// Whom a run's steps act for: the user request's correlation id and the user's scopes.
+struct OnBehalf {
+    correlation: Option<String>,
+    scopes: Option<Vec<String>>,
+}
+
 /// The idempotency key of one attempt of a step: the run, the step, the agent (a fallback
 /// may live on the same server) and the attempt, as visible ASCII of bounded length.
 fn attempt_key(run: &str, step: &str, agent: &str, attempt: u32) -> String {
@@ -721,7 +736,7 @@ async fn run_step(
     step: &WorkflowStep,
     input: String,
     context_id: String,
-    correlation: Option<String>,
+    on_behalf: OnBehalf,
     stop: watch::Receiver<bool>,
 ) -> StepResult {
     let mut candidates = vec![step.agent.clone()];
@@ -741,7 +756,7 @@ async fn run_step(
             // the run is resumed after a crash mid-step (the resumed attempt repeats the key
             // and gets the first one's task), while a retry after a failure runs again.
             let mut envelope = Envelope::default();
-            envelope.correlation_id = correlation.clone();
+            envelope.correlation_id = on_behalf.correlation.clone();
             envelope.idempotency_key = Some(attempt_key(&context_id, &step.id, &agent, attempt));
             let ask = Ask {
                 text: input.clone(),
@@ -749,21 +764,28 @@ async fn run_step(
                 context_id: Some(context_id.clone()),
                 cancel: Some(stop.clone()),
                 envelope: Some(envelope),
+                scopes: on_behalf.scopes.clone(),
+                skill: step.skill.clone(),
                 ..Default::default()
             };
             let call = agents.ask(&agent, ask);
             let result = match step.timeout_secs {
                 Some(t) => match tokio::time::timeout(Duration::from_secs_f64(t), call).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!("timed out after {t} s")),
+                    Ok(r) => r,
+                    Err(_) => Err(AgentError::failed(format!("timed out after {t} s"))),
                 },
-                None => call.await.map_err(|e| e.to_string()),
+                None => call.await,
             };
             match result {
                 Ok(reply) if reply.needs_input => {
                     last = format!("agent `{agent}` asked for input: {}", reply.text);
                 }
                 Ok(reply) => return Ok((output_of(reply), agent, attempts)),
+                // Asking again changes nothing: on to the fallback, if any.
+                Err(e @ AgentError::Forbidden { .. }) => {
+                    last = format!("agent `{agent}`: {e}");
+                    break;
+                }
                 Err(e) => last = format!("agent `{agent}`: {e}"),
             }
             if attempt < step.retry.max {

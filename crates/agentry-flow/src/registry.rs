@@ -67,7 +67,8 @@ pub struct AgentRegistry {
     mode: Mode,
     cooldown: Duration,
     client: ClientConfig,
-    remotes: tokio::sync::Mutex<HashMap<String, Arc<RemoteAgent>>>,
+    remotes: tokio::sync::Mutex<HashMap<String, (Arc<RemoteAgent>, Instant)>>,
+    card_ttl: Duration,
     breakers: Mutex<HashMap<String, Breaker>>,
 }
 
@@ -90,6 +91,7 @@ impl AgentRegistry {
                 ..ClientConfig::default()
             },
             remotes: Default::default(),
+            card_ttl: Duration::from_secs(300),
             breakers: Default::default(),
         }
     }
@@ -187,14 +189,24 @@ impl AgentRegistry {
         }
     }
 
+    /// The remote agent at `url`, its card read again once older than the card TTL (skills
+    /// and security requirements change).
     async fn remote(&self, url: &str) -> Result<Arc<RemoteAgent>, AgentError> {
         let mut cache = self.remotes.lock().await;
-        if let Some(r) = cache.get(url) {
+        if let Some((r, at)) = cache.get(url)
+            && at.elapsed() < self.card_ttl
+        {
             return Ok(r.clone());
         }
         let r = Arc::new(RemoteAgent::connect(url, self.client.clone()).await?);
-        cache.insert(url.to_owned(), r.clone());
+        cache.insert(url.to_owned(), (r.clone(), Instant::now()));
         Ok(r)
+    }
+
+    /// How long a remote agent's card is trusted before it is read again (default 300 s).
+    pub fn with_card_ttl(mut self, ttl: Duration) -> Self {
+        self.card_ttl = ttl;
+        self
     }
 
     async fn ask_remote(&self, url: &str, ask: Ask) -> Result<Reply, AgentError> {
@@ -204,7 +216,18 @@ impl AgentRegistry {
             )));
         }
         let r = match self.remote(url).await {
-            Ok(agent) => agent.ask(ask).await,
+            Ok(agent) => {
+                // Refused before any call when the card asks for scopes the caller lacks.
+                if let Some(held) = &ask.scopes
+                    && let Err(missing) = agent.allows(ask.skill.as_deref(), held)
+                {
+                    return Err(AgentError::Forbidden {
+                        agent: url.to_owned(),
+                        missing,
+                    });
+                }
+                agent.ask(ask).await
+            }
             Err(e) => Err(e),
         };
         match &r {

@@ -68,6 +68,9 @@ pub struct RequestContext {
     pub instructions: Option<String>,
     /// Who sent the message: the principal the server authenticated, `None` when anonymous.
     pub caller: Option<String>,
+    /// The scopes the caller's token grants; `None`: not limited (the operator's static
+    /// credentials, or an agent open to everyone). An agent that delegates acts within them.
+    pub scopes: Option<Vec<String>>,
     pub(crate) cancel: watch::Receiver<bool>,
 }
 
@@ -102,6 +105,7 @@ impl RequestContext {
             envelope,
             instructions: None,
             caller: None,
+            scopes: None,
             cancel: rx,
         };
         (ctx, tx)

@@ -438,6 +438,8 @@ impl Refusal {
 pub(crate) struct Admitted {
     pub(crate) envelope: Option<Envelope>,
     pub(crate) instructions: Option<String>,
+    /// The scopes the caller's token grants (`None`: not limited).
+    pub(crate) scopes: Option<Vec<String>>,
 }
 
 /// Why a send was not admitted: a malformed or inapplicable envelope (-32602), or scopes
@@ -504,6 +506,7 @@ pub(super) fn admit(
     Ok(Admitted {
         envelope: env,
         instructions,
+        scopes: who.scopes.clone(),
     })
 }
 

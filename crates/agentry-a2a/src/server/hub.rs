@@ -573,6 +573,7 @@ impl AgentTasks {
         let Admitted {
             envelope,
             instructions,
+            scopes,
         } = admitted;
         let MessageSendParams {
             mut message,
@@ -678,6 +679,7 @@ impl AgentTasks {
             envelope,
             instructions,
             caller: caller.map(str::to_owned),
+            scopes,
             cancel: hub.cancel.subscribe(),
         };
         let run_lease = self.lease(hub.clone());

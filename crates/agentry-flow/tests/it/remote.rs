@@ -258,3 +258,75 @@ async fn steps_carry_the_correlation_id_and_run_once_per_attempt() {
     assert_eq!(again.text, "seen one");
     assert_eq!(rec.0.lock().unwrap().len(), 2, "not executed again");
 }
+
+/// A step whose remote agent's card requires scopes the user does not hold is refused before
+/// any call (the agent never sees it, no retry); the same step for a user holding them runs.
+/// Requirements come from the skill's own `security`, else the card's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_beyond_the_users_scopes_is_refused_before_any_call() {
+    let rec = Recorder::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let mut card = AgentCard::new("mailer", "drafts and sends mail", &url);
+    card.security = vec![[("jwt".to_string(), vec!["mail.draft".to_string()])].into()];
+    for (id, scopes) in [("draft", vec![]), ("send", vec!["mail.send".to_string()])] {
+        card.skills.push(AgentSkill {
+            id: id.into(),
+            name: id.into(),
+            description: id.into(),
+            tags: vec![],
+            examples: vec![],
+            input_modes: None,
+            output_modes: None,
+            security: if scopes.is_empty() {
+                vec![]
+            } else {
+                vec![[("jwt".to_string(), scopes)].into()]
+            },
+        });
+    }
+    let svc = AgentService::new(card, rec.clone(), Arc::new(MemoryStore::default()));
+    tokio::spawn(
+        A2aServer::new()
+            .agent("/", svc)
+            .serve(l, std::future::pending()),
+    );
+    let mut reg = AgentRegistry::new(Mode::A2a);
+    reg.add_remote("mail", &url, "mail", vec!["draft".into(), "send".into()]);
+    let engine = Engine::new(Arc::new(reg));
+    let run = |skill: &str, scopes: &[&str]| {
+        let mut state = engine
+            .prepare(
+                wf(&format!(
+                    "name: m\nsteps:\n  - {{id: s, agent: mail, skill: {skill}, input: hi, retry: {{max: 3, backoff_secs: 0}}}}\n"
+                )),
+                json!({}),
+            )
+            .unwrap();
+        state.scopes = Some(scopes.iter().map(|s| s.to_string()).collect());
+        engine.execute(state, None, None)
+    };
+    // The card's requirement (draft has none of its own).
+    let s = run("draft", &[]).await;
+    assert_eq!(s.status, RunStatus::Failed);
+    let why = s.steps["s"].error.clone().unwrap();
+    assert!(why.contains("mail.draft"), "{why}");
+    assert_eq!(s.steps["s"].attempts, 1, "not retried");
+    // The skill's own requirement.
+    let s = run("send", &["mail.draft"]).await;
+    assert!(s.steps["s"].error.clone().unwrap().contains("mail.send"));
+    assert!(
+        rec.0.lock().unwrap().is_empty(),
+        "the agent was never called"
+    );
+    // Held: it runs.
+    assert_eq!(
+        run("draft", &["mail.draft"]).await.status,
+        RunStatus::Completed
+    );
+    assert_eq!(
+        run("send", &["mail.send"]).await.status,
+        RunStatus::Completed
+    );
+    assert_eq!(rec.0.lock().unwrap().len(), 2);
+}
