@@ -26,17 +26,22 @@ use crate::paths;
 /// A chat message as the template sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateMessage {
+    /// The role the template names (`system`, `user`, `assistant`, `tool`).
     pub role: String,
+    /// The message text.
     pub content: String,
 }
 
 /// How to generate.
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
+    /// Most tokens to generate.
     pub max_tokens: usize,
     /// 0 is greedy.
     pub temperature: f32,
+    /// Nucleus sampling: only the most likely tokens whose probabilities sum to this.
     pub top_p: f32,
+    /// Seed of the sampler (one seed, one output, at any temperature).
     pub seed: u64,
     /// Generation stops before any of these strings.
     pub stop: Vec<String>,
@@ -70,6 +75,7 @@ impl Default for GenerateOptions {
 pub enum Finish {
     /// End-of-turn token, stop string, or a complete grammar value.
     Stop,
+    /// `max_tokens` reached.
     Length,
     /// The caller's callback asked to stop.
     Cancelled,
@@ -78,13 +84,19 @@ pub enum Finish {
 /// What a generation produced, with timings.
 #[derive(Debug, Clone)]
 pub struct Generation {
+    /// The generated text (stop strings left out).
     pub text: String,
+    /// Tokens in the prompt.
     pub prompt_tokens: usize,
     /// Prompt tokens actually computed (the rest came from the prefix cache).
     pub prompt_computed: usize,
+    /// Tokens generated.
     pub completion_tokens: usize,
+    /// Why it ended.
     pub finish: Finish,
+    /// Time computing the prompt (prefill).
     pub prompt_time: Duration,
+    /// Time generating the completion.
     pub generate_time: Duration,
     /// Time spent computing grammar masks.
     pub mask_time: Duration,
@@ -338,10 +350,12 @@ impl ChatModel {
         })
     }
 
+    /// The model's name (its file stem).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Every token's bytes, as grammar masks need them.
     pub fn token_table(&self) -> &Arc<TokenTable> {
         &self.table
     }

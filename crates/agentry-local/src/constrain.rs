@@ -32,7 +32,9 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error)]
 #[error("schema not supported for constrained decoding at {path}: {reason}")]
 pub struct SchemaError {
+    /// Where in the schema (a JSON pointer).
     pub path: String,
+    /// What is not supported there.
     pub reason: String,
 }
 
@@ -42,19 +44,34 @@ pub enum Node {
     /// `{"k1":v1,"k2":v2}` in this order; optional properties may be left out.
     Object(Vec<Property>),
     /// A free string of at most `max` characters.
-    Str { max: usize },
+    Str {
+        /// Characters at most.
+        max: usize,
+    },
     /// One of these exact JSON texts (enum, const, booleans, null).
     Literal(Vec<Vec<u8>>),
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?`, capped at 16 digits.
-    Number { integer: bool },
+    Number {
+        /// No fraction.
+        integer: bool,
+    },
     /// `[item,item]` with at most `max` items.
-    Array { item: usize, min: usize, max: usize },
+    Array {
+        /// The node of each item.
+        item: usize,
+        /// Fewest items.
+        min: usize,
+        /// Most items.
+        max: usize,
+    },
     /// `{"name":"<one of names>","arguments":<args[i]>}`: the arguments' grammar depends on
     /// the name chosen, which a plain schema cannot say without `oneOf`.
     ToolCall {
+        /// The tools' names.
         names: Vec<String>,
         /// The names as JSON strings, quotes included.
         quoted: Vec<Vec<u8>>,
+        /// Each tool's arguments node, in the order of `names`.
         args: Vec<usize>,
     },
 }
@@ -395,10 +412,12 @@ fn plain_ascii(b: u8) -> bool {
 const MAX_DIGITS: u8 = 16;
 
 impl Matcher {
+    /// A matcher at the start of `grammar` (copies it; see [`Matcher::from_arc`]).
     pub fn new(grammar: &Grammar) -> Matcher {
         Self::from_arc(Arc::new(grammar.clone()))
     }
 
+    /// A matcher at the start of a shared grammar.
     pub fn from_arc(grammar: Arc<Grammar>) -> Matcher {
         Matcher {
             grammar,
@@ -964,14 +983,17 @@ impl TokenTable {
         }
     }
 
+    /// How many tokens the vocabulary has.
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
 
+    /// Whether the vocabulary is empty.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
+    /// Token `id`'s bytes (empty for an unknown id).
     pub fn bytes(&self, id: u32) -> &[u8] {
         self.bytes.get(id as usize).map_or(&[], Vec::as_slice)
     }

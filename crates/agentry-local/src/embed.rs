@@ -80,6 +80,7 @@ impl LocalEmbedder {
         })
     }
 
+    /// Dimensions of each vector.
     pub fn dims(&self) -> usize {
         self.inner.dims
     }

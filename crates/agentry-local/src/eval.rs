@@ -12,24 +12,31 @@ use serde::Deserialize;
 /// One request and the tool that should serve it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ToolCase {
+    /// What a user asks.
     pub request: String,
+    /// The tool that should serve it.
     pub tool: String,
 }
 
 /// Tools and cases (see `tests/data/tool_choice.json`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ToolSuite {
+    /// The tools offered on every request.
     pub tools: Vec<ToolSpec>,
+    /// The requests, each with its tool.
     pub cases: Vec<ToolCase>,
 }
 
 /// What one case gave.
 #[derive(Debug, Clone)]
 pub struct CaseResult {
+    /// The request.
     pub request: String,
+    /// The tool that should have been called.
     pub expected: String,
     /// The tool called, if any.
     pub called: Option<String>,
+    /// The call's arguments, if any.
     pub arguments: Option<serde_json::Value>,
     /// Completion tokens the call took.
     pub tokens: u64,
@@ -43,17 +50,21 @@ pub struct CaseResult {
 /// Scores over a suite.
 #[derive(Debug, Clone)]
 pub struct ToolChoiceReport {
+    /// Each case, in suite order.
     pub cases: Vec<CaseResult>,
+    /// Wall time of the whole suite.
     pub elapsed: Duration,
 }
 
 impl ToolChoiceReport {
+    /// Cases that called the expected tool.
     pub fn right(&self) -> usize {
         self.cases
             .iter()
             .filter(|c| c.called.as_deref() == Some(c.expected.as_str()))
             .count()
     }
+    /// Cases whose call names a tool of the suite with arguments its schema accepts.
     pub fn valid(&self) -> usize {
         self.cases.iter().filter(|c| c.valid).count()
     }
@@ -64,6 +75,7 @@ impl ToolChoiceReport {
             .filter(|c| c.grounded && c.called.as_deref() == Some(c.expected.as_str()))
             .count()
     }
+    /// The share of cases that called the expected tool.
     pub fn accuracy(&self) -> f64 {
         self.right() as f64 / self.cases.len().max(1) as f64
     }

@@ -15,6 +15,8 @@
 //! - [`eval`]: tool-choice accuracy of a provider over a suite of requests.
 //! - [`paths`]: where the model files are (`scripts/fetch-models.sh` fetches them).
 
+#![warn(missing_docs)]
+
 pub mod chat;
 pub mod constrain;
 pub mod embed;
@@ -34,12 +36,21 @@ pub use route::ToolRouter;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LocalError {
+    /// A model file is not where it was looked for; the text says how to fetch it.
     #[error("{0}")]
     MissingModel(String),
+    /// The model could not be loaded or run.
     #[error("local model: {0}")]
     Model(String),
+    /// Prompt and completion do not fit the model's context.
     #[error("prompt and completion need {tokens} tokens; the model's context holds {max}")]
-    ContextTooLong { tokens: usize, max: usize },
+    ContextTooLong {
+        /// Tokens needed.
+        tokens: usize,
+        /// Tokens the context holds.
+        max: usize,
+    },
+    /// A `response_format` or tool schema constrained decoding cannot follow.
     #[error(transparent)]
     Schema(#[from] constrain::SchemaError),
 }

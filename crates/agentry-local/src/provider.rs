@@ -58,16 +58,21 @@ pub struct LocalConfig {
     pub model: Option<PathBuf>,
     /// Embedder folder (default: [`paths::embedder_path`]).
     pub embedder: Option<PathBuf>,
+    /// When a tool call is forced (see [`ToolChoice`]).
     pub tool_choice: ToolChoice,
     /// How many of the best-ranked tools the model may choose among.
     pub route_top: usize,
     /// A second tool joins the first when its score is within this margin.
     pub route_margin: f32,
+    /// What the model may do after a tool result (see [`AfterTool`]).
     pub after_tool: AfterTool,
+    /// Most tokens a completion may take.
     pub max_tokens: usize,
     /// Cap on every string the model writes inside a tool call.
     pub max_string: usize,
+    /// Sampling temperature (0: greedy).
     pub temperature: f32,
+    /// The sampler's seed.
     pub seed: u64,
     /// Repetition penalty inside constrained output (see `GenerateOptions::repeat_penalty`).
     pub repeat_penalty: f32,
@@ -186,10 +191,12 @@ impl LocalProvider {
         LocalProvider { model, router, cfg }
     }
 
+    /// The chat model.
     pub fn model(&self) -> &Arc<ChatModel> {
         &self.model
     }
 
+    /// The settings it was made with.
     pub fn config(&self) -> &LocalConfig {
         &self.cfg
     }

@@ -33,6 +33,7 @@ pub fn tool_text(t: &ToolSpec) -> String {
 }
 
 impl ToolRouter {
+    /// A router that ranks tools with `embedder`.
     pub fn new(embedder: Arc<dyn DynEmbedder>) -> Self {
         ToolRouter {
             embedder,

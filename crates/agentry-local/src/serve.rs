@@ -29,8 +29,11 @@ use crate::provider::LocalProvider;
 /// What the server holds.
 #[derive(Clone)]
 pub struct ServeState {
+    /// The chat model and its tool routing.
     pub chat: LocalProvider,
+    /// The embedder `/v1/embeddings` uses, when one is loaded.
     pub embedder: Option<Arc<LocalEmbedder>>,
+    /// The name `/v1/models` and the answers give the embedder.
     pub embedder_name: String,
 }
 

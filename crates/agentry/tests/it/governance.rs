@@ -45,6 +45,16 @@ async fn http(
     (status, head.to_owned(), body.to_owned())
 }
 
+/// Serves `config` on a free loopback port (its public URL set to it); the base URL.
+async fn serve(mut config: Config) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    format!("http://{addr}")
+}
+
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -76,13 +86,8 @@ async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_dec
         "#,
         dir = dir.display()
     );
-    let mut config: Config = toml::from_str(&toml).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = Some(format!("http://{addr}"));
-    let service = agentry::Service::build(config).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    let base = format!("http://{addr}");
+    let config: Config = toml::from_str(&toml).unwrap();
+    let base = serve(config).await;
     let agent_url = format!("{base}/");
 
     // The cards say how to authenticate, with the scopes (both generations).
@@ -487,13 +492,8 @@ async fn triggers_are_refused_unless_known_meant_for_the_agent_and_allowed() {
         "#,
         dir = dir.display()
     );
-    let mut config: Config = toml::from_str(&toml).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = Some(format!("http://{addr}"));
-    let service = agentry::Service::build(config).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    let base = format!("http://{addr}");
+    let config: Config = toml::from_str(&toml).unwrap();
+    let base = serve(config).await;
     let token = |scopes: &[&str]| {
         idp.issue(&Grant {
             subject: "alice".into(),
@@ -661,13 +661,7 @@ async fn keys_from_a_jwks_url_rotate_without_a_restart() {
         .expect("refused");
     assert!(err.to_string().contains("jwks_url"), "{err}");
 
-    let mut config = config_for(&jwks_url);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = Some(format!("http://{addr}"));
-    let service = agentry::Service::build(config).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    let base = format!("http://{addr}");
+    let base = serve(config_for(&jwks_url)).await;
     let grant = Grant {
         subject: "alice".into(),
         audience: format!("{base}/"),
