@@ -244,6 +244,24 @@ fn missing_or_wrong_fields_name_the_path() {
     );
 }
 
+/// JSON escapes in the envelope's strings are the same strings (`tasks\/get` is
+/// `tasks/get`, `2\u002e0` is `2.0`): once refused with -32600 (issue 18, item 14).
+#[test]
+fn escaped_method_and_version_strings_decode() {
+    for body in [
+        r#"{"jsonrpc":"2\u002e0","id":1,"method":"tasks\/get","params":{"id":"t1"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tasks\u002fget","params":{"id":"t\u0031"}}"#,
+    ] {
+        let (id, req) = agentry_a2a::jsonrpc::decode_request(body.as_bytes())
+            .unwrap_or_else(|(_, e)| panic!("{body}: {e:?}"));
+        assert_eq!(id, serde_json::json!(1));
+        match req {
+            agentry_a2a::jsonrpc::Request::GetTask(q) => assert_eq!(q.id, "t1"),
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn envelope_errors_use_jsonrpc_codes() {
     assert_eq!(decode_err("{").code, -32700);

@@ -94,3 +94,66 @@ proptest! {
         prop_assert!(!std::path::Path::new("/tmp/agentry-prop-copy.csv").exists(), "{} copied out", sql);
     }
 }
+
+/// CPU time this process has used (user + system), from /proc (Linux).
+fn cpu_time() -> std::time::Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    std::time::Duration::from_millis(ticks * 10) // USER_HZ is 100 on Linux
+}
+
+/// A canceled task drops its query's future: the engine stops at once, not at the end of its
+/// time budget (issue 18, item 10: `tasks/cancel` answered while a recursive CTE kept its
+/// core until restart). Checked by the CPU time the process uses after the drop. The runtime
+/// is shut down without waiting, so a query that does not stop fails the test instead of
+/// hanging it.
+#[test]
+fn a_dropped_query_stops_its_engine() {
+    let dir = std::env::temp_dir().join(format!("agentry-data-drop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("t.db");
+    let csv = dir.join("t.csv");
+    if !db.exists() {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE t(id INTEGER); INSERT INTO t VALUES (1);")
+            .unwrap();
+    }
+    std::fs::write(&csv, "id\n1\n").unwrap();
+    let forever = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) \
+                   SELECT count(*) FROM r";
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome: Result<(), String> = rt.block_on(async {
+        for path in [&db, &csv] {
+            let source = agentry_data::Source::parse(&path.display().to_string()).unwrap();
+            let budget = std::time::Duration::from_secs(600);
+            let run = source.query_within(forever, 10, budget);
+            // Canceled after half a second: the future is dropped.
+            if tokio::time::timeout(std::time::Duration::from_millis(500), run)
+                .await
+                .is_ok()
+            {
+                return Err(format!("{}: the query ended by itself?", path.display()));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let before = cpu_time();
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            let spent = cpu_time() - before;
+            if spent >= std::time::Duration::from_millis(500) {
+                return Err(format!(
+                    "{}: {spent:?} of CPU in 1.5 s after the drop: the engine still runs",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    });
+    rt.shutdown_background();
+    outcome.unwrap();
+}

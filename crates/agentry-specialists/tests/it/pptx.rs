@@ -456,3 +456,64 @@ proptest::proptest! {
         }
     }
 }
+
+/// Decks do not pile up (issue 18, item 11: 60 requests grew a server from 44 to 276 MiB): a
+/// saved deck is freed, and past 32 open decks the oldest is evicted; either id then gets
+/// a clear "no presentation" error.
+#[tokio::test]
+async fn saved_and_abandoned_decks_are_freed() {
+    let dir = tempdir("freed");
+    let decks = Decks::new(dir.join("out"));
+    let tools = ppt_tools(&decks);
+    let call = |name: &str, args: Value| ToolCall {
+        id: "1".into(),
+        name: name.into(),
+        arguments: args,
+    };
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let out = tools
+            .call(&call(
+                "create_presentation",
+                json!({"title": format!("T{i}")}),
+            ))
+            .await
+            .output
+            .unwrap();
+        ids.push(
+            out.data.unwrap()["presentation_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let slide = |id: &str| call("add_slide", json!({"presentation_id": id, "title": "s"}));
+    // The first eight were evicted by the 33rd to 40th; the last 32 are open.
+    for (i, id) in ids.iter().enumerate() {
+        let r = tools.call(&slide(id)).await.output;
+        if i < 8 {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("no presentation"), "{i}: {e}");
+        } else {
+            assert!(r.is_ok(), "{i}");
+        }
+    }
+    // Saved: written, then freed.
+    let last = ids.last().unwrap();
+    tools
+        .call(&call(
+            "save_presentation",
+            json!({"presentation_id": last, "file_name": "last.pptx"}),
+        ))
+        .await
+        .output
+        .unwrap();
+    assert!(dir.join("out/last.pptx").exists());
+    let e = tools
+        .call(&slide(last))
+        .await
+        .output
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no presentation"), "{e}");
+}
