@@ -4,10 +4,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub fn now_rfc3339() -> String {
-    let d = SystemTime::now()
+    format_unix_millis(now_unix_millis())
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_unix_millis() -> i64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format_unix_millis(d.as_millis() as i64)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Formats milliseconds since the Unix epoch as an RFC 3339 UTC timestamp.

@@ -24,11 +24,12 @@
 
 use std::sync::Arc;
 
+use agentry_a2a::envelope;
 use agentry_a2a::server::{
     Access, AccessLog, Admission, Admit, BearerVerifier, Refused, VerifiedBearer,
 };
 use agentry_a2a::store::BoxFuture;
-use agentry_governance::triggers::{TriggerError, Triggers};
+use agentry_governance::triggers::{Priority, RunMode, TriggerError, Triggers};
 use agentry_governance::{AuditLog, Event, JwtVerifier};
 
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
@@ -99,14 +100,19 @@ impl Admit for TriggerGate {
             },
             other => Refused::Invalid(other.to_string()),
         })?;
-        // The registry checked these words when it loaded.
-        let word = |w: &Option<String>| w.as_ref().map(|w| serde_json::Value::String(w.clone()));
         if a.envelope.priority.is_none() {
-            a.envelope.priority = word(&t.priority).and_then(|v| serde_json::from_value(v).ok());
+            a.envelope.priority = t.priority.map(|p| match p {
+                Priority::Low => envelope::Priority::Low,
+                Priority::Normal => envelope::Priority::Normal,
+                Priority::High => envelope::Priority::High,
+            });
         }
         if a.envelope.response_mode.is_none() {
-            a.envelope.response_mode =
-                word(&t.run_mode).and_then(|v| serde_json::from_value(v).ok());
+            a.envelope.response_mode = t.run_mode.map(|m| match m {
+                RunMode::Sync => envelope::ResponseMode::Sync,
+                RunMode::Async => envelope::ResponseMode::Async,
+                RunMode::Callback => envelope::ResponseMode::Callback,
+            });
         }
         Ok((!t.system_prompt.trim().is_empty()).then(|| t.system_prompt.clone()))
     }

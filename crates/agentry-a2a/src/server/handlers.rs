@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
 
 use super::admission::{Admission, Admit, Refused};
-use super::hub::{AgentTasks, Started};
+use super::hub::{AgentTasks, Started, Turn};
 use super::push::PushSender;
 use super::{AgentService, Credentials, ServerConfig, stream};
 use crate::envelope::{self, Envelope, ResponseMode};
@@ -360,18 +360,12 @@ pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Cal
             }
         }),
         Verdict::Insufficient { caller, missing } => {
-            let scopes = quotable(&missing.join(" "));
-            Some(Refusal {
-                forbidden: true,
-                caller: Some(caller),
-                message: format!("the token lacks the scope(s) this agent requires: {scopes}"),
-                challenge: HeaderValue::from_str(&format!(
-                    "Bearer error=\"insufficient_scope\", scope=\"{scopes}\""
-                ))
-                .unwrap_or(HeaderValue::from_static(
-                    "Bearer error=\"insufficient_scope\"",
-                )),
-            })
+            let missing: Vec<&str> = missing.iter().map(String::as_str).collect();
+            let message = format!(
+                "the token lacks the scope(s) this agent requires: {}",
+                quotable(&missing.join(" "))
+            );
+            Some(Refusal::insufficient(Some(caller), message, &missing))
         }
     };
     refusal.map_or(Ok(Caller::default()), Err)
@@ -404,7 +398,7 @@ impl Caller {
         }
         let message = format!(
             "the token lacks the scope(s) the request requires: {}",
-            missing.join(" ")
+            quotable(&missing.join(" "))
         );
         Err(Refusal::insufficient(
             self.principal.clone(),
@@ -421,7 +415,7 @@ impl Refusal {
         Refusal {
             forbidden: true,
             caller,
-            message: quotable(&message),
+            message,
             challenge: HeaderValue::from_str(&format!(
                 "Bearer error=\"insufficient_scope\", scope=\"{scopes}\""
             ))
@@ -923,9 +917,13 @@ pub(super) async fn unary(
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
             let result = match s.tasks.start(p, caller, admitted).await? {
                 Started::Turn(turn) => stream::await_result(turn, blocking).await,
-                Started::Again(lease) => {
-                    SendMessageResult::Task(AgentTasks::again(&lease, blocking).await)
-                }
+                // A repeat: the first request's task, once its running turn ends if blocking.
+                Started::Again(lease) => match AgentTasks::follow(&lease).await {
+                    (_, Some(events)) if blocking => {
+                        stream::await_result(Turn { lease, events }, true).await
+                    }
+                    (task, _) => SendMessageResult::Task(task),
+                },
             };
             Ok(Answer::Send(match result {
                 SendMessageResult::Task(mut t) => {

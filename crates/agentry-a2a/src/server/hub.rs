@@ -462,7 +462,7 @@ impl AgentTasks {
             )),
             e => RpcError::internal(e.to_string()),
         };
-        let expires = crate::store::now_ms() + self.idempotency_window.as_millis() as i64;
+        let expires = crate::time::now_unix_millis() + self.idempotency_window.as_millis() as i64;
         let mut settle_until = None;
         loop {
             let held = self
@@ -526,33 +526,8 @@ impl AgentTasks {
         }
     }
 
-    /// The task a repeated request gets: at once when not blocking or when no turn runs,
-    /// otherwise when the running turn ends.
-    pub(super) async fn again(lease: &HubLease, blocking: bool) -> Task {
-        let mut rx = {
-            let st = lease.hub.state.lock().await;
-            if !blocking || !st.running || st.turn_over {
-                return st.task.clone();
-            }
-            lease.hub.events.subscribe()
-        };
-        loop {
-            match rx.recv().await {
-                Ok(ev) if ev.is_final() => break,
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => {
-                    if lease.hub.state.lock().await.task.state().ends_turn() {
-                        break;
-                    }
-                }
-                Err(broadcast::error::RecvError::Closed) => break,
-            }
-        }
-        lease.hub.state.lock().await.task.clone()
-    }
-
-    /// A repeated streaming request: the running turn's events from now on, or `None` when
-    /// no turn runs (the snapshot is the whole answer).
+    /// What a repeated request follows: the task now, and the running turn's events from
+    /// now on (`None` when no turn runs: the snapshot is the whole answer).
     pub(super) async fn follow(
         lease: &HubLease,
     ) -> (Task, Option<broadcast::Receiver<Arc<StreamEvent>>>) {
@@ -936,10 +911,5 @@ fn fingerprint(m: &Message) -> String {
         &m.reference_task_ids,
     ))
     .unwrap_or_default();
-    let digest = Sha256::digest(&body);
-    digest.iter().fold(String::with_capacity(64), |mut s, b| {
-        use std::fmt::Write;
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    super::hex(&Sha256::digest(&body))
 }

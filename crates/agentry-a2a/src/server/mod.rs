@@ -219,8 +219,18 @@ impl Credentials {
 fn digest(kind: &str, secret: &str) -> String {
     use sha2::Digest;
     let d = sha2::Sha256::digest(secret.as_bytes());
-    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{kind}:{hex}")
+    format!("{kind}:{}", hex(&d[..16]))
+}
+
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// Constant-time comparison, so a token cannot be guessed byte by byte from timings.

@@ -157,7 +157,7 @@ impl TaskStore for MemoryStore {
         claim: &'a KeyClaim,
         expires_ms: i64,
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
-        let now = super::now_ms();
+        let now = crate::time::now_unix_millis();
         let mut g = self.lock();
         let id = (scope.to_owned(), key.to_owned());
         let held = match g.keys.get(&id) {

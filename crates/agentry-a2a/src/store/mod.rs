@@ -208,13 +208,6 @@ pub struct KeyClaim {
     pub fingerprint: String,
 }
 
-/// Unix time in milliseconds, as idempotency keys expire.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// A push notification on its way: the body as sent, to the config's webhook with its
 /// credentials.
 #[derive(Debug, Clone, PartialEq)]

@@ -260,7 +260,9 @@ impl SqliteStore {
                 .prepare("SELECT scope, key FROM idempotency_keys WHERE expires_ms > ?1")
                 .map_err(backend)?;
             let ids = stmt
-                .query_map([super::now_ms()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_map([crate::time::now_unix_millis()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .map_err(backend)?
                 .collect::<Result<Vec<ClaimId>, _>>()
                 .map_err(backend)?;
@@ -767,7 +769,7 @@ impl TaskStore for SqliteStore {
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
         use std::sync::atomic::Ordering;
         Box::pin(async move {
-            let now_ms = super::now_ms();
+            let now_ms = crate::time::now_unix_millis();
             let id = (scope.to_owned(), key.to_owned());
             if let Some(held) = self.recent().held(&id, now_ms) {
                 return Ok(Some(held));

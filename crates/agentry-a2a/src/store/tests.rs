@@ -55,7 +55,7 @@ async fn idempotency_keys(store: &dyn TaskStore) {
         task_id: t.into(),
         fingerprint: f.into(),
     };
-    let later = now_ms() + 60_000;
+    let later = crate::time::now_unix_millis() + 60_000;
     let first = claim("task-1", "f1");
     assert_eq!(
         store.claim_key("alice", "k", &first, later).await.unwrap(),
@@ -88,7 +88,7 @@ async fn idempotency_keys(store: &dyn TaskStore) {
         Some(second.clone())
     );
     // Expired: taken again.
-    let gone = now_ms() - 1;
+    let gone = crate::time::now_unix_millis() - 1;
     assert_eq!(
         store.claim_key("alice", "old", &first, gone).await.unwrap(),
         None
@@ -249,7 +249,7 @@ async fn sqlite_store_contract_and_restart() {
                 task_id: "x".into(),
                 fingerprint: "y".into(),
             },
-            now_ms() + 1000,
+            crate::time::now_unix_millis() + 1000,
         )
         .await
         .unwrap();
@@ -375,7 +375,7 @@ async fn sqlite_reports_corrupt_rows_instead_of_panicking() {
 #[tokio::test]
 async fn memory_store_keys_are_capped_oldest_first() {
     let s = MemoryStore::default();
-    let later = now_ms() + 60_000;
+    let later = crate::time::now_unix_millis() + 60_000;
     let c = KeyClaim {
         task_id: "t".into(),
         fingerprint: "f".into(),
