@@ -238,7 +238,7 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
     };
     let mut last = None;
     for url in candidates {
-        let req = with_auth(http.get(&url), &cfg.auth).timeout(cfg.request_timeout);
+        let req = authorize(http.get(&url), &cfg.auth).timeout(cfg.request_timeout);
         let resp = req
             .send()
             .await
@@ -278,7 +278,7 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
     }))
 }
 
-fn with_auth(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {
+fn authorize(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {
     match auth {
         Auth::None => req,
         Auth::Bearer(t) => req.bearer_auth(t),
@@ -419,6 +419,13 @@ impl A2aClient {
         self.card.as_ref()
     }
 
+    /// The same connection presenting `auth` instead (a delegated token for some calls).
+    pub fn with_auth(&self, auth: Auth) -> A2aClient {
+        let mut c = self.clone();
+        c.cfg.auth = auth;
+        c
+    }
+
     pub fn endpoint(&self) -> &str {
         self.route().0
     }
@@ -446,7 +453,7 @@ impl A2aClient {
         let mut attempt = 0;
         let mut delay = self.cfg.backoff;
         loop {
-            let mut rb = with_auth(self.http.request(method.clone(), &url), &self.cfg.auth)
+            let mut rb = authorize(self.http.request(method.clone(), &url), &self.cfg.auth)
                 .header(version::HEADER, version.as_str());
             if let Some(b) = &body {
                 rb = rb

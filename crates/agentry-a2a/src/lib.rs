@@ -7,6 +7,7 @@
 //! - [`v1`]: the v1.0 codec (PascalCase methods, ProtoJSON shapes) onto the same model.
 //! - [`version`]: the `A2A-Version` negotiation between the two.
 //! - [`rest`]: the v1.0 HTTP+JSON binding's wire rules (resources, `google.rpc.Status` errors).
+//! - [`credential`]: a caller's bearer token, held for delegation and never logged.
 //! - [`store`]: task stores (in-memory, SQLite).
 //! - [`server`] (feature `server`): serve agents; agents implement
 //!   [`server::AgentExecutor`].
@@ -14,6 +15,7 @@
 //!
 //! Features: `server`, `client`, `sqlite` (all on by default).
 
+pub mod credential;
 pub mod envelope;
 pub mod error;
 #[doc(hidden)]

@@ -157,6 +157,8 @@ impl AgentExecutor for Served {
             envelope: ctx.envelope.clone(),
             instructions: ctx.instructions.clone(),
             scopes: ctx.scopes.clone(),
+            subject_token: ctx.subject_token.clone(),
+            caller: ctx.caller.clone(),
             ..Default::default()
         });
         let mut steps = Vec::new();
@@ -328,13 +330,44 @@ impl RemoteAgent {
         &self.client
     }
 
+    /// The same agent called with `auth` instead of the configured credentials (a delegated
+    /// token for one call).
+    pub fn with_auth(&self, auth: agentry_a2a::client::Auth) -> RemoteAgent {
+        RemoteAgent {
+            client: self.client.with_auth(auth),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            skills: self.skills.clone(),
+        }
+    }
+
+    /// The URL of the agent's card (`url`, or its first interface's): the audience a token
+    /// for it names by default.
+    pub fn url(&self) -> Option<String> {
+        let card = self.client.card()?;
+        Some(card.url.clone())
+            .filter(|u| !u.is_empty())
+            .or_else(|| card.supported_interfaces.first().map(|i| i.url.clone()))
+    }
+
     /// Whether a caller holding `held` may be served `skill` (or any skill) by this agent, by
     /// its card: the skill's security requirements, else the card's; satisfied when one
     /// alternative's scopes are all held. `Err` names the scopes missing from the closest
     /// alternative. Cards without requirements allow everyone.
     pub fn allows(&self, skill: Option<&str>, held: &[String]) -> Result<(), Vec<String>> {
+        self.requirement(skill, held).map(drop)
+    }
+
+    /// As [`allows`](Self::allows), returning the scopes of the first alternative `held`
+    /// satisfies (`None`: the card requires nothing): what a delegated token for the call
+    /// needs, and no more.
+    pub fn requirement(
+        &self,
+        skill: Option<&str>,
+        held: &[String],
+    ) -> Result<Option<Vec<String>>, Vec<String>> {
         let Some(card) = self.client.card() else {
-            return Ok(());
+            return Ok(None);
         };
         let own = skill
             .and_then(|s| card.skills.iter().find(|k| k.id == s))
@@ -342,7 +375,7 @@ impl RemoteAgent {
             .filter(|s| !s.is_empty());
         let alternatives = own.unwrap_or(&card.security);
         if alternatives.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut closest: Option<Vec<String>> = None;
         for alt in alternatives {
@@ -353,7 +386,10 @@ impl RemoteAgent {
                 .cloned()
                 .collect();
             if missing.is_empty() {
-                return Ok(());
+                let mut needed: Vec<String> = alt.values().flatten().cloned().collect();
+                needed.sort();
+                needed.dedup();
+                return Ok(Some(needed));
             }
             if closest.as_ref().is_none_or(|c| missing.len() < c.len()) {
                 closest = Some(missing);

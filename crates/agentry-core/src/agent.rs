@@ -74,6 +74,11 @@ pub enum AgentError {
     /// call.
     #[error("agent {agent} requires scope(s) the caller does not hold: {}", missing.join(" "))]
     Forbidden { agent: String, missing: Vec<String> },
+    /// No delegated token could be had for a call to `agent` (the turn has no caller token
+    /// to exchange, or the token service refused or could not be reached): refused before
+    /// any call, never retried with other credentials.
+    #[error("no delegated credential for {agent}: {reason}")]
+    Delegation { agent: String, reason: String },
     /// The request is not one this agent takes; the text says what it takes.
     #[error("{0}")]
     BadRequest(String),

@@ -75,6 +75,12 @@ pub struct Ask {
     pub scopes: Option<Vec<String>>,
     /// The skill asked for, when the caller names one (a workflow step's `skill`).
     pub skill: Option<String>,
+    /// The token the turn's caller was verified with: exchanged, never forwarded, for a
+    /// delegated token when the turn calls a remote agent (`None`: nothing to delegate).
+    pub subject_token: Option<agentry_a2a::credential::BearerToken>,
+    /// Who asked, as the server authenticated them (`None`: anonymous or not served): for
+    /// the audit trail of what the agent did on their behalf.
+    pub caller: Option<String>,
 }
 
 impl Ask {

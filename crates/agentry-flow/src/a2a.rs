@@ -175,6 +175,8 @@ impl AgentExecutor for Orchestrator {
         state.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.clone());
         // Steps act within the caller's scopes: an agent requiring others is not called.
         state.scopes = ctx.scopes.clone();
+        // ... and each call to a remote agent gets a token of its own made from the caller's.
+        state.subject_token = ctx.subject_token.clone();
         let run_id = state.run_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let run = self

@@ -110,6 +110,11 @@ pub struct RunState {
     /// card requires others is refused before any call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
+    /// The user's token, exchanged for a delegated token per call to a remote agent. Never
+    /// checkpointed: a run resumed after a restart has none, and its delegated calls are
+    /// refused (fail closed) until the user asks again.
+    #[serde(skip)]
+    pub subject_token: Option<agentry_a2a::credential::BearerToken>,
 }
 
 impl RunState {
@@ -368,6 +373,7 @@ impl Engine {
             error: None,
             correlation_id: None,
             scopes: None,
+            subject_token: None,
         })
     }
 
@@ -658,6 +664,7 @@ impl Engine {
             let on_behalf = OnBehalf {
                 correlation: state.correlation_id.clone(),
                 scopes: state.scopes.clone(),
+                subject_token: state.subject_token.clone(),
             };
             running.push(Box::pin(async move {
                 let _permit = limit.acquire_owned().await;
@@ -708,6 +715,7 @@ type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
 struct OnBehalf {
     correlation: Option<String>,
     scopes: Option<Vec<String>>,
+    subject_token: Option<agentry_a2a::credential::BearerToken>,
 }
 
 /// The idempotency key of one attempt of a step: the run, the step, the agent (a fallback
@@ -766,6 +774,7 @@ async fn run_step(
                 envelope: Some(envelope),
                 scopes: on_behalf.scopes.clone(),
                 skill: step.skill.clone(),
+                subject_token: on_behalf.subject_token.clone(),
                 ..Default::default()
             };
             let call = agents.ask(&agent, ask);
@@ -782,7 +791,7 @@ async fn run_step(
                 }
                 Ok(reply) => return Ok((output_of(reply), agent, attempts)),
                 // Asking again changes nothing: on to the fallback, if any.
-                Err(e @ AgentError::Forbidden { .. }) => {
+                Err(e @ (AgentError::Forbidden { .. } | AgentError::Delegation { .. })) => {
                     last = format!("agent `{agent}`: {e}");
                     break;
                 }

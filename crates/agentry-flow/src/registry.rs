@@ -10,10 +10,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentry_a2a::client::ClientConfig;
+use agentry_a2a::client::{Auth, ClientConfig};
 use agentry_core::a2a::{AgentHandle, Ask, RemoteAgent, Reply};
 use agentry_core::agent::AgentError;
 use serde::Serialize;
+
+use crate::delegation::Delegation;
 
 /// Where steps go first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +55,28 @@ pub struct AgentInfo {
     pub skills: Vec<String>,
 }
 
+/// The credentials a call to a remote agent presents.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub enum RemoteAccess {
+    /// The registry's client configuration (none by default).
+    #[default]
+    Client,
+    /// These credentials, the agent's own (a bearer token or API key the operator holds).
+    Static(Auth),
+    /// A token minted for each call by the registry's [`Delegation`], for `audience` (default:
+    /// the card's URL), on behalf of the turn's caller; a turn without a caller token is
+    /// refused rather than sent with other credentials.
+    Delegated {
+        /// The `aud` the token names.
+        audience: Option<String>,
+    },
+}
+
 #[derive(Clone)]
 struct Entry {
     local: Option<Arc<dyn AgentHandle>>,
-    remote: Option<String>,
+    remote: Option<(String, RemoteAccess)>,
     description: String,
     skills: Vec<String>,
 }
@@ -70,6 +90,7 @@ pub struct AgentRegistry {
     remotes: tokio::sync::Mutex<HashMap<String, (Arc<RemoteAgent>, Instant)>>,
     card_ttl: Duration,
     breakers: Mutex<HashMap<String, Breaker>>,
+    delegation: Option<Arc<dyn Delegation>>,
 }
 
 impl Default for AgentRegistry {
@@ -93,6 +114,7 @@ impl AgentRegistry {
             remotes: Default::default(),
             card_ttl: Duration::from_secs(300),
             breakers: Default::default(),
+            delegation: None,
         }
     }
 
@@ -120,6 +142,12 @@ impl AgentRegistry {
         self
     }
 
+    /// Where [`RemoteAccess::Delegated`] agents' tokens come from.
+    pub fn with_delegation(mut self, d: Arc<dyn Delegation>) -> Self {
+        self.delegation = Some(d);
+        self
+    }
+
     /// Registers a remote agent (its skills and description are read from its card on first
     /// use; give them here to validate before any network call).
     pub fn add_remote(
@@ -128,6 +156,18 @@ impl AgentRegistry {
         url: &str,
         description: &str,
         skills: Vec<String>,
+    ) -> &mut Self {
+        self.add_remote_with(name, url, description, skills, RemoteAccess::Client)
+    }
+
+    /// As [`add_remote`](Self::add_remote), calling it with `access`.
+    pub fn add_remote_with(
+        &mut self,
+        name: &str,
+        url: &str,
+        description: &str,
+        skills: Vec<String>,
+        access: RemoteAccess,
     ) -> &mut Self {
         let e = self
             .entries
@@ -138,7 +178,7 @@ impl AgentRegistry {
                 description: description.to_owned(),
                 skills: skills.clone(),
             });
-        e.remote = Some(url.to_owned());
+        e.remote = Some((url.to_owned(), access));
         if e.skills.is_empty() {
             e.skills = skills;
         }
@@ -209,7 +249,12 @@ impl AgentRegistry {
         self
     }
 
-    async fn ask_remote(&self, url: &str, ask: Ask) -> Result<Reply, AgentError> {
+    async fn ask_remote(
+        &self,
+        url: &str,
+        access: &RemoteAccess,
+        ask: Ask,
+    ) -> Result<Reply, AgentError> {
         if self.breaker_open(url) {
             return Err(AgentError::Unreachable(format!(
                 "{url}: circuit open after repeated failures"
@@ -218,15 +263,25 @@ impl AgentRegistry {
         let r = match self.remote(url).await {
             Ok(agent) => {
                 // Refused before any call when the card asks for scopes the caller lacks.
-                if let Some(held) = &ask.scopes
-                    && let Err(missing) = agent.allows(ask.skill.as_deref(), held)
-                {
-                    return Err(AgentError::Forbidden {
-                        agent: url.to_owned(),
-                        missing,
-                    });
+                let needed = match &ask.scopes {
+                    Some(held) => {
+                        agent
+                            .requirement(ask.skill.as_deref(), held)
+                            .map_err(|missing| AgentError::Forbidden {
+                                agent: url.to_owned(),
+                                missing,
+                            })?
+                    }
+                    None => None,
+                };
+                match access {
+                    RemoteAccess::Client => agent.ask(ask).await,
+                    RemoteAccess::Static(auth) => agent.with_auth(auth.clone()).ask(ask).await,
+                    RemoteAccess::Delegated { audience } => {
+                        let auth = self.delegate(url, &agent, audience, needed, &ask).await?;
+                        agent.with_auth(auth).ask(ask).await
+                    }
                 }
-                agent.ask(ask).await
             }
             Err(e) => Err(e),
         };
@@ -240,10 +295,41 @@ impl AgentRegistry {
         r
     }
 
+    /// A token for one call to `agent` for the turn's caller, with the scopes the card
+    /// requires for the skill (`needed`; `None`: what the token service allows).
+    async fn delegate(
+        &self,
+        url: &str,
+        agent: &RemoteAgent,
+        audience: &Option<String>,
+        needed: Option<Vec<String>>,
+        ask: &Ask,
+    ) -> Result<Auth, AgentError> {
+        let refuse = |reason: String| AgentError::Delegation {
+            agent: url.to_owned(),
+            reason,
+        };
+        let Some(d) = &self.delegation else {
+            return Err(refuse("no token service is configured".into()));
+        };
+        let Some(subject) = &ask.subject_token else {
+            return Err(refuse(
+                "the request was not made with a token that can be delegated".into(),
+            ));
+        };
+        let audience = audience
+            .clone()
+            .or_else(|| agent.url())
+            .unwrap_or_else(|| url.to_owned());
+        d.credential(subject, &audience, needed.as_deref())
+            .await
+            .map_err(|e| refuse(e.to_string()))
+    }
+
     /// Asks `agent`, choosing local or remote by mode, falling back when the remote is down.
     pub async fn ask(&self, agent: &str, ask: Ask) -> Result<Reply, AgentError> {
         if is_url(agent) {
-            return self.ask_remote(agent, ask).await;
+            return self.ask_remote(agent, &RemoteAccess::Client, ask).await;
         }
         let e = self
             .entries
@@ -252,14 +338,16 @@ impl AgentRegistry {
             .ok_or_else(|| AgentError::UnknownAgent(agent.to_owned()))?;
         match (&e.local, &e.remote, self.mode) {
             (Some(local), None, _) | (Some(local), Some(_), Mode::Direct) => local.ask(ask).await,
-            (None, Some(url), _) => self.ask_remote(url, ask).await,
-            (Some(local), Some(url), Mode::A2a) => match self.ask_remote(url, ask.clone()).await {
-                Err(AgentError::Unreachable(why)) => {
-                    tracing::info!(%agent, "remote unreachable ({why}); using the local agent");
-                    local.ask(ask).await
+            (None, Some((url, access)), _) => self.ask_remote(url, access, ask).await,
+            (Some(local), Some((url, access)), Mode::A2a) => {
+                match self.ask_remote(url, access, ask.clone()).await {
+                    Err(AgentError::Unreachable(why)) => {
+                        tracing::info!(%agent, "remote unreachable ({why}); using the local agent");
+                        local.ask(ask).await
+                    }
+                    other => other,
                 }
-                other => other,
-            },
+            }
             (None, None, _) => Err(AgentError::Invalid {
                 agent: agent.to_owned(),
                 reason: "it has neither a local implementation nor a URL".into(),

@@ -56,6 +56,10 @@ pub struct Config {
     /// delegated tokens for the agents.
     #[serde(default)]
     pub token_service: Option<TokenServiceSection>,
+    /// Where workflows get the delegated tokens for `[[remotes]]` marked `delegate = true`:
+    /// an RFC 8693 token service (agentry's `[token_service]` or an identity provider's).
+    #[serde(default)]
+    pub delegation: Option<DelegationSection>,
     /// Triggers requests may name in their task envelope (`triggerId`): each with the
     /// instructions it adds to the agent's prompt, the scopes needed to fire it, the agents it
     /// may start and its defaults. A request naming a trigger not listed here is refused.
@@ -92,6 +96,20 @@ pub struct TokenServiceSection {
     /// scopes it may be given.
     #[serde(default)]
     pub ceilings: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// `[delegation]`: the token service this config's workflows exchange their caller's token
+/// at, for a short-lived token per call to a remote agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DelegationSection {
+    /// The token endpoint (`.../token`).
+    pub token_url: String,
+    /// This orchestrator's client id there (the `act` name its tokens carry).
+    pub client_id: String,
+    /// Its secret: `env:NAME`, `file:PATH` or the value.
+    pub client_secret: String,
 }
 
 /// `[token_service.upstream]`: the identity provider.
@@ -574,6 +592,22 @@ pub struct RemoteEntry {
     /// Its skill ids, for validation before its card is read.
     #[serde(default)]
     pub skills: Vec<String>,
+    /// Call it with a token minted per call from the caller's (needs `[delegation]`); a
+    /// request made without a delegable token is refused rather than sent without one.
+    #[serde(default)]
+    pub delegate: bool,
+    /// The `aud` of the delegated tokens (default: the URL in its card).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// A bearer token of its own to call it with (`env:`, `file:` or the value).
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    /// Or an API key (same forms), sent in `api_key_header` (default `X-API-Key`).
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// The header the API key goes in.
+    #[serde(default)]
+    pub api_key_header: Option<String>,
 }
 
 /// `[planner]`: the model that plans workflows.

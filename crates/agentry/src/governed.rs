@@ -1,5 +1,6 @@
-//! Governance joined to the A2A server: the audit trail as the server's access log, JWT
-//! verification as its bearer verifier, the triggers registry as its admission hook.
+//! Governance joined to the A2A server: the audit trail as the server's access log (and the
+//! record of the tool calls agents make), JWT verification as its bearer verifier, the
+//! triggers registry as its admission hook.
 //! `[server] audit`, `[server.jwt]` and `[[triggers]]` use them; a
 //! program that builds its own [`AgentService`](agentry_a2a::server::AgentService) can too:
 //!
@@ -23,12 +24,15 @@
 //! ```
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use agentry_a2a::envelope;
 use agentry_a2a::server::{
     Access, AccessLog, Admission, Admit, BearerVerifier, Refused, VerifiedBearer,
 };
 use agentry_a2a::store::BoxFuture;
+use agentry_core::a2a::{AgentHandle, Ask, Update, UpdateStream};
+use agentry_core::react;
 use agentry_governance::triggers::{Priority, RunMode, TriggerError, Triggers};
 use agentry_governance::{AuditLog, Event, JwtVerifier};
 
@@ -130,5 +134,157 @@ impl BearerVerifier for JwtBearer {
             scopes: claims.scopes().into_iter().collect(),
             subject: claims.sub,
         })
+    }
+}
+
+/// An agent whose tool calls go to the audit trail: a `tool` record for each call when its
+/// result comes back (the agent, on whose behalf, the tool, its arguments, the task,
+/// correlation id and idempotency key, `ok` or `error`, the latency), and an `unfinished`
+/// record for a call whose turn ended (failed, canceled, dropped) before its result. The
+/// record is written before the update that reports the result is passed on, so a client
+/// that has seen a tool's result can find it in the trail.
+pub struct AuditedTools {
+    inner: Arc<dyn AgentHandle>,
+    log: Arc<AuditLog>,
+}
+
+impl AuditedTools {
+    /// `inner`, its tool calls recorded in `log`.
+    pub fn new(inner: Arc<dyn AgentHandle>, log: Arc<AuditLog>) -> Self {
+        AuditedTools { inner, log }
+    }
+}
+
+/// A call seen but not yet answered: tool, arguments, when.
+type Pending = std::collections::HashMap<String, (String, serde_json::Value, Instant)>;
+
+/// What every record of one turn shares.
+#[derive(Clone)]
+struct TurnFacts {
+    agent: String,
+    caller: Option<String>,
+    task: Option<String>,
+    correlation: Option<String>,
+    key: Option<String>,
+}
+
+impl TurnFacts {
+    fn event(&self, tool: &str, call_id: &str, args: serde_json::Value) -> Event {
+        let mut e = Event::new("tool", self.agent.clone())
+            .agent(self.agent.clone())
+            .skill(tool)
+            .detail(serde_json::json!({ "call_id": call_id, "arguments": args }));
+        if let Some(c) = &self.caller {
+            e = e.on_behalf_of(c.clone());
+        }
+        if let Some(t) = &self.task {
+            e = e.task(t.clone());
+        }
+        if let Some(c) = &self.correlation {
+            e = e.correlation(c.clone());
+        }
+        if let Some(k) = &self.key {
+            e = e.idempotency_key(k.clone());
+        }
+        e
+    }
+}
+
+/// The arguments as recorded: at most 4 KiB of their JSON (a summary past that).
+fn recorded_args(args: &serde_json::Value) -> serde_json::Value {
+    let text = args.to_string();
+    if text.len() <= 4096 {
+        return args.clone();
+    }
+    let mut cut = 4096;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    serde_json::json!({ "truncated": &text[..cut], "bytes": text.len() })
+}
+
+impl AgentHandle for AuditedTools {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+
+    fn description(&self) -> String {
+        self.inner.description()
+    }
+
+    fn skills(&self) -> Vec<String> {
+        self.inner.skills()
+    }
+
+    fn stream(&self, ask: Ask) -> UpdateStream<'_> {
+        use futures_util::StreamExt;
+        let facts = TurnFacts {
+            agent: self.inner.name(),
+            caller: ask.caller.clone(),
+            task: ask.task_id.clone(),
+            correlation: ask.envelope.as_ref().and_then(|e| e.correlation_id.clone()),
+            key: ask
+                .envelope
+                .as_ref()
+                .and_then(|e| e.idempotency_key.clone()),
+        };
+        let updates = self.inner.stream(ask);
+        let log = self.log.clone();
+        let state = (Some(updates), Pending::new(), facts, log);
+        Box::pin(futures_util::stream::unfold(
+            state,
+            |(updates, mut pending, facts, log)| async move {
+                let mut updates = updates?;
+                let Some(item) = updates.next().await else {
+                    // The turn ended: calls still open never returned.
+                    for (id, (tool, args, at)) in pending.drain() {
+                        let e = facts
+                            .event(&tool, &id, args)
+                            .decision("unfinished")
+                            .latency(at.elapsed());
+                        record(&log, e).await;
+                    }
+                    return None;
+                };
+                if let Ok(Update::Progress {
+                    data: Some(step), ..
+                }) = &item
+                {
+                    match step.get("kind").and_then(|k| k.as_str()) {
+                        Some("tool_call") => {
+                            let call = &step["call"];
+                            let id = call["id"].as_str().unwrap_or_default().to_owned();
+                            let tool = call["name"].as_str().unwrap_or_default().to_owned();
+                            // `finish` and `ask_user` end the run; they are not tools.
+                            if tool != react::FINISH && tool != react::ASK_USER {
+                                let args = recorded_args(&call["arguments"]);
+                                pending.insert(id, (tool, args, Instant::now()));
+                            }
+                        }
+                        Some("observation") => {
+                            let id = step["call_id"].as_str().unwrap_or_default();
+                            let failed = step["is_error"].as_bool().unwrap_or(false);
+                            let (tool, args, at) = pending.remove(id).unwrap_or_else(|| {
+                                let tool = step["tool"].as_str().unwrap_or_default();
+                                (tool.to_owned(), serde_json::Value::Null, Instant::now())
+                            });
+                            let e = facts
+                                .event(&tool, id, args)
+                                .decision(if failed { "error" } else { "ok" })
+                                .latency(at.elapsed());
+                            record(&log, e).await;
+                        }
+                        _ => {}
+                    }
+                }
+                Some((item, (Some(updates), pending, facts, log)))
+            },
+        ))
+    }
+}
+
+async fn record(log: &AuditLog, e: Event) {
+    if let Err(err) = log.append(e).await {
+        tracing::error!("tool call not audited: {err}");
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use agentry_a2a::model::AgentCard;
 use agentry_a2a::server::{A2aServer, AgentService, Credentials, DynAgentExecutor, ServerConfig};
 use agentry_a2a::store::{MemoryStore, TaskStore};
-use agentry_core::a2a::Served;
+use agentry_core::a2a::{AgentHandle, Served};
 use agentry_core::runs::{Checkpoints, SqliteRunStore};
 
 use crate::config::{Config, StoreKind};
@@ -179,11 +179,17 @@ impl Service {
                         .with_checkpoints(checkpoints),
                 );
                 let card = agent.card(&url);
-                add(path, card, Arc::new(Served(agent.clone())), store, &creds);
-                made.push(agent);
+                // With an audit trail, every tool call the agent makes is in it, whether
+                // asked at its path or by a workflow step.
+                let handle: Arc<dyn AgentHandle> = match &audit_log {
+                    Some(log) => Arc::new(crate::governed::AuditedTools::new(agent, log.clone())),
+                    None => agent,
+                };
+                add(path, card, Arc::new(Served(handle.clone())), store, &creds);
+                made.push(handle);
             }
         }
-        let setup = configs.assemble(made);
+        let setup = configs.assemble(made)?;
         if let Some(o) = &setup.config.orchestrator {
             let engine = Arc::new(setup.engine()?);
             let mut orch =

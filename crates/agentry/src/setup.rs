@@ -5,12 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentry_a2a::client::Auth;
 use agentry_a2a::store::SqliteStore;
+use agentry_core::a2a::AgentHandle;
 use agentry_core::agent::{Agent, AgentConfig, AgentFactory};
-use agentry_flow::{AgentRegistry, Engine, Mode, Planner, Workflow};
+use agentry_flow::{
+    AgentRegistry, Engine, Mode, Planner, RemoteAccess, TokenExchangeClient, Workflow,
+};
 
 use crate::Error;
-use crate::config::{AgentEntry, Config};
+use crate::config::{AgentEntry, Config, RemoteEntry};
 
 /// The factory every entry point uses: the built-in tools and `base` type, and the embedded
 /// model provider (`provider = "local"`) when the `local` feature is on.
@@ -141,9 +145,9 @@ impl Setup {
         let configs = Configs::read(config).await?;
         let mut made = Vec::new();
         for (_, cfg) in &configs.agents {
-            made.push(Arc::new(configs.create(cfg.clone()).await?));
+            made.push(Arc::new(configs.create(cfg.clone()).await?) as Arc<dyn AgentHandle>);
         }
-        Ok(configs.assemble(made))
+        configs.assemble(made)
     }
 }
 
@@ -193,21 +197,68 @@ impl Configs {
 
     /// The setup over `made`, the agents of [`Configs::agents`] in their order, each the one
     /// instance that serves it and that workflows use.
-    pub(crate) fn assemble(self, made: Vec<Arc<Agent>>) -> Setup {
+    pub(crate) fn assemble(self, made: Vec<Arc<dyn AgentHandle>>) -> Result<Setup, Error> {
         let mut registry = AgentRegistry::new(self.mode);
+        if let Some(d) = &self.config.delegation {
+            registry = registry.with_delegation(Arc::new(TokenExchangeClient::new(
+                d.token_url.clone(),
+                d.client_id.clone(),
+                crate::serve::secret(&d.client_secret)?,
+            )));
+        }
         for agent in made {
             registry.add_local(agent);
         }
         for r in &self.config.remotes {
-            registry.add_remote(&r.name, &r.url, &r.description, r.skills.clone());
+            let access = remote_access(r, self.config.delegation.is_some())?;
+            registry.add_remote_with(&r.name, &r.url, &r.description, r.skills.clone(), access);
         }
-        Setup {
+        Ok(Setup {
             config: self.config,
             agents: self.agents,
             registry: Arc::new(registry),
             factory: self.factory,
-        }
+        })
     }
+}
+
+/// The credentials a `[[remotes]]` entry is called with: at most one of `delegate`,
+/// `bearer_token` and `api_key`.
+fn remote_access(r: &RemoteEntry, delegation: bool) -> Result<RemoteAccess, Error> {
+    let invalid = |why: &str| Err(Error::Invalid(format!("[[remotes]] `{}`: {why}", r.name)));
+    let chosen = [r.delegate, r.bearer_token.is_some(), r.api_key.is_some()];
+    if chosen.iter().filter(|c| **c).count() > 1 {
+        return invalid("use one of delegate, bearer_token and api_key");
+    }
+    if r.audience.is_some() && !r.delegate {
+        return invalid("audience is for delegated tokens (delegate = true)");
+    }
+    if r.api_key_header.is_some() && r.api_key.is_none() {
+        return invalid("api_key_header without api_key");
+    }
+    if r.delegate {
+        if !delegation {
+            return invalid("delegate = true needs a [delegation] section (the token service)");
+        }
+        return Ok(RemoteAccess::Delegated {
+            audience: r.audience.clone(),
+        });
+    }
+    let secret = |spec: &str| {
+        crate::serve::secret(spec)
+            .map_err(|e| Error::Invalid(format!("[[remotes]] `{}`: {e}", r.name)))
+    };
+    if let Some(t) = &r.bearer_token {
+        return Ok(RemoteAccess::Static(Auth::Bearer(secret(t)?)));
+    }
+    if let Some(k) = &r.api_key {
+        let header = r
+            .api_key_header
+            .clone()
+            .unwrap_or_else(|| "X-API-Key".into());
+        return Ok(RemoteAccess::Static(Auth::ApiKey(header, secret(k)?)));
+    }
+    Ok(RemoteAccess::Client)
 }
 
 impl Setup {

@@ -71,6 +71,9 @@ pub struct RequestContext {
     /// The scopes the caller's token grants; `None`: not limited (the operator's static
     /// credentials, or an agent open to everyone). An agent that delegates acts within them.
     pub scopes: Option<Vec<String>>,
+    /// The bearer JWT the caller was verified with (never a static token or API key): what
+    /// an agent that delegates exchanges for a token for the next agent. Held in memory only.
+    pub subject_token: Option<crate::credential::BearerToken>,
     pub(crate) cancel: watch::Receiver<bool>,
 }
 
@@ -106,6 +109,7 @@ impl RequestContext {
             instructions: None,
             caller: None,
             scopes: None,
+            subject_token: None,
             cancel: rx,
         };
         (ctx, tx)

@@ -14,7 +14,8 @@ use serde_json::Value;
 use super::admission::{Admission, Admit, Refused};
 use super::hub::{AgentTasks, Started, Turn};
 use super::push::PushSender;
-use super::{AgentService, Credentials, ServerConfig, stream};
+use super::{AgentService, Credentials, ServerConfig, bearer_of, stream};
+use crate::credential::BearerToken;
 use crate::envelope::{self, Envelope, ResponseMode};
 use crate::error::RpcError;
 use crate::jsonrpc::{self, Request};
@@ -341,9 +342,16 @@ pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Cal
     };
     let refusal = match c.verdict(headers) {
         Verdict::Caller(p, scopes) => {
+            // Only a verified token (it has scopes) is kept: the operator's static tokens
+            // are long-lived credentials and never leave this server.
+            let token = scopes
+                .as_ref()
+                .and_then(|_| bearer_of(headers))
+                .map(BearerToken::new);
             return Ok(Caller {
                 principal: Some(p),
                 scopes,
+                token,
             });
         }
         Verdict::Anonymous => c.required_for_all.then(Refusal::anonymous),
@@ -378,6 +386,8 @@ pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Cal
 pub(super) struct Caller {
     pub(super) principal: Option<String>,
     scopes: Option<Vec<String>>,
+    /// The verified JWT itself, for the agent to exchange when it delegates.
+    token: Option<BearerToken>,
 }
 
 impl Caller {
@@ -434,6 +444,8 @@ pub(crate) struct Admitted {
     pub(crate) instructions: Option<String>,
     /// The scopes the caller's token grants (`None`: not limited).
     pub(crate) scopes: Option<Vec<String>>,
+    /// The caller's verified JWT.
+    pub(crate) subject_token: Option<BearerToken>,
 }
 
 /// Why a send was not admitted: a malformed or inapplicable envelope (-32602), or scopes
@@ -501,6 +513,7 @@ pub(super) fn admit(
         envelope: env,
         instructions,
         scopes: who.scopes.clone(),
+        subject_token: who.token.clone(),
     })
 }
 

@@ -549,6 +549,7 @@ impl AgentTasks {
             envelope,
             instructions,
             scopes,
+            subject_token,
         } = admitted;
         let MessageSendParams {
             mut message,
@@ -655,6 +656,7 @@ impl AgentTasks {
             instructions,
             caller: caller.map(str::to_owned),
             scopes,
+            subject_token,
             cancel: hub.cancel.subscribe(),
         };
         let run_lease = self.lease(hub.clone());

@@ -91,6 +91,17 @@ pub(crate) enum Verdict {
     },
 }
 
+/// The bearer token of an `Authorization` header. The scheme is case-insensitive (RFC 9110
+/// section 11.1): `BEARER x` is `Bearer x`.
+pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
+    headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|auth| auth.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+}
+
 impl Credentials {
     fn accepts(&self, headers: &http::HeaderMap) -> bool {
         self.principal(headers).is_some()
@@ -108,13 +119,7 @@ impl Credentials {
     }
 
     pub(crate) fn verdict(&self, headers: &http::HeaderMap) -> Verdict {
-        // The scheme is case-insensitive (RFC 9110 section 11.1): `BEARER x` is `Bearer x`.
-        let bearer = headers
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|auth| auth.trim_start().split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim());
+        let bearer = bearer_of(headers);
         if let Some(token) = bearer {
             if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
                 return Verdict::Caller(digest("bearer", t), None);

@@ -111,3 +111,61 @@ fn mistakes_are_named() {
     let e = Config::load(&unknown).unwrap_err().to_string();
     assert!(e.contains("nope"), "{e}");
 }
+
+/// A `[[remotes]]` entry's credentials: one kind at most, `delegate` only with a token
+/// service to ask, `audience` only for delegated tokens; each mistake named.
+#[tokio::test]
+async fn remote_credentials_are_checked_when_loaded() {
+    let cases = [
+        (
+            "delegate = true",
+            "",
+            "delegate = true needs a [delegation] section",
+        ),
+        (
+            "delegate = true\nbearer_token = \"t\"",
+            "[delegation]\ntoken_url = \"http://127.0.0.1:1/token\"\nclient_id = \"o\"\nclient_secret = \"s\"\n",
+            "use one of delegate, bearer_token and api_key",
+        ),
+        (
+            "audience = \"mail\"",
+            "",
+            "audience is for delegated tokens",
+        ),
+        (
+            "api_key_header = \"X-Key\"",
+            "",
+            "api_key_header without api_key",
+        ),
+        (
+            "bearer_token = \"env:AGENTRY_TEST_UNSET_TOKEN\"",
+            "",
+            "AGENTRY_TEST_UNSET_TOKEN",
+        ),
+    ];
+    for (remote, extra, expected) in cases {
+        let text = format!(
+            "[server]\nstore = \"memory\"\n{extra}[[remotes]]\nname = \"mail\"\nurl = \"http://127.0.0.1:1/mail\"\n{remote}\n"
+        );
+        let config: Config = toml::from_str(&text).unwrap();
+        let e = match agentry::setup::Setup::from_config(config).await {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(expected) && e.contains("mail"), "{text}\n{e}");
+    }
+    for ok in [
+        "delegate = true\naudience = \"mail\"",
+        "api_key = \"k\"",
+        "",
+    ] {
+        let text = format!(
+            "[delegation]\ntoken_url = \"http://127.0.0.1:1/token\"\nclient_id = \"o\"\nclient_secret = \"s\"\n[[remotes]]\nname = \"mail\"\nurl = \"http://127.0.0.1:1/mail\"\n{ok}\n"
+        );
+        let config: Config = toml::from_str(&text).unwrap();
+        assert!(
+            agentry::setup::Setup::from_config(config).await.is_ok(),
+            "{text}"
+        );
+    }
+}

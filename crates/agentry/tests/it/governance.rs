@@ -718,3 +718,312 @@ async fn keys_from_a_jwks_url_rotate_without_a_restart() {
         "fetched at the start and once after the unknown key"
     );
 }
+
+/// Item 3 end to end: an orchestrator that verifies its users' JWTs calls each remote agent
+/// of a workflow with a token minted for that call alone: `aud` the agent, the scopes its card
+/// requires (not all the user holds), `act` naming the orchestrator. The user's token never
+/// leaves the orchestrator; a user without a step's scopes is refused before the call; a
+/// request made with a credential that cannot be delegated (the operator's static token) is
+/// refused rather than sent on with other credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orchestrator_calls_each_agent_with_a_token_minted_for_that_call() {
+    let dir = std::env::temp_dir().join(format!("agentry-delegation-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
+    let service =
+        TokenIssuer::load_or_create("https://agentry.tokens", &dir.join("svc.key")).unwrap();
+    std::fs::write(dir.join("service.json"), service.jwks().to_string()).unwrap();
+
+    // The agents' server: the token service and two agents that accept only its tokens.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let agents = format!("http://{}", listener.local_addr().unwrap());
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}/agents"
+        audit = true
+        public_url = "{agents}"
+        [server.jwt]
+        jwks_file = "{dir}/service.json"
+        issuer = "https://agentry.tokens"
+        [[agents]]
+        path = "/knowledge"
+        builtin = {{ kind = "echo" }}
+        required_scopes = ["kb.read"]
+        [[agents]]
+        path = "/mail"
+        builtin = {{ kind = "echo" }}
+        required_scopes = ["mail.draft"]
+        [token_service]
+        issuer = "https://agentry.tokens"
+        key_file = "{dir}/svc.key"
+        [token_service.upstream]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        [token_service.clients]
+        orchestrator = "orchestrator-secret"
+        [token_service.ceilings]
+        "{agents}/knowledge" = ["kb.read"]
+        "{agents}/mail" = ["mail.draft", "mail.send"]
+        "#,
+        dir = dir.display()
+    );
+    let svc = agentry::Service::build(toml::from_str(&toml).unwrap())
+        .await
+        .unwrap();
+    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+
+    // The orchestrator: its users' tokens come from the identity provider.
+    std::fs::write(
+        dir.join("brief.yaml"),
+        "name: brief\nsteps:\n  - id: find\n    agent: knowledge\n    input: \"find ${input.text}\"\n  \
+         - id: draft\n    agent: mail\n    depends_on: [find]\n    input: \"draft: ${steps.find.output}\"\n",
+    )
+    .unwrap();
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}/orchestrator"
+        bearer_tokens = ["operator-token"]
+        [server.jwt]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        audience = "orchestrator"
+        [delegation]
+        token_url = "{agents}/token"
+        client_id = "orchestrator"
+        client_secret = "orchestrator-secret"
+        [[remotes]]
+        name = "knowledge"
+        url = "{agents}/knowledge"
+        delegate = true
+        [[remotes]]
+        name = "mail"
+        url = "{agents}/mail"
+        delegate = true
+        [orchestrator]
+        workflows = ["{dir}/brief.yaml"]
+        "#,
+        dir = dir.display()
+    );
+    let orchestrator = serve(toml::from_str(&toml).unwrap()).await;
+
+    let user = |name: &str, scopes: &[&str]| {
+        idp.issue(&Grant {
+            subject: name.into(),
+            audience: "orchestrator".into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            lifetime: Duration::from_secs(600),
+            act: None,
+        })
+        .unwrap()
+    };
+    let ask = |token: String, n: u32| {
+        let orchestrator = orchestrator.clone();
+        async move {
+            let send = json!({"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {
+                "message": {"role": "user", "messageId": format!("m-{n}"),
+                    "parts": [{"kind": "text", "text": "the Q3 numbers"}]}}})
+            .to_string();
+            let auth = format!("Bearer {token}");
+            let (status, _, body) = http(
+                &orchestrator,
+                "POST",
+                "/orchestrator/",
+                &[("Authorization", &auth)],
+                &send,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<Value>(&body).unwrap()["result"].clone()
+        }
+    };
+
+    // alice holds more than the agents need; each token carries only what its agent requires.
+    let alice = user("alice", &["kb.read", "mail.draft", "mail.send", "hr.admin"]);
+    let task = ask(alice.clone(), 1).await;
+    assert_eq!(task["status"]["state"], "completed", "{task:#}");
+    assert!(
+        task.to_string().contains("draft: find the Q3 numbers"),
+        "{task:#}"
+    );
+
+    // bob may read but not draft: the mail agent is never called for him.
+    let bob = user("bob", &["kb.read"]);
+    let task = ask(bob, 2).await;
+    assert_eq!(task["status"]["state"], "failed", "{task:#}");
+    assert!(
+        task.to_string().contains("mail.draft"),
+        "the refusal names the missing scope: {task:#}"
+    );
+
+    // The operator's static token is not delegable: refused before any call downstream.
+    let task = ask("operator-token".into(), 3).await;
+    assert_eq!(task["status"]["state"], "failed", "{task:#}");
+    assert!(
+        task.to_string().contains("no delegated credential"),
+        "{task:#}"
+    );
+
+    // alice's own token is refused by the agents (another issuer, another audience).
+    let (status, _, _) = http(
+        &agents,
+        "POST",
+        "/mail/",
+        &[("Authorization", &format!("Bearer {alice}"))],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "message/send", "params": {
+            "message": {"role": "user", "messageId": "m-9", "parts": [{"kind": "text", "text": "x"}]}}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    // The agents' audit trail: exactly the tokens the calls needed, and who used them.
+    let log = AuditLog::open(&dir.join("agents/audit.db")).unwrap();
+    let records = log.records(1, 1000).unwrap();
+    let issued: Vec<(String, String, Value)> = records
+        .iter()
+        .filter(|r| r.event.kind == "token" && r.event.decision.as_deref() == Some("issued"))
+        .map(|r| {
+            (
+                r.event.actor.clone(),
+                r.event.agent.clone().unwrap_or_default(),
+                r.event.detail.clone(),
+            )
+        })
+        .collect();
+    let knowledge = format!("{agents}/knowledge");
+    let mail = format!("{agents}/mail");
+    // alice: knowledge then mail; bob: knowledge only; the operator: none.
+    assert_eq!(issued.len(), 3, "{issued:#?}");
+    for (actor, _, detail) in &issued {
+        assert_eq!(actor, "orchestrator");
+        assert_eq!(detail["chain"], json!(["orchestrator"]), "{detail}");
+    }
+    let scopes_for = |aud: &str| -> Vec<String> {
+        issued
+            .iter()
+            .filter(|(_, a, _)| a == aud)
+            .map(|(_, _, d)| d["scope"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(scopes_for(&knowledge), ["kb.read", "kb.read"]);
+    assert_eq!(
+        scopes_for(&mail),
+        ["mail.draft"],
+        "least privilege: not mail.send"
+    );
+    let allowed: Vec<(String, String)> = records
+        .iter()
+        .filter(|r| r.event.kind == "authz" && r.event.decision.as_deref() == Some("allow"))
+        .filter(|r| r.event.skill.as_deref() == Some("message/send"))
+        .map(|r| {
+            (
+                r.event.actor.clone(),
+                r.event.task_id.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        allowed.iter().filter(|(a, _)| a == "jwt:alice").count(),
+        2,
+        "{allowed:#?}"
+    );
+    assert_eq!(
+        allowed.iter().filter(|(a, _)| a == "jwt:bob").count(),
+        1,
+        "bob reached the knowledge agent only: {allowed:#?}"
+    );
+    assert!(
+        !allowed.iter().any(|(a, _)| a.starts_with("bearer:")),
+        "the operator's token never left the orchestrator: {allowed:#?}"
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 6: the tool calls an agent makes are in the audit trail beside the authorization
+/// decision of the request that caused them, found by its correlation id: the tool, its
+/// arguments, the outcome, on whose behalf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_call_is_audited_with_the_request_it_served() {
+    let dir = std::env::temp_dir().join(format!("agentry-tool-audit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let calculator = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/agents/calculator.toml");
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        audit = true
+        bearer_tokens = ["calc-token"]
+        [[agents]]
+        path = "/calc"
+        config = "{calculator}"
+        "#,
+        dir = dir.display(),
+        calculator = calculator.display(),
+    );
+    let base = serve(toml::from_str(&toml).unwrap()).await;
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+        "message": {"role": "user", "messageId": "m-1",
+            "parts": [{"kind": "text", "text": "What is (2 + 3) * 4?"}],
+            "metadata": {"urn:agentry:a2a:task-envelope:v1": {
+                "correlationId": "corr-tools-1", "idempotencyKey": "key-tools-1"}}}}})
+    .to_string();
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/calc/",
+        &[("Authorization", "Bearer calc-token")],
+        &send,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let task: Value = serde_json::from_str::<Value>(&body).unwrap()["result"].clone();
+    assert_eq!(task["status"]["state"], "completed", "{task:#}");
+
+    let log = AuditLog::open(&dir.join("audit.db")).unwrap();
+    let path = log.by_correlation("corr-tools-1").unwrap();
+    let kinds: Vec<&str> = path.iter().map(|r| r.event.kind.as_str()).collect();
+    assert!(kinds.contains(&"authz"), "{path:#?}");
+    let tools: Vec<_> = path
+        .iter()
+        .filter(|r| r.event.kind == "tool" && r.event.skill.as_deref() == Some("calculate"))
+        .collect();
+    assert_eq!(tools.len(), 1, "{path:#?}");
+    assert_eq!(
+        path.iter().filter(|r| r.event.kind == "tool").count(),
+        1,
+        "`finish` ends the run, it is not a tool call: {path:#?}"
+    );
+    let t = &tools[0].event;
+    assert_eq!(t.decision.as_deref(), Some("ok"));
+    assert_eq!(t.actor, "calculator");
+    assert!(
+        t.on_behalf_of
+            .as_deref()
+            .is_some_and(|c| c.starts_with("bearer:")),
+        "{t:?}"
+    );
+    assert_eq!(t.idempotency_key.as_deref(), Some("key-tools-1"));
+    assert_eq!(t.task_id.as_deref(), task["id"].as_str());
+    assert_eq!(t.detail["arguments"]["expression"], "(2 + 3) * 4");
+    assert!(t.latency_us.is_some());
+    // The record of the call comes after the decision that let the request in.
+    let authz = path.iter().position(|r| r.event.kind == "authz").unwrap();
+    let call = path.iter().position(|r| r.event.kind == "tool").unwrap();
+    assert!(authz < call, "{path:#?}");
+    assert_eq!(
+        log.verify().unwrap().records as usize,
+        log.records(1, 1000).unwrap().len()
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
