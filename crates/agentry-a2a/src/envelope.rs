@@ -74,6 +74,10 @@ pub struct Envelope {
     /// The W3C `traceparent` of the request (from the header when not given here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Which of the agent's skills (a card skill id) the request is for: the server refuses
+    /// a skill the card does not list, and a caller without that skill's scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skill: Option<String>,
 }
 
 /// How urgent a request is. Recorded on the task and handed to the agent; the server itself
@@ -143,6 +147,7 @@ impl Envelope {
             ("correlationId", &self.correlation_id),
             ("idempotencyKey", &self.idempotency_key),
             ("triggerId", &self.trigger_id),
+            ("skill", &self.skill),
         ] {
             if let Some(v) = v {
                 check_id(name, v)?;

@@ -493,11 +493,14 @@ impl RemoteAgent {
         // The caller's correlation id (and trace, trigger, priority, and the key its caller
         // chose for this call) travel on; its response mode and required scopes were the
         // caller's own request's, not this call's.
-        if let Some(e) = &ask.envelope {
-            let mut next = e.clone();
+        // The skill asked for, when the card lists it: the agent holds the call to its scopes.
+        let skill = ask.skill.clone().filter(|s| self.skills.contains(s));
+        if ask.envelope.is_some() || skill.is_some() {
+            let mut next = ask.envelope.clone().unwrap_or_default();
             next.response_mode = None;
             next.callback_url = None;
             next.required_scopes.clear();
+            next.skill = skill;
             next.attach(&mut m);
         }
         let err = |e: agentry_a2a::A2aError| remote_error(&self.name, e);

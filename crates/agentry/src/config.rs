@@ -152,6 +152,7 @@ impl Config {
                 bearer_tokens: None,
                 api_keys: None,
                 required_scopes: None,
+                skill_scopes: Default::default(),
             }],
             ..Config::default()
         }
@@ -494,6 +495,10 @@ pub struct AgentEntry {
     /// The scopes a JWT must carry to call this agent, instead of `[server.jwt]`'s.
     #[serde(default)]
     pub required_scopes: Option<Vec<String>>,
+    /// Scopes a JWT must also carry for a request naming one of the agent's skills (the task
+    /// envelope's `skill`), by skill id; declared on each skill in the card.
+    #[serde(default)]
+    pub skill_scopes: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The agents agentry ships, servable without writing an agent config.

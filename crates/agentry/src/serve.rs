@@ -157,6 +157,7 @@ impl Service {
             let creds = credentials(server, Some(entry), &url, feed)?;
             if let Some(b) = &entry.builtin {
                 let (card, executor) = builtin::make(b, &url, server).await?;
+                check_skill_scopes(entry, &card, server.jwt.is_some())?;
                 add(
                     path,
                     card,
@@ -179,6 +180,7 @@ impl Service {
                         .with_checkpoints(checkpoints),
                 );
                 let card = agent.card(&url);
+                check_skill_scopes(entry, &card, server.jwt.is_some())?;
                 // With an audit trail, every tool call the agent makes is in it, whether
                 // asked at its path or by a workflow step.
                 let handle: Arc<dyn AgentHandle> = match &audit_log {
@@ -272,7 +274,37 @@ fn credentials(
         required_for_all: true,
         verifier,
         required_scopes,
+        skill_scopes: entry.map(|e| e.skill_scopes.clone()).unwrap_or_default(),
     }))
+}
+
+/// An entry's `skill_scopes` name skills its card lists, and JWTs are verified to hold them.
+fn check_skill_scopes(
+    entry: &crate::config::AgentEntry,
+    card: &AgentCard,
+    jwt: bool,
+) -> Result<(), Error> {
+    if entry.skill_scopes.is_empty() {
+        return Ok(());
+    }
+    if !jwt {
+        return Err(Error::Invalid(format!(
+            "[[agents]] {}: skill_scopes need [server.jwt] (only verified tokens carry scopes)",
+            entry.path
+        )));
+    }
+    for skill in entry.skill_scopes.keys() {
+        if !card.skills.iter().any(|k| &k.id == skill) {
+            let known: Vec<&str> = card.skills.iter().map(|k| k.id.as_str()).collect();
+            return Err(Error::Invalid(format!(
+                "[[agents]] {}: skill_scopes name `{skill}`, not a skill of {} ({})",
+                entry.path,
+                card.name,
+                known.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `[server.jwt]` as the verifier of one agent (its audience: the configured one, else the

@@ -36,6 +36,8 @@ pub(super) struct AgentEndpoint {
     audited: Option<super::access::Audited>,
     /// The agent's name (its card's), as the admission hook sees it.
     name: String,
+    /// Its card's skill ids: a request naming another skill is refused.
+    skills: Vec<String>,
     admission: Option<Arc<dyn Admit>>,
     push_supported: bool,
     push: PushSender,
@@ -87,6 +89,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             required_extensions,
             credentials: svc.credentials,
             name: svc.card.name.clone(),
+            skills: svc.card.skills.iter().map(|k| k.id.clone()).collect(),
             admission: svc.admission,
             audited: svc.access_log.map(|log| super::access::Audited {
                 log,
@@ -128,7 +131,7 @@ fn with_envelope(mut card: AgentCard) -> AgentCard {
             uri: envelope::EXTENSION_URI.into(),
             description: Some(
                 "Task envelope: correlation id, idempotency key (also the Idempotency-Key \
-                 header), priority, response mode, required scopes and trigger id in the \
+                 header), priority, response mode, required scopes, trigger id and skill in the \
                  message metadata under this URI."
                     .into(),
             ),
@@ -464,6 +467,44 @@ impl NotAdmitted {
     }
 }
 
+/// A request naming a skill: one the card lists (-32602 otherwise), whose scopes the caller's
+/// token holds (403 otherwise).
+fn check_skill(s: &AgentEndpoint, who: &Caller, env: Option<&Envelope>) -> Result<(), NotAdmitted> {
+    let Some(skill) = env.and_then(|e| e.skill.as_deref()) else {
+        return Ok(());
+    };
+    if !s.skills.iter().any(|k| k == skill) {
+        return Err(NotAdmitted::Invalid(RpcError::invalid_params(format!(
+            "no skill `{}` here; this agent's skills: {}",
+            quotable(skill),
+            s.skills.join(", ")
+        ))));
+    }
+    let (Some(c), Some(held)) = (&s.credentials, &who.scopes) else {
+        return Ok(());
+    };
+    let Some(needed) = c.skill_scopes.get(skill) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = needed
+        .iter()
+        .filter(|n| !held.contains(n))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let message = format!(
+        "the token lacks the scope(s) the skill `{skill}` requires: {}",
+        quotable(&missing.join(" "))
+    );
+    Err(NotAdmitted::Refused(Refusal::insufficient(
+        who.principal.clone(),
+        message,
+        &missing,
+    )))
+}
+
 /// Admits a send: its envelope read ([`envelope_of`]), the scopes it requires checked against
 /// the caller's, the agent's admission hook asked (triggers), and the response mode applied
 /// to the send's configuration. Other requests pass with nothing. A refusal comes with the
@@ -478,6 +519,9 @@ pub(super) fn admit(
         envelope_of(req, headers).map_err(|e| Box::new((NotAdmitted::Invalid(e), None)))?;
     if let Err(why) = who.check_scopes(env.as_ref()) {
         return Err(Box::new((NotAdmitted::Refused(why), env)));
+    }
+    if let Err(no) = check_skill(s, who, env.as_ref()) {
+        return Err(Box::new((no, env)));
     }
     let mut instructions = None;
     if let (Some(gate), Some(e)) = (&s.admission, env.as_mut()) {

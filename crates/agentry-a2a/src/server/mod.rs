@@ -55,6 +55,9 @@ pub struct Credentials {
     /// Scopes a verified token must carry, all of them (a token without one gets 403).
     /// The operator's own `bearer_tokens` and `api_keys` carry every scope.
     pub required_scopes: Vec<String>,
+    /// Scopes a verified token must also carry for a request naming one of these skills
+    /// (the task envelope's `skill`); declared as each skill's `security` in the card.
+    pub skill_scopes: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Checks bearer tokens a server does not list itself (signed tokens such as JWTs): whom a
@@ -203,19 +206,38 @@ impl Credentials {
             );
             any.push("apiKey");
         }
+        // Alternatives: one of them is enough; a JWT needs the scopes, the operator's own
+        // credentials hold them all.
+        let alternatives =
+            |extra: &[String]| -> Vec<std::collections::BTreeMap<String, Vec<String>>> {
+                any.iter()
+                    .map(|name| {
+                        let scopes = if *name == "jwt" {
+                            let mut s = self.required_scopes.clone();
+                            s.extend(
+                                extra
+                                    .iter()
+                                    .filter(|x| !s.contains(x))
+                                    .cloned()
+                                    .collect::<Vec<_>>(),
+                            );
+                            s
+                        } else {
+                            Vec::new()
+                        };
+                        std::iter::once(((*name).to_owned(), scopes)).collect()
+                    })
+                    .collect()
+            };
         if self.required_for_all {
-            // Alternatives: one of them is enough.
-            card.security = any
-                .into_iter()
-                .map(|name| {
-                    let scopes = if name == "jwt" {
-                        self.required_scopes.clone()
-                    } else {
-                        Vec::new()
-                    };
-                    std::iter::once((name.to_owned(), scopes)).collect()
-                })
-                .collect();
+            card.security = alternatives(&[]);
+        }
+        if self.verifier.is_some() {
+            for skill in &mut card.skills {
+                if let Some(extra) = self.skill_scopes.get(&skill.id) {
+                    skill.security = alternatives(extra);
+                }
+            }
         }
     }
 }

@@ -1027,3 +1027,570 @@ async fn every_tool_call_is_audited_with_the_request_it_served() {
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The authorization matrix of issue 21 in one table: every way in that must be refused, at an
+/// agent (over JSON-RPC and HTTP+JSON) and at the token service, with 0 escapes; and the two
+/// ways that must work (a right token; a re-exchange, which keeps every actor on the chain).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_matrix_has_no_escapes() {
+    use base64::Engine;
+    const TS: &str = "https://agentry.tokens";
+    let dir = std::env::temp_dir().join(format!("agentry-authz-matrix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
+    let service = TokenIssuer::load_or_create(TS, &dir.join("svc.key")).unwrap();
+    std::fs::write(dir.join("service.json"), service.jwks().to_string()).unwrap();
+    let impostor = TokenIssuer::generate(TS).unwrap();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let agent = format!("{base}/echo");
+    let other = format!("{base}/other");
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        public_url = "{base}"
+        [server.jwt]
+        jwks_file = "{dir}/service.json"
+        issuer = "{TS}"
+        required_scopes = ["echo.use"]
+        [[agents]]
+        path = "/echo"
+        builtin = {{ kind = "echo" }}
+        skill_scopes = {{ echo = ["echo.admin"] }}
+        [[agents]]
+        path = "/other"
+        builtin = {{ kind = "echo" }}
+        [token_service]
+        issuer = "{TS}"
+        key_file = "{dir}/svc.key"
+        max_depth = 2
+        [token_service.upstream]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        [token_service.clients]
+        orchestrator = "s1"
+        knowledge = "s2"
+        mail = "s3"
+        [token_service.ceilings]
+        "{agent}" = ["echo.use", "echo.admin"]
+        "{other}" = ["echo.use"]
+        "#,
+        dir = dir.display()
+    );
+    let svc = agentry::Service::build(toml::from_str(&toml).unwrap())
+        .await
+        .unwrap();
+    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+
+    // The card declares the skill's own requirement beside the agent's (both generations).
+    for version in ["0.3", "1.0"] {
+        let (_, _, card) = http(
+            &base,
+            "GET",
+            "/echo/.well-known/agent-card.json",
+            &[("A2A-Version", version)],
+            "",
+        )
+        .await;
+        let card: Value = serde_json::from_str(&card).unwrap();
+        let skill = &card["skills"][0];
+        let skill = format!("{}{}", skill["security"], skill["securityRequirements"]);
+        assert!(
+            skill.contains("echo.admin") && skill.contains("echo.use"),
+            "{version}: {card}"
+        );
+    }
+    // A skill_scopes entry naming a skill the agent lacks is refused when loaded.
+    let wrong = toml.replace("skill_scopes = { echo =", "skill_scopes = { send =");
+    let e = agentry::Service::build(toml::from_str(&wrong).unwrap())
+        .await
+        .err()
+        .expect("an unknown skill is refused")
+        .to_string();
+    assert!(e.contains("`send`") && e.contains("echo"), "{e}");
+
+    let t = now();
+    let scopes = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>();
+    let grant = |aud: &str, s: &[&str]| Grant {
+        subject: "alice".into(),
+        audience: aud.into(),
+        scopes: scopes(s),
+        lifetime: Duration::from_secs(300),
+        act: None,
+    };
+    let claims = |iss: &str, aud: &str, scope: &str, exp: u64, nbf: u64| Claims {
+        sub: "alice".into(),
+        iss: iss.into(),
+        aud: Audience::One(aud.into()),
+        exp,
+        nbf: Some(nbf),
+        iat: Some(nbf),
+        jti: None,
+        scope: Some(scope.into()),
+        scp: None,
+        act: None,
+        may_act: None,
+        client_id: None,
+    };
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let good = service.issue(&grant(&agent, &["echo.use"])).unwrap();
+    let admin = service
+        .issue(&grant(&agent, &["echo.use", "echo.admin"]))
+        .unwrap();
+    // A payload edited after signing: the scope widened, or the actor chain forged.
+    let edited = |token: &str, f: &dyn Fn(&mut Value)| {
+        let mut parts = token.split('.');
+        let (h, p, s) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+        );
+        let mut payload: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .unwrap(),
+        )
+        .unwrap();
+        f(&mut payload);
+        format!("{h}.{}.{s}", b64(&payload))
+    };
+    let unsigned = |alg: &str| {
+        format!(
+            "{}.{}.{}",
+            b64(&json!({"alg": alg, "typ": "JWT", "kid": service.kid()})),
+            b64(&serde_json::to_value(claims(TS, &agent, "echo.use", t + 300, t)).unwrap()),
+            if alg == "none" { "" } else { "c2lnbmF0dXJl" }
+        )
+    };
+    let envelope = |e: Value| json!({"urn:agentry:a2a:task-envelope:v1": e});
+
+    // (case, Authorization header, envelope, expected: 401 / 403 / 400 for -32602)
+    type Case = (&'static str, Option<String>, Option<Value>, u16);
+    let bearer = |t: &str| Some(format!("Bearer {t}"));
+    let agent_cases: Vec<Case> = vec![
+        ("no token", None, None, 401),
+        ("an empty bearer", Some("Bearer ".into()), None, 401),
+        ("another scheme", Some(format!("Basic {good}")), None, 401),
+        ("garbage", bearer("x.y.z"), None, 401),
+        ("alg none", bearer(&unsigned("none")), None, 401),
+        (
+            "an HMAC token where a key pair is configured",
+            bearer(&unsigned("HS256")),
+            None,
+            401,
+        ),
+        (
+            "an RS256 header on an Ed25519 key",
+            bearer(&unsigned("RS256")),
+            None,
+            401,
+        ),
+        (
+            "expired",
+            bearer(
+                &service
+                    .sign(&claims(TS, &agent, "echo.use", t - 3600, t - 7200))
+                    .unwrap(),
+            ),
+            None,
+            401,
+        ),
+        (
+            "not yet valid",
+            bearer(
+                &service
+                    .sign(&claims(TS, &agent, "echo.use", t + 7200, t + 3600))
+                    .unwrap(),
+            ),
+            None,
+            401,
+        ),
+        (
+            "the identity provider's own token (wrong issuer)",
+            bearer(&idp.issue(&grant(&agent, &["echo.use"])).unwrap()),
+            None,
+            401,
+        ),
+        (
+            "the right issuer's name on an unpublished key",
+            bearer(&impostor.issue(&grant(&agent, &["echo.use"])).unwrap()),
+            None,
+            401,
+        ),
+        (
+            "a wrong audience",
+            bearer(
+                &service
+                    .issue(&grant("http://elsewhere/", &["echo.use"]))
+                    .unwrap(),
+            ),
+            None,
+            401,
+        ),
+        (
+            "a token minted for another agent",
+            bearer(&service.issue(&grant(&other, &["echo.use"])).unwrap()),
+            None,
+            401,
+        ),
+        (
+            "a widened scope (payload edited)",
+            bearer(&edited(&good, &|p| {
+                p["scope"] = json!("echo.use echo.admin")
+            })),
+            None,
+            401,
+        ),
+        (
+            "a forged act chain (payload edited)",
+            bearer(&edited(&good, &|p| {
+                p["act"] = json!({"sub": "orchestrator"})
+            })),
+            None,
+            401,
+        ),
+        (
+            "a longer lifetime (payload edited)",
+            bearer(&edited(&good, &|p| p["exp"] = json!(t + 86_400))),
+            None,
+            401,
+        ),
+        (
+            "without the agent's scope",
+            bearer(&service.issue(&grant(&agent, &["echo.admin"])).unwrap()),
+            None,
+            403,
+        ),
+        (
+            "replayed against a skill it lacks the scopes of",
+            bearer(&good),
+            Some(envelope(json!({"skill": "echo"}))),
+            403,
+        ),
+        (
+            "a skill the agent does not have",
+            bearer(&admin),
+            Some(envelope(json!({"skill": "send"}))),
+            400,
+        ),
+        (
+            "an envelope requiring scopes the token lacks",
+            bearer(&good),
+            Some(envelope(json!({"requiredScopes": ["mail.send"]}))),
+            403,
+        ),
+        (
+            "an unknown trigger",
+            bearer(&good),
+            Some(envelope(json!({"triggerId": "nope"}))),
+            400,
+        ),
+    ];
+    let allowed: Vec<Case> = vec![
+        ("a right token", bearer(&good), None, 200),
+        (
+            "a right token for the skill",
+            bearer(&admin),
+            Some(envelope(json!({"skill": "echo"}))),
+            200,
+        ),
+    ];
+    let mut escapes = Vec::new();
+    let mut refused = 0;
+    for (i, (name, auth, meta, expected)) in agent_cases.iter().chain(&allowed).enumerate() {
+        let mut rpc_msg = json!({"role": "user", "messageId": format!("m-{i}"), "parts": [{"kind": "text", "text": "hi"}]});
+        let mut rest_msg =
+            json!({"role": "ROLE_USER", "messageId": format!("r-{i}"), "parts": [{"text": "hi"}]});
+        if let Some(m) = meta {
+            rpc_msg["metadata"] = m.clone();
+            rest_msg["metadata"] = m.clone();
+        }
+        let rpc = json!({"jsonrpc": "2.0", "id": i, "method": "message/send", "params": {"message": rpc_msg}}).to_string();
+        let rest = json!({"message": rest_msg}).to_string();
+        let mut headers = vec![];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        let (rpc_status, _, rpc_body) = http(&base, "POST", "/echo/", &headers, &rpc).await;
+        headers.push(("A2A-Version", "1.0"));
+        let (rest_status, _, rest_body) =
+            http(&base, "POST", "/echo/message:send", &headers, &rest).await;
+        // JSON-RPC answers -32602 inside a 200; HTTP+JSON with 400.
+        let rpc_got = if rpc_status == 200 && rpc_body.contains("-32602") {
+            400
+        } else {
+            rpc_status
+        };
+        for (binding, got, body) in [
+            ("JSON-RPC", rpc_got, &rpc_body),
+            ("HTTP+JSON", rest_status, &rest_body),
+        ] {
+            let served = got == 200 && (body.contains("completed") || body.contains("COMPLETED"));
+            if got != *expected || (*expected != 200 && served) || (*expected == 200 && !served) {
+                escapes.push(format!("{name} over {binding}: {got} {body}"));
+            } else if *expected != 200 {
+                refused += 1;
+            }
+        }
+    }
+
+    // The token service: (case, client, subject token, audience, scope, status, OAuth error).
+    let deep = service
+        .issue(&Grant {
+            act: Some(agentry::governance::token::Actor {
+                sub: "knowledge".into(),
+                act: Some(Box::new(agentry::governance::token::Actor {
+                    sub: "orchestrator".into(),
+                    act: None,
+                })),
+            }),
+            ..grant(TS, &["echo.use"])
+        })
+        .unwrap();
+    let for_orchestrator = idp
+        .issue(&grant("orchestrator", &["echo.use", "echo.admin"]))
+        .unwrap();
+    let mut may_act = claims(ISS, "orchestrator", "echo.use", t + 300, t);
+    may_act.may_act = Some(agentry::governance::token::Actor {
+        sub: "knowledge".into(),
+        act: None,
+    });
+    let may_act = idp.sign(&may_act).unwrap();
+    let basic = |id: &str, secret: &str| {
+        Some(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
+        ))
+    };
+    let orch = basic("orchestrator", "s1");
+    type Exchange = (
+        &'static str,
+        Option<String>,
+        String,
+        String,
+        &'static str,
+        u16,
+        &'static str,
+    );
+    let exchange_cases: Vec<Exchange> = vec![
+        (
+            "no client credentials",
+            None,
+            for_orchestrator.clone(),
+            agent.clone(),
+            "echo.use",
+            401,
+            "invalid_client",
+        ),
+        (
+            "a wrong client secret",
+            basic("orchestrator", "s2"),
+            for_orchestrator.clone(),
+            agent.clone(),
+            "echo.use",
+            401,
+            "invalid_client",
+        ),
+        (
+            "an expired subject token",
+            orch.clone(),
+            idp.sign(&claims(ISS, "orchestrator", "echo.use", t - 3600, t - 7200))
+                .unwrap(),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "a subject token for another actor",
+            basic("mail", "s3"),
+            for_orchestrator.clone(),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "may_act naming someone else",
+            orch.clone(),
+            may_act,
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "an unsigned subject token",
+            orch.clone(),
+            unsigned("none"),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "a subject token from an unpublished key",
+            orch.clone(),
+            impostor.issue(&grant(TS, &["echo.use"])).unwrap(),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "a subject token with its actor dropped (payload edited)",
+            basic("mail", "s3"),
+            edited(&deep, &|p| {
+                p.as_object_mut().unwrap().remove("act");
+            }),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "a chain deeper than allowed",
+            basic("mail", "s3"),
+            deep.clone(),
+            agent.clone(),
+            "echo.use",
+            400,
+            "invalid_grant",
+        ),
+        (
+            "a widened scope",
+            orch.clone(),
+            for_orchestrator.clone(),
+            agent.clone(),
+            "echo.use hr.admin",
+            400,
+            "invalid_scope",
+        ),
+        (
+            "above the agent's ceiling",
+            orch.clone(),
+            for_orchestrator.clone(),
+            other.clone(),
+            "echo.admin",
+            400,
+            "invalid_scope",
+        ),
+        (
+            "an unknown audience",
+            orch.clone(),
+            for_orchestrator.clone(),
+            "http://elsewhere/".into(),
+            "echo.use",
+            400,
+            "invalid_target",
+        ),
+    ];
+    let form = |subject: &str, audience: &str, scope: &str| {
+        format!(
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange\
+             &subject_token={subject}&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Ajwt\
+             &audience={}&scope={}",
+            audience.replace(':', "%3A").replace('/', "%2F"),
+            scope.replace(' ', "+")
+        )
+    };
+    for (name, client, subject, audience, scope, status, code) in &exchange_cases {
+        let mut headers = vec![("Content-Type", "application/x-www-form-urlencoded")];
+        if let Some(c) = client {
+            headers.push(("Authorization", c.as_str()));
+        }
+        let (got, _, body) = http(
+            &base,
+            "POST",
+            "/token",
+            &headers,
+            &form(subject, audience, scope),
+        )
+        .await;
+        if got != *status || !body.contains(code) || body.contains("access_token") {
+            escapes.push(format!("token service, {name}: {got} {body}"));
+        } else {
+            refused += 1;
+        }
+    }
+
+    // A re-exchange further down the path keeps every actor: knowledge over orchestrator.
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/token",
+        &[("Authorization", orch.as_deref().unwrap())],
+        &form(&for_orchestrator, TS, "echo.use"),
+    )
+    .await;
+    assert_eq!(
+        status, 400,
+        "a token for the service itself is no agent's: {body}"
+    );
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/token",
+        &[("Authorization", orch.as_deref().unwrap())],
+        &form(&for_orchestrator, &agent, "echo.use"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let first: Value = serde_json::from_str(&body).unwrap();
+    let hop = service
+        .issue(&Grant {
+            act: Some(agentry::governance::token::Actor {
+                sub: "orchestrator".into(),
+                act: None,
+            }),
+            ..grant(TS, &["echo.use"])
+        })
+        .unwrap();
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        "/token",
+        &[(
+            "Authorization",
+            basic("knowledge", "s2").as_deref().unwrap(),
+        )],
+        &form(&hop, &agent, "echo.use"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let second: Value = serde_json::from_str(&body).unwrap();
+    let act_of = |token: &str| -> Value {
+        let p = token.split('.').nth(1).unwrap();
+        let v: Value = serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .unwrap(),
+        )
+        .unwrap();
+        v["act"].clone()
+    };
+    assert_eq!(
+        act_of(first["access_token"].as_str().unwrap()),
+        json!({"sub": "orchestrator"})
+    );
+    assert_eq!(
+        act_of(second["access_token"].as_str().unwrap()),
+        json!({"sub": "knowledge", "act": {"sub": "orchestrator"}})
+    );
+
+    assert!(
+        escapes.is_empty(),
+        "{} escape(s): {escapes:#?}",
+        escapes.len()
+    );
+    let cases = agent_cases.len() + exchange_cases.len();
+    eprintln!("authorization matrix: {cases} cases, {refused} refusals checked, 0 escapes");
+    assert!(cases >= 30, "{cases} cases");
+    assert_eq!(refused, 2 * agent_cases.len() + exchange_cases.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
