@@ -109,6 +109,8 @@ pub struct A2aClient {
     /// The card's v0.3 endpoint, for when its v1.0 one does not answer in v1.0.
     fallback: Option<Arc<Fallback>>,
     card: Option<AgentCard>,
+    /// Where the card was read and its ETag, to revalidate it.
+    card_source: Option<(String, Option<String>)>,
     cfg: ClientConfig,
 }
 
@@ -226,6 +228,22 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 /// Fetches an agent card from `base` (`/.well-known/agent-card.json`, then the legacy
 /// `/.well-known/agent.json`). A URL that already names a `.json` file is fetched as is.
 pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2aError> {
+    match fetch_card_if_changed(base, cfg, None).await? {
+        Some((card, _)) => Ok(card),
+        None => Err(A2aError::InvalidCard {
+            url: base.to_owned(),
+            reason: "304 Not Modified to a request without a validator".into(),
+        }),
+    }
+}
+
+/// As [`fetch_card`], revalidating: with the `etag` of the card held, `None` when the server
+/// answers 304 Not Modified (the card held is current); otherwise the card and its new ETag.
+pub async fn fetch_card_if_changed(
+    base: &str,
+    cfg: &ClientConfig,
+    etag: Option<&str>,
+) -> Result<Option<(AgentCard, Option<String>)>, A2aError> {
     let http = build_http(cfg)?;
     let base = base.trim_end_matches('/');
     let candidates = if base.ends_with(".json") {
@@ -238,13 +256,22 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
     };
     let mut last = None;
     for url in candidates {
-        let req = authorize(http.get(&url), &cfg.auth).timeout(cfg.request_timeout);
+        let mut req = authorize(http.get(&url), &cfg.auth).timeout(cfg.request_timeout);
+        if let Some(tag) = etag {
+            req = req.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
         let resp = req
             .send()
             .await
             .map_err(|e| map_send_error(e, &url, cfg.request_timeout))?;
         match resp.status().as_u16() {
+            304 if etag.is_some() => return Ok(None),
             200..=299 => {
+                let tag = resp
+                    .headers()
+                    .get(reqwest::header::ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
                 let body = resp
                     .bytes()
                     .await
@@ -255,12 +282,13 @@ pub async fn fetch_card(base: &str, cfg: &ClientConfig) -> Result<AgentCard, A2a
                         reason: format!("not JSON: {e}"),
                     })?;
                 // Cards of either generation read into the model.
-                return serde_path_to_error::deserialize(v1::card_up(raw)).map_err(|e| {
+                let card = serde_path_to_error::deserialize(v1::card_up(raw)).map_err(|e| {
                     A2aError::InvalidCard {
                         url: url.clone(),
                         reason: format!("at {}: {}", e.path(), e.inner()),
                     }
-                });
+                })?;
+                return Ok(Some((card, tag)));
             }
             401 | 403 => return Err(refused(resp.status().as_u16(), url)),
             404 => last = Some(A2aError::CardNotFound { url }),
@@ -340,6 +368,7 @@ impl A2aClient {
             binding: Binding::JsonRpc,
             fallback: None,
             card: None,
+            card_source: None,
             cfg,
         })
     }
@@ -360,7 +389,34 @@ impl A2aClient {
     /// Fetches the card at `base` and talks to the interface it names, in the newest version
     /// both sides speak.
     pub async fn discover(base: &str, cfg: ClientConfig) -> Result<Self, A2aError> {
-        let card = fetch_card(base, &cfg).await?;
+        let Some((card, etag)) = fetch_card_if_changed(base, &cfg, None).await? else {
+            return Err(A2aError::InvalidCard {
+                url: base.to_owned(),
+                reason: "304 Not Modified to a request without a validator".into(),
+            });
+        };
+        Self::from_card(base, card, etag, cfg)
+    }
+
+    /// Reads the card again with its ETag: `None` when it has not changed (one 304, no body),
+    /// else a client made from the new card. A client not made by discovery has no card to
+    /// revalidate (`None`).
+    pub async fn revalidate(&self) -> Result<Option<Self>, A2aError> {
+        let Some((base, etag)) = &self.card_source else {
+            return Ok(None);
+        };
+        match fetch_card_if_changed(base, &self.cfg, etag.as_deref()).await? {
+            None => Ok(None),
+            Some((card, etag)) => Self::from_card(base, card, etag, self.cfg.clone()).map(Some),
+        }
+    }
+
+    fn from_card(
+        base: &str,
+        card: AgentCard,
+        etag: Option<String>,
+        cfg: ClientConfig,
+    ) -> Result<Self, A2aError> {
         let chosen = choose_interface(&card, cfg.binding);
         if chosen.url.is_empty() {
             return Err(A2aError::InvalidCard {
@@ -378,6 +434,7 @@ impl A2aClient {
             })
         });
         c.card = Some(card);
+        c.card_source = Some((base.to_owned(), etag));
         Ok(c)
     }
 

@@ -132,6 +132,50 @@ pub(crate) async fn plan(task: &str, config: &Path) -> Result<Workflow, CliError
         .map_err(agentry::Error::from)?)
 }
 
+/// `agentry agents`: the registry's catalog, as a table or JSON.
+pub(crate) async fn show_agents(
+    config: &Path,
+    scopes: Option<&str>,
+    json: bool,
+) -> Result<(), CliError> {
+    let setup = Setup::load(config).await?;
+    let held: Option<Vec<String>> =
+        scopes.map(|s| s.split_whitespace().map(str::to_owned).collect());
+    let catalog = setup.registry.catalog(held.as_deref()).await;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&catalog).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    for a in &catalog {
+        println!("{}: {}", a.name, a.description);
+        if !a.scopes.is_empty() {
+            println!("  requires: {}", a.scopes.join(" "));
+        }
+        for s in &a.skills {
+            match a.skill_scopes.get(s) {
+                Some(own) if !own.is_empty() => {
+                    println!("  skill {s} (requires {})", own.join(" "))
+                }
+                _ => println!("  skill {s}"),
+            }
+        }
+    }
+    if catalog.is_empty() {
+        eprintln!(
+            "agentry: no agent{}",
+            if held.is_some() {
+                " these scopes may ask"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
 pub(crate) async fn plan_and_show(task: &str, config: &Path, json: bool) -> Result<(), CliError> {
     let wf = plan(task, config).await?;
     if json {

@@ -64,6 +64,18 @@ enum Command {
     #[cfg(feature = "local")]
     #[command(subcommand)]
     Model(models::ModelCommand),
+    /// The capability registry: every agent a config's workflows may use (local ones, and
+    /// remote ones as their cards now say), with the scopes each agent and skill requires.
+    /// With --scopes, only what a user holding them may ask.
+    Agents {
+        #[arg(long, default_value = "agentry.toml")]
+        config: PathBuf,
+        /// A user's scopes, space-separated.
+        #[arg(long)]
+        scopes: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Plan a workflow for a task (with the config's [planner] model) and show it.
     Plan {
         task: String,
@@ -364,6 +376,11 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
         }) => mcp_serve(&toolset, http, pictures, data).await,
         #[cfg(feature = "local")]
         Command::Model(cmd) => models::run(cmd).await,
+        Command::Agents {
+            config,
+            scopes,
+            json,
+        } => flows::show_agents(&config, scopes.as_deref(), json).await,
         Command::Plan { task, config, json } => flows::plan_and_show(&task, &config, json).await,
         Command::Run {
             task,

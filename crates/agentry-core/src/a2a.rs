@@ -330,6 +330,25 @@ impl RemoteAgent {
         &self.client
     }
 
+    /// The agent as its card now says, asking with the card's ETag: `None` when unchanged
+    /// (a 304, nothing re-read).
+    pub async fn revalidate(&self) -> Result<Option<RemoteAgent>, AgentError> {
+        let fresh = self
+            .client
+            .revalidate()
+            .await
+            .map_err(|e| remote_error(&self.name, e))?;
+        Ok(fresh.and_then(|client| {
+            let card = client.card().cloned()?;
+            Some(RemoteAgent {
+                client,
+                name: card.name,
+                description: card.description,
+                skills: card.skills.into_iter().map(|s| s.id).collect(),
+            })
+        }))
+    }
+
     /// The same agent called with `auth` instead of the configured credentials (a delegated
     /// token for one call).
     pub fn with_auth(&self, auth: agentry_a2a::client::Auth) -> RemoteAgent {
@@ -356,6 +375,24 @@ impl RemoteAgent {
     /// alternative. Cards without requirements allow everyone.
     pub fn allows(&self, skill: Option<&str>, held: &[String]) -> Result<(), Vec<String>> {
         self.requirement(skill, held).map(drop)
+    }
+
+    /// The scopes its card asks a token to hold for `skill` (or for the agent): the skill's
+    /// own requirement, else the card's, the first alternative that names any scope; empty
+    /// when it names none (or the card is not known).
+    pub fn required_scopes(&self, skill: Option<&str>) -> Vec<String> {
+        let Some(card) = self.client.card() else {
+            return Vec::new();
+        };
+        let own = skill
+            .and_then(|s| card.skills.iter().find(|k| k.id == s))
+            .map(|k| &k.security)
+            .filter(|s| !s.is_empty());
+        own.unwrap_or(&card.security)
+            .iter()
+            .map(|alt| alt.values().flatten().cloned().collect::<Vec<String>>())
+            .find(|scopes| !scopes.is_empty())
+            .unwrap_or_default()
     }
 
     /// As [`allows`](Self::allows), returning the scopes of the first alternative `held`

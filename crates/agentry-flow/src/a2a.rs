@@ -150,8 +150,9 @@ impl AgentExecutor for Orchestrator {
                 ev.working(Some(ev.agent_text("planning a workflow")))
                     .await?;
                 let text = ctx.message.text_content();
+                // Planned within the caller's scopes: steps they may not ask are not offered.
                 let wf = planner
-                    .plan(&text, &self.engine.agents)
+                    .plan_within(&text, &self.engine.agents, ctx.scopes.as_deref())
                     .await
                     .map_err(|e| ExecutorError::failed(e.to_string()))?;
                 let plan = serde_json::to_value(&wf)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
 use serde_json::Value;
 
-use crate::registry::AgentRegistry;
+use crate::registry::{AgentInfo, AgentRegistry};
 use crate::validate::validate;
 use crate::workflow::Workflow;
 
@@ -38,12 +38,12 @@ pub struct Planner {
     pub max_repairs: u32,
 }
 
-fn system_prompt(agents: &AgentRegistry) -> String {
+fn system_prompt(agents: &[AgentInfo]) -> String {
     let mut s = String::from(
         "You plan workflows for a team of specialized agents. Break the task into steps; each \
          step asks exactly one agent. Use only these agents (and their skills):\n",
     );
-    for a in agents.describe() {
+    for a in agents {
         s.push_str(&format!("- {}: {}", a.name, a.description));
         if !a.skills.is_empty() {
             s.push_str(&format!(" (skills: {})", a.skills.join(", ")));
@@ -82,8 +82,21 @@ impl Planner {
 
     /// Plans `task`; the workflow returned has passed validation against `agents`.
     pub async fn plan(&self, task: &str, agents: &AgentRegistry) -> Result<Workflow, PlanError> {
+        self.plan_within(task, agents, None).await
+    }
+
+    /// Plans `task` for a user holding `scopes`: the model is shown only the agents and skills
+    /// the registry says that user may ask (`None`: every agent), so a plan does not lean on
+    /// a step that would be refused.
+    pub async fn plan_within(
+        &self,
+        task: &str,
+        agents: &AgentRegistry,
+        scopes: Option<&[String]>,
+    ) -> Result<Workflow, PlanError> {
+        let catalog = agents.catalog(scopes).await;
         let mut messages = vec![
-            ChatMessage::system(system_prompt(agents)),
+            ChatMessage::system(system_prompt(&catalog)),
             ChatMessage::user(task),
         ];
         let mut problems = String::new();

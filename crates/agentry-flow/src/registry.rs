@@ -53,6 +53,13 @@ pub struct AgentInfo {
     pub description: String,
     /// Its skill ids.
     pub skills: Vec<String>,
+    /// The scopes its card asks a caller's token to hold (empty: none, or a local agent, or a
+    /// card not read yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Skills whose own requirement differs from the agent's, with their scopes.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub skill_scopes: BTreeMap<String, Vec<String>>,
 }
 
 /// The credentials a call to a remote agent presents.
@@ -203,8 +210,49 @@ impl AgentRegistry {
                 name: n.clone(),
                 description: e.description.clone(),
                 skills: e.skills.clone(),
+                scopes: Vec::new(),
+                skill_scopes: BTreeMap::new(),
             })
             .collect()
+    }
+
+    /// The capability registry: every agent as its card now says (remote cards read, or
+    /// revalidated once past their TTL), with the scopes each agent and skill requires. With
+    /// `held` (a user's scopes), only what that user may ask: skills they lack the scopes of
+    /// are left out, and agents with none left. A remote that cannot be reached is listed as
+    /// configured (its requirements are checked again when a step calls it).
+    pub async fn catalog(&self, held: Option<&[String]>) -> Vec<AgentInfo> {
+        let mut out = Vec::new();
+        for mut info in self.describe() {
+            let remote = match self.entries.get(&info.name).and_then(|e| e.remote.as_ref()) {
+                Some((url, _)) if !self.breaker_open(url) => self.remote(url).await.ok(),
+                _ => None,
+            };
+            if let Some(agent) = remote {
+                if !agent.description().is_empty() {
+                    info.description = agent.description();
+                }
+                info.skills = agent.skills();
+                info.scopes = agent.required_scopes(None);
+                for skill in &info.skills {
+                    let own = agent.required_scopes(Some(skill));
+                    if own != info.scopes {
+                        info.skill_scopes.insert(skill.clone(), own);
+                    }
+                }
+                if let Some(held) = held {
+                    let card_ok = agent.allows(None, held).is_ok();
+                    let all = info.skills.len();
+                    info.skills.retain(|s| agent.allows(Some(s), held).is_ok());
+                    info.skill_scopes.retain(|s, _| info.skills.contains(s));
+                    if info.skills.is_empty() && (all > 0 || !card_ok) {
+                        continue;
+                    }
+                }
+            }
+            out.push(info);
+        }
+        out
     }
 
     /// The circuit of a remote URL is open (calls skip it).
@@ -229,14 +277,20 @@ impl AgentRegistry {
         }
     }
 
-    /// The remote agent at `url`, its card read again once older than the card TTL (skills
-    /// and security requirements change).
+    /// The remote agent at `url`, its card revalidated (`If-None-Match`) once older than the
+    /// card TTL: skills and security requirements change, and an unchanged card costs a 304.
     async fn remote(&self, url: &str) -> Result<Arc<RemoteAgent>, AgentError> {
         let mut cache = self.remotes.lock().await;
-        if let Some((r, at)) = cache.get(url)
-            && at.elapsed() < self.card_ttl
-        {
-            return Ok(r.clone());
+        if let Some((r, at)) = cache.get(url) {
+            if at.elapsed() < self.card_ttl {
+                return Ok(r.clone());
+            }
+            let r = match r.revalidate().await? {
+                None => r.clone(),
+                Some(fresh) => Arc::new(fresh),
+            };
+            cache.insert(url.to_owned(), (r.clone(), Instant::now()));
+            return Ok(r);
         }
         let r = Arc::new(RemoteAgent::connect(url, self.client.clone()).await?);
         cache.insert(url.to_owned(), (r.clone(), Instant::now()));

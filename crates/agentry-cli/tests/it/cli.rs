@@ -750,3 +750,31 @@ fn serve_with_audit_records_every_decision() {
     assert_eq!(sends[0].event.agent.as_deref(), Some("echo"));
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// `agentry agents`: the capability registry of a config, remote agents as their cards say
+/// (description and skills read from the card, not the config), as text or JSON.
+#[test]
+fn agents_lists_the_registry_from_the_cards() {
+    let (_server, url) = serve("echo", &[]);
+    let dir = std::env::temp_dir().join(format!("agentry-cli-agents-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("agentry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nstore = \"memory\"\n[[remotes]]\nname = \"repeater\"\nurl = \"{url}\"\ndescription = \"as configured\"\n"
+        ),
+    )
+    .unwrap();
+    let config = config.to_string_lossy().into_owned();
+    let o = run(&["agents", "--config", &config]);
+    assert!(o.status.success(), "{o:?}");
+    let text = stdout(&o);
+    assert!(text.contains("repeater: Echoes every message"), "{text}");
+    assert!(text.contains("skill echo"), "{text}");
+    let o = run(&["agents", "--config", &config, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["name"], "repeater");
+    assert_eq!(v[0]["skills"], serde_json::json!(["echo"]));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -293,7 +293,22 @@ async fn a_step_beyond_the_users_scopes_is_refused_before_any_call() {
     );
     let mut reg = AgentRegistry::new(Mode::A2a);
     reg.add_remote("mail", &url, "mail", vec!["draft".into(), "send".into()]);
-    let engine = Engine::new(Arc::new(reg));
+    let reg = Arc::new(reg);
+    // The capability registry, as the planner sees it: requirements from the card, and for
+    // a user only what they may ask.
+    let all = reg.catalog(None).await;
+    assert_eq!(all[0].description, "drafts and sends mail");
+    assert_eq!(all[0].skills, ["draft", "send"]);
+    assert_eq!(all[0].scopes, ["mail.draft"]);
+    assert_eq!(
+        all[0].skill_scopes,
+        [("send".to_string(), vec!["mail.send".to_string()])].into()
+    );
+    let drafter = reg.catalog(Some(&["mail.draft".to_string()])).await;
+    assert_eq!(drafter[0].skills, ["draft"]);
+    assert!(drafter[0].skill_scopes.is_empty());
+    assert!(reg.catalog(Some(&[])).await.is_empty(), "nothing to offer");
+    let engine = Engine::new(reg);
     let run = |skill: &str, scopes: &[&str]| {
         let mut state = engine
             .prepare(
@@ -328,5 +343,53 @@ async fn a_step_beyond_the_users_scopes_is_refused_before_any_call() {
         run("send", &["mail.send"]).await.status,
         RunStatus::Completed
     );
-    assert_eq!(rec.0.lock().unwrap().len(), 2);
+    // Each call named its skill, so the agent held it to that skill's scopes too.
+    let skills: Vec<Option<String>> = rec
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, e)| e.skill.clone())
+        .collect();
+    assert_eq!(skills, [Some("draft".into()), Some("send".into())]);
+}
+
+/// Once its TTL is over, a remote's card is revalidated with its ETag: an unchanged card
+/// costs a 304 without a body, not a new discovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_card_is_revalidated_with_its_etag() {
+    let statuses = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let card = AgentCard::new("upper", "upper-cases", &url);
+    let svc = AgentService::new(
+        card,
+        Upper(Default::default()),
+        Arc::new(MemoryStore::default()),
+    );
+    let seen = statuses.clone();
+    let router = A2aServer::new()
+        .agent("/", svc)
+        .router()
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let seen = seen.clone();
+                async move {
+                    let card = req.uri().path().contains("agent-card");
+                    let resp = next.run(req).await;
+                    if card {
+                        seen.lock().unwrap().push(resp.status().as_u16());
+                    }
+                    resp
+                }
+            },
+        ));
+    tokio::spawn(async move { axum::serve(l, router).await });
+    let mut reg = AgentRegistry::new(Mode::A2a).with_card_ttl(Duration::ZERO);
+    reg.add_remote("upper", &url, "", vec![]);
+    for i in 0..3 {
+        let reply = reg.ask("upper", Ask::text(format!("x{i}"))).await.unwrap();
+        assert_eq!(reply.text, format!("X{i}"));
+    }
+    assert_eq!(*statuses.lock().unwrap(), [200, 304, 304]);
 }
