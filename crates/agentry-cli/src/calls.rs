@@ -61,6 +61,18 @@ pub(crate) enum A2aCommand {
         /// Return at once instead of waiting for the turn to end.
         #[arg(long)]
         no_wait: bool,
+        /// The task envelope's correlation id (one per user request, across every hop).
+        #[arg(long)]
+        correlation: Option<String>,
+        /// The envelope's idempotency key (a retry with it gets the first task).
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// The trigger the request comes from (`[[triggers]]` id).
+        #[arg(long)]
+        trigger: Option<String>,
+        /// The agent's skill the request is for (its scopes apply).
+        #[arg(long)]
+        skill: Option<String>,
         #[command(flatten)]
         opts: CallOpts,
     },
@@ -137,12 +149,29 @@ pub(crate) async fn run(cmd: A2aCommand) -> Result<(), CliError> {
             task,
             context,
             no_wait,
+            correlation,
+            idempotency_key,
+            trigger,
+            skill,
             opts,
         } => {
             let client = connect(&url, &opts).await?;
             let mut message = Message::text(Role::User, text);
             message.task_id = task;
             message.context_id = context;
+            if correlation.is_some()
+                || idempotency_key.is_some()
+                || trigger.is_some()
+                || skill.is_some()
+            {
+                let mut e = agentry::a2a::envelope::Envelope::default();
+                e.correlation_id = correlation;
+                e.idempotency_key = idempotency_key;
+                e.trigger_id = trigger;
+                e.skill = skill;
+                e.check().map_err(|e| CliError::Usage(e.message))?;
+                e.attach(&mut message);
+            }
             let mut params = MessageSendParams::new(message);
             if no_wait {
                 params.configuration = Some(MessageSendConfiguration {

@@ -11,6 +11,7 @@ mod jobs;
 #[cfg(feature = "local")]
 mod models;
 mod output;
+mod tokens;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
 /// allocator spends a large share of the time (measured in `bench/`).
@@ -54,6 +55,9 @@ enum Command {
     /// Verify the audit trail, or print the path of one request through it.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// A development identity provider: sign user tokens, print their JWKS.
+    #[command(subcommand)]
+    Token(tokens::TokenCommand),
     /// Run or resume workflows over the agents of a config file.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
@@ -368,6 +372,7 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
             json,
         }) => flows::resume(&run_id, &config, json).await,
         Command::Audit(cmd) => audit::run(cmd).await,
+        Command::Token(cmd) => tokens::run(cmd),
         Command::Mcp(McpCommand::Serve {
             toolset,
             http,

@@ -34,12 +34,14 @@ pub enum DelegationError {
 /// Where delegated tokens come from.
 pub trait Delegation: Send + Sync + 'static {
     /// A token for one call to `audience` on behalf of `subject`, with `scopes` (`None`:
-    /// whatever the subject may pass on to that audience).
+    /// whatever the subject may pass on to that audience), for the user request
+    /// `correlation` (so the token service's records join the request's trail).
     fn credential<'a>(
         &'a self,
         subject: &'a BearerToken,
         audience: &'a str,
         scopes: Option<&'a [String]>,
+        correlation: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Auth, DelegationError>>;
 }
 
@@ -85,6 +87,7 @@ impl TokenExchangeClient {
         subject: &BearerToken,
         audience: &str,
         scopes: Option<&[String]>,
+        correlation: Option<&str>,
     ) -> Result<Auth, DelegationError> {
         let mut body = format!(
             "grant_type={}&subject_token={}&subject_token_type={}&audience={}",
@@ -96,6 +99,12 @@ impl TokenExchangeClient {
         if let Some(s) = scopes.filter(|s| !s.is_empty()) {
             body.push_str("&scope=");
             body.push_str(&form_encode(&s.join(" ")));
+        }
+        // An extension parameter (RFC 6749 section 3.2: unknown ones are ignored): agentry's
+        // token service records the issue under the request's correlation id.
+        if let Some(c) = correlation {
+            body.push_str("&correlation_id=");
+            body.push_str(&form_encode(c));
         }
         let resp = self
             .http
@@ -149,8 +158,9 @@ impl Delegation for TokenExchangeClient {
         subject: &'a BearerToken,
         audience: &'a str,
         scopes: Option<&'a [String]>,
+        correlation: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Auth, DelegationError>> {
-        Box::pin(self.exchange(subject, audience, scopes))
+        Box::pin(self.exchange(subject, audience, scopes, correlation))
     }
 }
 

@@ -375,7 +375,11 @@ impl AgentRegistry {
             .clone()
             .or_else(|| agent.url())
             .unwrap_or_else(|| url.to_owned());
-        d.credential(subject, &audience, needed.as_deref())
+        let correlation = ask
+            .envelope
+            .as_ref()
+            .and_then(|e| e.correlation_id.as_deref());
+        d.credential(subject, &audience, needed.as_deref(), correlation)
             .await
             .map_err(|e| refuse(e.to_string()))
     }

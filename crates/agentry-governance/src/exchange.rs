@@ -98,6 +98,8 @@ pub struct Exchanged {
     pub expires_in: u64,
     /// Its delegation chain, most recent actor first.
     pub chain: Vec<String>,
+    /// The user it acts for (`sub`).
+    pub subject: String,
 }
 
 /// The token service: verifies subject tokens from the identity provider and from itself,
@@ -231,6 +233,7 @@ impl TokenExchange {
             scopes,
             expires_in: lifetime,
             chain,
+            subject: claims.sub,
         })
     }
 }

@@ -526,7 +526,7 @@ fn unverified_part(token: &str, index: usize) -> Option<serde_json::Value> {
 
 /// A string claim of a token's payload, read without verifying anything (to route the token
 /// to the verifier of its issuer, which then checks everything).
-pub(crate) fn unverified_claim(token: &str, name: &str) -> Option<String> {
+pub fn unverified_claim(token: &str, name: &str) -> Option<String> {
     Some(unverified_part(token, 1)?.get(name)?.as_str()?.to_owned())
 }
 

@@ -3,6 +3,7 @@
 //! - [`rag`]: documents in, cited answers out (SQLite knowledge base with hybrid search).
 //! - [`pptx`]: real PowerPoint files from a small PresentationML writer, and the PPT tools.
 //! - [`research`] (feature `mcp`): one question asked of several MCP servers at once, or of a remote researcher.
+//! - [`mail`]: drafts emails; sends one only after a confirmation turn, to an outbox spool.
 //! - [`job`]: the presentation job, RAG then PPT, planned and run as a workflow.
 //! - [`agents`]: the specialists as agents, in-process or served over A2A.
 //! - [`kinds`]: the specialists as agent types of the core factory, for models that drive the
@@ -11,6 +12,7 @@
 pub mod agents;
 pub mod job;
 pub mod kinds;
+pub mod mail;
 pub mod pptx;
 pub mod rag;
 #[cfg(feature = "mcp")]

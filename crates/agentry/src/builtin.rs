@@ -49,6 +49,23 @@ pub async fn make(
             let ppt = Arc::new(PptSpecialist::new(&decks));
             (ppt.card(url), Arc::new(Served(ppt)))
         }
+        #[cfg(feature = "specialists")]
+        BuiltinAgent::Mail {
+            outbox,
+            from,
+            send_scopes,
+        } => {
+            let mail = agentry_specialists::mail::MailAgent::new(
+                outbox,
+                from.clone(),
+                send_scopes.clone(),
+            )
+            .map_err(|source| Error::Read {
+                path: outbox.clone(),
+                source,
+            })?;
+            (mail.card(url), Arc::new(mail))
+        }
         #[cfg(feature = "data")]
         BuiltinAgent::Data {
             output,

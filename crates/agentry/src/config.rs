@@ -195,6 +195,7 @@ impl Config {
                     join(output);
                     pictures.iter_mut().for_each(join);
                 }
+                Some(BuiltinAgent::Mail { outbox, .. }) => join(outbox),
                 Some(BuiltinAgent::Data {
                     output,
                     folders,
@@ -348,6 +349,22 @@ pub struct JwtSection {
     /// Clock skew allowed on `exp` and `nbf`, in seconds (default 30).
     #[serde(default)]
     pub leeway_seconds: Option<u64>,
+    /// More issuers whose tokens are accepted too, each with its own keys (the same audience,
+    /// algorithms and scopes apply): agentry's token service beside the users' identity
+    /// provider, or any OAuth 2.0 issuer whose client-credentials tokens are JWTs.
+    #[serde(default)]
+    pub also: Vec<IssuerSection>,
+}
+
+/// `[[server.jwt.also]]`: one more trusted issuer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct IssuerSection {
+    /// Its `iss`.
+    pub issuer: String,
+    /// Its public keys (re-read when a token names a key it does not hold).
+    pub jwks_file: PathBuf,
 }
 
 /// See [`ServerSection::durability`].
@@ -530,6 +547,19 @@ pub enum BuiltinAgent {
         #[serde(default)]
         pictures: Vec<PathBuf>,
     },
+    /// The mail agent: drafts into `outbox/drafts`; sends a draft (to the `outbox/sent`
+    /// spool, for a mail relay) only after a confirmation turn, for callers holding
+    /// `send_scopes` (default `mail.send`).
+    Mail {
+        /// The outbox folder.
+        outbox: PathBuf,
+        /// The `From:` of its drafts.
+        from: String,
+        /// Scopes a caller's token must hold to send (callers with the operator's own
+        /// credentials may always).
+        #[serde(default = "default_send_scopes")]
+        send_scopes: Vec<String>,
+    },
     /// The data analyst (SQL, statistics, charts); charts are saved in `output`. It reads
     /// only what `folders`, `sources` and `databases` allow (nothing by default) and never the
     /// server's state folder.
@@ -565,6 +595,7 @@ impl BuiltinAgent {
             BuiltinAgent::Conformance => "conformance",
             BuiltinAgent::Rag { .. } => "rag",
             BuiltinAgent::Ppt { .. } => "ppt",
+            BuiltinAgent::Mail { .. } => "mail",
             BuiltinAgent::Data { .. } => "data",
             BuiltinAgent::Researcher { .. } => "researcher",
         }
@@ -638,6 +669,10 @@ pub struct OrchestratorSection {
     /// Workflow files (YAML, JSON or TOML).
     #[serde(default)]
     pub workflows: Vec<PathBuf>,
+}
+
+fn default_send_scopes() -> Vec<String> {
+    vec!["mail.send".into()]
 }
 
 fn default_orchestrator_path() -> String {

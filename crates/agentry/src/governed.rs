@@ -59,10 +59,20 @@ impl AuditTrail {
 
 impl AccessLog for AuditTrail {
     fn record(&self, a: Access) -> BoxFuture<'_, Result<(), String>> {
-        let mut e = Event::new("authz", a.caller.unwrap_or_else(|| "anonymous".into()))
+        // A delegated call: the agent presenting the token acts, on behalf of its subject.
+        let caller = a.caller.unwrap_or_else(|| "anonymous".into());
+        let mut e = match a.via.first() {
+            Some(actor) => Event::new("authz", actor.clone()).on_behalf_of(caller),
+            None => Event::new("authz", caller),
+        };
+        if a.via.len() > 1 {
+            e = e.detail(serde_json::json!({ "reason": a.reason, "chain": a.via }));
+        } else {
+            e = e.detail(serde_json::json!({ "reason": a.reason }));
+        }
+        let mut e = e
             .agent(a.agent)
-            .decision(if a.allowed { "allow" } else { "deny" })
-            .detail(serde_json::json!({ "reason": a.reason }));
+            .decision(if a.allowed { "allow" } else { "deny" });
         if let Some(op) = a.operation {
             e = e.skill(op);
         }
@@ -129,9 +139,43 @@ pub struct JwtBearer(pub JwtVerifier);
 
 impl BearerVerifier for JwtBearer {
     fn verify(&self, token: &str) -> Result<VerifiedBearer, String> {
-        let claims = self.0.verify(token).map_err(|e| e.to_string())?;
+        JwtBearer::verify_with(&self.0, token)
+    }
+}
+
+/// JWTs of several issuers (agentry's token service and the users' identity provider, say),
+/// each checked by its own verifier, chosen by the `iss` the token claims: a token naming an
+/// issuer not listed is refused, and the chosen verifier checks everything, `iss` included.
+#[derive(Debug)]
+pub struct JwtIssuers(pub Vec<(String, JwtVerifier)>);
+
+impl BearerVerifier for JwtIssuers {
+    fn verify(&self, token: &str) -> Result<VerifiedBearer, String> {
+        let iss = agentry_governance::token::unverified_claim(token, "iss");
+        let verifier = match &self.0[..] {
+            [(_, only)] => only,
+            many => {
+                &many
+                    .iter()
+                    .find(|(name, _)| Some(name) == iss.as_ref())
+                    .ok_or("untrusted issuer")?
+                    .1
+            }
+        };
+        JwtBearer::verify_with(verifier, token)
+    }
+}
+
+impl JwtBearer {
+    fn verify_with(v: &JwtVerifier, token: &str) -> Result<VerifiedBearer, String> {
+        let claims = v.verify(token).map_err(|e| e.to_string())?;
         Ok(VerifiedBearer {
             scopes: claims.scopes().into_iter().collect(),
+            actors: claims
+                .act
+                .as_ref()
+                .map(|a| a.chain().into_iter().map(str::to_owned).collect())
+                .unwrap_or_default(),
             subject: claims.sub,
         })
     }

@@ -325,6 +325,14 @@ fn jwt_verifier(
     if let Some(s) = j.leeway_seconds {
         policy.leeway = std::time::Duration::from_secs(s);
     }
+    let mut also = Vec::new();
+    for a in &j.also {
+        let mut p = policy.clone();
+        p.issuer = a.issuer.clone();
+        let v = JwtVerifier::from_jwks_file(&a.jwks_file, p)
+            .map_err(|e| Error::Invalid(format!("[[server.jwt.also]] {}: {e}", a.issuer)))?;
+        also.push((a.issuer.clone(), v));
+    }
     let verifier = match (feed, &j.jwks_file) {
         (Some(feed), _) => JwtVerifier::from_feed(feed, policy),
         (None, Some(file)) => JwtVerifier::from_jwks_file(file, policy)
@@ -335,7 +343,17 @@ fn jwt_verifier(
             ));
         }
     };
-    Ok(Arc::new(crate::governed::JwtBearer(verifier)))
+    if also.is_empty() {
+        return Ok(Arc::new(crate::governed::JwtBearer(verifier)));
+    }
+    if also.iter().any(|(iss, _)| *iss == j.issuer) {
+        return Err(Error::Invalid(format!(
+            "[[server.jwt.also]]: {} is already [server.jwt]'s issuer",
+            j.issuer
+        )));
+    }
+    also.insert(0, (j.issuer.clone(), verifier));
+    Ok(Arc::new(crate::governed::JwtIssuers(also)))
 }
 
 /// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.

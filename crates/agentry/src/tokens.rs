@@ -166,6 +166,14 @@ async fn token(State(s): State<Arc<TokenService>>, headers: HeaderMap, body: Byt
     };
     let form = form_pairs(&body);
     let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    // agentry's extension: the user request the exchange serves, for the trail.
+    let correlation = get("correlation_id")
+        .filter(|c| agentry_a2a::envelope::check_id("correlation_id", c).is_ok())
+        .map(str::to_owned);
+    let with_correlation = |e: Event| match &correlation {
+        Some(c) => e.correlation(c.clone()),
+        None => e,
+    };
     if get("grant_type") != Some(GRANT) {
         return oauth_error(
             StatusCode::BAD_REQUEST,
@@ -198,7 +206,8 @@ async fn token(State(s): State<Arc<TokenService>>, headers: HeaderMap, body: Byt
         Ok(x) => {
             let scope = x.scopes.iter().cloned().collect::<Vec<_>>().join(" ");
             s.record(
-                Event::new("token", actor)
+                with_correlation(Event::new("token", actor))
+                    .on_behalf_of(format!("jwt:{}", x.subject))
                     .agent(audience)
                     .decision("issued")
                     .latency(started.elapsed())
@@ -221,7 +230,7 @@ async fn token(State(s): State<Arc<TokenService>>, headers: HeaderMap, body: Byt
         }
         Err(e) => {
             s.record(
-                Event::new("token", actor)
+                with_correlation(Event::new("token", actor))
                     .agent(audience)
                     .decision("deny")
                     .latency(started.elapsed())

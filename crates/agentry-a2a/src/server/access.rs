@@ -23,6 +23,9 @@ pub struct Access {
     pub task_id: Option<String>,
     /// Who the request authenticated as (`bearer:…`, `api-key:…`); `None` for anonymous.
     pub caller: Option<String>,
+    /// The agents presenting the caller's delegated token for them, most recent first
+    /// (empty: the caller itself).
+    pub via: Vec<String>,
     /// Let through or refused.
     pub allowed: bool,
     /// Why, in a few words.
@@ -54,6 +57,7 @@ impl Audited {
         req: Option<&Request>,
         env: Option<&Envelope>,
         caller: Option<&str>,
+        via: &[String],
         allowed: bool,
         reason: String,
     ) -> Result<(), String> {
@@ -62,6 +66,7 @@ impl Audited {
             operation: req.map(Request::method),
             task_id: req.and_then(task_of),
             caller: caller.map(str::to_owned),
+            via: via.to_vec(),
             allowed,
             reason,
             correlation_id: env.and_then(|e| e.correlation_id.clone()),

@@ -344,7 +344,7 @@ pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Cal
         return Ok(Caller::default());
     };
     let refusal = match c.verdict(headers) {
-        Verdict::Caller(p, scopes) => {
+        Verdict::Caller(p, scopes, actors) => {
             // Only a verified token (it has scopes) is kept: the operator's static tokens
             // are long-lived credentials and never leave this server.
             let token = scopes
@@ -355,6 +355,7 @@ pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Cal
                 principal: Some(p),
                 scopes,
                 token,
+                actors,
             });
         }
         Verdict::Anonymous => c.required_for_all.then(Refusal::anonymous),
@@ -391,6 +392,8 @@ pub(super) struct Caller {
     scopes: Option<Vec<String>>,
     /// The verified JWT itself, for the agent to exchange when it delegates.
     token: Option<BearerToken>,
+    /// The agents presenting it for the principal (its `act` chain).
+    pub(super) actors: Vec<String>,
 }
 
 impl Caller {
@@ -667,8 +670,33 @@ pub(super) async fn audit(
     allowed: bool,
     reason: impl Into<String>,
 ) -> Result<(), RpcError> {
+    record(s, req, env, caller, &[], allowed, reason.into()).await
+}
+
+/// [`audit`] for an authenticated caller, with the agents acting for them.
+pub(super) async fn audit_as(
+    s: &AgentEndpoint,
+    req: Option<&Request>,
+    env: Option<&Envelope>,
+    who: &Caller,
+    allowed: bool,
+    reason: impl Into<String>,
+) -> Result<(), RpcError> {
+    let caller = who.principal.as_deref();
+    record(s, req, env, caller, &who.actors, allowed, reason.into()).await
+}
+
+async fn record(
+    s: &AgentEndpoint,
+    req: Option<&Request>,
+    env: Option<&Envelope>,
+    caller: Option<&str>,
+    via: &[String],
+    allowed: bool,
+    reason: String,
+) -> Result<(), RpcError> {
     let Some(a) = &s.audited else { return Ok(()) };
-    a.record(req, env, caller, allowed, reason.into())
+    a.record(req, env, caller, via, allowed, reason)
         .await
         .map_err(|e| {
             tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
@@ -801,7 +829,7 @@ async fn rpc(
         Err(refusal) => {
             let (no, env) = *refusal;
             let env = env.as_ref();
-            if let Err(e) = audit(&s, Some(&req), env, caller, false, no.reason()).await {
+            if let Err(e) = audit_as(&s, Some(&req), env, &who, false, no.reason()).await {
                 return rpc_error(&id, &e, v);
             }
             return match no {
@@ -812,7 +840,7 @@ async fn rpc(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = decide(&s, &req, &headers);
-    if let Err(e) = audit(&s, Some(&req), env, caller, allowed, reason).await {
+    if let Err(e) = audit_as(&s, Some(&req), env, &who, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
     let mut r = dispatch(&s, &headers, id, req, v, caller, admitted).await;

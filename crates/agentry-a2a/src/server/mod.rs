@@ -75,6 +75,9 @@ pub struct VerifiedBearer {
     pub subject: String,
     /// The scopes it grants.
     pub scopes: Vec<String>,
+    /// Who presents it for the subject, most recent first (a delegated token's `act`
+    /// chain); empty when the subject presents it.
+    pub actors: Vec<String>,
 }
 
 /// What a request's credentials amount to.
@@ -82,9 +85,10 @@ pub struct VerifiedBearer {
 pub(crate) enum Verdict {
     /// It presents none.
     Anonymous,
-    /// It presents an accepted credential: the principal, and the scopes of a verified
-    /// token (`None` for the operator's static tokens and API keys, which hold every scope).
-    Caller(String, Option<Vec<String>>),
+    /// It presents an accepted credential: the principal, the scopes of a verified token
+    /// (`None` for the operator's static tokens and API keys, which hold every scope), and
+    /// the agents acting for the principal (a delegated token's chain).
+    Caller(String, Option<Vec<String>>, Vec<String>),
     /// It presents a credential that is refused, and why.
     Invalid(String),
     /// A valid token (of this principal) that lacks these required scopes.
@@ -116,7 +120,7 @@ impl Credentials {
     /// Tasks belong to the principal that made them.
     pub fn principal(&self, headers: &http::HeaderMap) -> Option<String> {
         match self.verdict(headers) {
-            Verdict::Caller(p, _) => Some(p),
+            Verdict::Caller(p, _, _) => Some(p),
             _ => None,
         }
     }
@@ -125,7 +129,7 @@ impl Credentials {
         let bearer = bearer_of(headers);
         if let Some(token) = bearer {
             if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
-                return Verdict::Caller(digest("bearer", t), None);
+                return Verdict::Caller(digest("bearer", t), None, Vec::new());
             }
             if let Some(v) = &self.verifier {
                 return match v.verify(token) {
@@ -138,7 +142,7 @@ impl Credentials {
                             .collect();
                         let caller = format!("jwt:{}", b.subject);
                         if missing.is_empty() {
-                            Verdict::Caller(caller, Some(b.scopes))
+                            Verdict::Caller(caller, Some(b.scopes), b.actors)
                         } else {
                             Verdict::Insufficient { caller, missing }
                         }
@@ -151,7 +155,7 @@ impl Credentials {
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
             && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return Verdict::Caller(digest("api-key", k), None);
+            return Verdict::Caller(digest("api-key", k), None, Vec::new());
         }
         match bearer {
             Some(_) => Verdict::Invalid("token not accepted".into()),

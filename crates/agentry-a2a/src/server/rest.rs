@@ -233,7 +233,7 @@ async fn call(
         Err(refusal) => {
             let (no, env) = *refusal;
             let env = env.as_ref();
-            if let Err(e) = handlers::audit(s, Some(&req), env, caller, false, no.reason()).await {
+            if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, false, no.reason()).await {
                 return error(&e);
             }
             return match no {
@@ -244,7 +244,7 @@ async fn call(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = handlers::decide(s, &req, headers);
-    if let Err(e) = handlers::audit(s, Some(&req), env, caller, allowed, reason).await {
+    if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, allowed, reason).await {
         return error(&e);
     }
     if legacy {

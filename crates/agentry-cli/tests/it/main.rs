@@ -5,6 +5,7 @@
 
 mod cli;
 mod crash;
+mod governance;
 mod main_job;
 mod security;
 mod support;

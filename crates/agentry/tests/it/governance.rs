@@ -922,8 +922,10 @@ async fn an_orchestrator_calls_each_agent_with_a_token_minted_for_that_call() {
         .filter(|r| r.event.kind == "authz" && r.event.decision.as_deref() == Some("allow"))
         .filter(|r| r.event.skill.as_deref() == Some("message/send"))
         .map(|r| {
+            // The orchestrator presented each token, on behalf of its user.
+            assert_eq!(r.event.actor, "orchestrator", "{r:?}");
             (
-                r.event.actor.clone(),
+                r.event.on_behalf_of.clone().unwrap_or_default(),
                 r.event.task_id.clone().unwrap_or_default(),
             )
         })
