@@ -1596,3 +1596,132 @@ async fn the_authorization_matrix_has_no_escapes() {
     assert_eq!(refused, 2 * agent_cases.len() + exchange_cases.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The mail agent never sends without a confirmation turn, nor for a caller without the
+/// send scopes (named skill: the server refuses; unnamed: the agent does); "no" keeps the
+/// draft; a draft is sent once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mail_agent_sends_only_what_an_allowed_caller_confirmed() {
+    let dir = std::env::temp_dir().join(format!("agentry-mail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        [server.jwt]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        audience = "mail"
+        required_scopes = ["mail.draft"]
+        [[agents]]
+        path = "/mail"
+        builtin = {{ kind = "mail", outbox = "{dir}/outbox", from = "bot@example.com" }}
+        skill_scopes = {{ send = ["mail.send"] }}
+        "#,
+        dir = dir.display()
+    );
+    let base = serve(toml::from_str(&toml).unwrap()).await;
+    let token = |scopes: &[&str]| {
+        format!(
+            "Bearer {}",
+            idp.issue(&Grant {
+                subject: "alice".into(),
+                audience: "mail".into(),
+                scopes: scopes.iter().map(|s| s.to_string()).collect(),
+                lifetime: Duration::from_secs(300),
+                act: None,
+            })
+            .unwrap()
+        )
+    };
+    let drafter = token(&["mail.draft"]);
+    let sender = token(&["mail.draft", "mail.send"]);
+    let send = |auth: String, text: &str, task: Option<&str>, skill: Option<&str>, n: u32| {
+        let base = base.clone();
+        let mut message = json!({"role": "user", "messageId": format!("m-{n}"),
+            "parts": [{"kind": "text", "text": text}]});
+        if let Some(t) = task {
+            message["taskId"] = json!(t);
+        }
+        if let Some(s) = skill {
+            message["metadata"] = json!({"urn:agentry:a2a:task-envelope:v1": {"skill": s}});
+        }
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": n, "method": "message/send",
+                "params": {"message": message}})
+            .to_string();
+            let (status, _, body) =
+                http(&base, "POST", "/mail/", &[("Authorization", &auth)], &body).await;
+            (
+                status,
+                serde_json::from_str::<Value>(&body).unwrap_or_default(),
+            )
+        }
+    };
+    let drafted = |v: &Value| -> String {
+        let text = v.to_string();
+        let i = text.find("\"draft\":\"d-").expect("a draft id") + 9;
+        text[i..i + 14].to_owned()
+    };
+    let state = |v: &Value| {
+        v["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let sent = || std::fs::read_dir(dir.join("outbox/sent")).unwrap().count();
+
+    let (_, v) = send(
+        drafter.clone(),
+        "To: a@example.com\nSubject: Hi\n\nHello.",
+        None,
+        None,
+        1,
+    )
+    .await;
+    assert_eq!(state(&v), "completed", "{v}");
+    let id = drafted(&v);
+    assert!(dir.join(format!("outbox/drafts/{id}.eml")).exists());
+    let (_, v) = send(drafter.clone(), "no recipient", None, None, 2).await;
+    assert_eq!(state(&v), "rejected", "{v}");
+
+    // A drafter cannot send: refused by the server (skill named) or the agent (not named).
+    let (status, _) = send(
+        drafter.clone(),
+        &format!("send {id}"),
+        None,
+        Some("send"),
+        3,
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (_, v) = send(drafter.clone(), &format!("send {id}"), None, None, 4).await;
+    assert_eq!(state(&v), "rejected", "{v}");
+    assert!(v.to_string().contains("mail.send"), "{v}");
+
+    // A sender is asked first; "no" keeps the draft.
+    let (_, v) = send(sender.clone(), &format!("send {id}"), None, Some("send"), 5).await;
+    assert_eq!(state(&v), "input-required", "{v}");
+    let task = v["result"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sent(), 0, "nothing sent before the confirmation");
+    let (_, v) = send(sender.clone(), "no", Some(&task), None, 6).await;
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(sent(), 0);
+
+    // Asked again and confirmed: sent once; a second confirmation finds no draft.
+    let (_, v) = send(sender.clone(), &format!("send {id}"), None, Some("send"), 7).await;
+    let task = v["result"]["id"].as_str().unwrap().to_owned();
+    let (_, v) = send(sender.clone(), "yes", Some(&task), None, 8).await;
+    assert_eq!(state(&v), "completed", "{v}");
+    assert_eq!(sent(), 1);
+    let (_, v) = send(sender.clone(), &format!("send {id}"), None, Some("send"), 9).await;
+    assert_eq!(state(&v), "rejected", "the draft is gone: {v}");
+    // A path in place of a draft id is no draft.
+    let (_, v) = send(sender, "send ../../etc/passwd", None, Some("send"), 10).await;
+    assert_eq!(state(&v), "rejected", "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
