@@ -64,7 +64,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let agent = governed(agent, &url)?;
+    let mut config = agentry_a2a::server::ServerConfig::default();
+    // The soak benchmark's webhook listens on loopback.
+    config.push.allow_private = std::env::var_os("AGENTRY_ALLOW_PRIVATE_PUSH").is_some();
     A2aServer::new()
+        .config(config)
         .agent("/", agent)
         .serve(listener, async {
             let _ = tokio::signal::ctrl_c().await;
