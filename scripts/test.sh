@@ -25,16 +25,19 @@ if [ ! -f tests/a2a-peers/node_modules/@a2a-js/sdk/package.json ]; then
   (cd tests/a2a-peers && npm ci --silent --no-audit --no-fund)
 fi
 # MCP peers: the reference servers from npm, and PyPI mcp 2.x (its own virtualenv: its
-# dependencies differ from a2a-sdk 0.3's).
+# dependencies differ from a2a-sdk 0.3's), with the OpenTelemetry SDK and OTLP exporter its
+# server spans go out through in the tracing test, whose collector decodes them with the
+# OpenTelemetry project's protobuf definitions (opentelemetry-proto, pulled in by the exporter).
 if [ ! -f tests/mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
    || [ ! -d tests/mcp-peers/node_modules/@modelcontextprotocol/sdk ]; then
   echo "==> installing the MCP reference servers (npm)"
   (cd tests/mcp-peers && npm install --silent --no-audit --no-fund)
 fi
-if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver' 2>/dev/null; then
-  echo "==> installing PyPI mcp 2.x into .venv-mcp"
+if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver, opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http.trace_exporter, opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+  echo "==> installing PyPI mcp 2.x, opentelemetry-sdk 1.45.2 and its OTLP exporter into .venv-mcp"
   python3 -m venv .venv-mcp
-  .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
+  .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3' \
+    'opentelemetry-sdk==1.45.2' 'opentelemetry-exporter-otlp-proto-http==1.45.2'
 fi
 # Deck checkers: python-pptx (PyPI) opens every deck; LibreOffice + poppler (Debian) render one.
 if ! .venv-pptx/bin/python -c 'import pptx, PIL' 2>/dev/null; then

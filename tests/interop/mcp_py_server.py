@@ -1,7 +1,22 @@
 # Minimal MCP server (agentry's test peer; from ../shared/interop) with add, echo, sleep, crash (mcp 2.x: FastMCP was renamed MCPServer).
 # usage: python pyserver.py stdio | python pyserver.py http [port]
+import os
 import sys
 from mcp.server.mcpserver import Context, MCPServer
+
+if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    # The SDK's own spans (one per request, continuing the trace named by the request's
+    # `_meta.traceparent`) go to the collector agentry's tracing test runs; exported as each
+    # span ends, so a server killed at the end loses none.
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create())
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
 
 mcp = MCPServer("proto-py", version="0.1.0")
 

@@ -31,6 +31,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::error::{A2aError, RpcError};
 use crate::jsonrpc::{self, Request, Response};
@@ -517,6 +518,13 @@ impl A2aClient {
                     .header(http::header::CONTENT_TYPE, "application/json")
                     .body(b.clone());
             }
+            // The callee continues this call's trace (see `crate::trace`).
+            if let Some(tp) = crate::trace::current_traceparent() {
+                rb = rb.header(crate::envelope::TRACEPARENT_HEADER, tp);
+            }
+            if let Some(b) = crate::trace::current_baggage() {
+                rb = rb.header(crate::trace::BAGGAGE_HEADER, b);
+            }
             if streaming {
                 rb = rb.header(http::header::ACCEPT, "text/event-stream");
             } else {
@@ -566,10 +574,40 @@ impl A2aClient {
 
     /// Sends `req` and returns its raw result, in the version that answered it.
     async fn call(&self, req: &Request) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
-        match self.call_once(req).await {
-            Err(e) if self.fall_back(&e) => self.call_once(req).await,
-            r => r,
+        let span = self.span(req);
+        let r = async {
+            match self.call_once(req).await {
+                Err(e) if self.fall_back(&e) => self.call_once(req).await,
+                r => r,
+            }
         }
+        .instrument(span.clone())
+        .await;
+        if r.is_err() {
+            span.record("otel.status_code", "error");
+        }
+        r
+    }
+
+    /// The span of one call (OpenTelemetry RPC conventions, kind client): its `traceparent`
+    /// goes out with the request.
+    fn span(&self, req: &Request) -> tracing::Span {
+        let (endpoint, version, binding) = self.route();
+        let method = match version {
+            ProtocolVersion::V0_3 => req.method(),
+            ProtocolVersion::V1_0 => v1::method_of(req),
+        };
+        tracing::info_span!(
+            "a2a.call",
+            otel.name = method,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            rpc.system = "a2a",
+            rpc.method = method,
+            a2a.binding = binding.as_str(),
+            a2a.protocol.version = version.as_str(),
+            url.full = endpoint,
+        )
     }
 
     async fn call_once(&self, req: &Request) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
@@ -769,11 +807,17 @@ impl A2aClient {
     ) -> impl Stream<Item = Result<StreamEvent, A2aError>> + Send + 'static {
         let (tx, rx) = mpsc::channel(64);
         let client = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = client.pump(req, &tx).await {
-                let _ = tx.send(Err(e)).await;
+        // Made here, in the caller's span, so the stream is a child of it.
+        let span = self.span(&req);
+        tokio::spawn(
+            async move {
+                if let Err(e) = client.pump(req, &tx).await {
+                    tracing::Span::current().record("otel.status_code", "error");
+                    let _ = tx.send(Err(e)).await;
+                }
             }
-        });
+            .instrument(span),
+        );
         stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) })
     }
 

@@ -7,6 +7,7 @@
 //! - [`v1`]: the v1.0 codec (PascalCase methods, ProtoJSON shapes) onto the same model.
 //! - [`version`]: the `A2A-Version` negotiation between the two.
 //! - [`rest`]: the v1.0 HTTP+JSON binding's wire rules (resources, `google.rpc.Status` errors).
+//! - [`trace`]: W3C trace context in and out, so one trace covers a multi-agent request.
 //! - [`credential`]: a caller's bearer token, held for delegation and never logged.
 //! - [`store`]: task stores (in-memory, SQLite).
 //! - [`server`] (feature `server`): serve agents; agents implement
@@ -25,6 +26,7 @@ pub mod model;
 pub mod rest;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod v1;
 pub mod version;
 

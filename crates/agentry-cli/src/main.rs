@@ -324,13 +324,9 @@ fn main() -> ExitCode {
     }
     #[cfg(not(feature = "local"))]
     let _ = cli.threads;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENTRY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Dropped last, after the runtime: spans not yet exported go out then (the exporter
+    // blocks, which it may not do inside the runtime).
+    let _telemetry = logging();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -347,6 +343,51 @@ fn main() -> ExitCode {
             e.report();
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What the export layer needs to live as long as the process (nothing without `otel`).
+#[cfg(feature = "otel")]
+type Telemetry = Option<agentry::telemetry::Telemetry>;
+#[cfg(not(feature = "otel"))]
+type Telemetry = Option<std::convert::Infallible>;
+
+/// Logs (events, no span prefixes) to stderr as `AGENTRY_LOG` filters them; with the `otel`
+/// feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans over OTLP as `AGENTRY_TRACE` filters
+/// them (default `info`, the dependencies' own spans and logs left out).
+fn logging() -> Telemetry {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer, filter};
+
+    let logs =
+        EnvFilter::try_from_env("AGENTRY_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter::filter_fn(|m| m.is_event()))
+        .with_filter(logs);
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    {
+        let telemetry = match agentry::telemetry::Telemetry::from_env("agentry") {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("warning: {e}: spans are not exported");
+                None
+            }
+        };
+        let spans = EnvFilter::try_from_env("AGENTRY_TRACE").unwrap_or_else(|_| {
+            EnvFilter::new("info,rmcp=warn,hyper=off,h2=off,reqwest=off,tower=off")
+        });
+        registry
+            .with(telemetry.as_ref().map(|t| t.layer().with_filter(spans)))
+            .init();
+        telemetry
+    }
+    #[cfg(not(feature = "otel"))]
+    {
+        registry.init();
+        None
     }
 }
 

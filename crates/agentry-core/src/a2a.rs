@@ -534,6 +534,10 @@ impl RemoteAgent {
         let skill = ask.skill.clone().filter(|s| self.skills.contains(s));
         if ask.envelope.is_some() || skill.is_some() {
             let mut next = ask.envelope.clone().unwrap_or_default();
+            // This call's own span, when traced; else the caller's trace goes on as it came.
+            if let Some(tp) = agentry_a2a::trace::current_traceparent() {
+                next.traceparent = Some(tp);
+            }
             next.response_mode = None;
             next.callback_url = None;
             next.required_scopes.clear();

@@ -26,4 +26,5 @@ pub mod parse;
 pub mod react;
 pub mod run;
 pub mod runs;
+mod spans;
 pub mod tools;

@@ -2,10 +2,12 @@
 //! checkpoints the state after every step, so an interrupted run resumes where it stopped.
 
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::llm::{BoxFuture, DynLlmProvider};
 use crate::react::{Next, Outcome, ReactState, Step};
 use crate::runs::Checkpoints;
+use crate::spans;
 use crate::tools::ToolRegistry;
 
 /// What a driver calls around the loop. Every method has a default, so hooks only override
@@ -52,6 +54,8 @@ pub async fn drive(
             }
         }
     };
+    // The current ReAct step: one model call and the tool calls it asked for.
+    let mut step = tracing::Span::none();
     loop {
         if canceled() && !state.is_done() {
             state.finish(Outcome::Canceled);
@@ -67,10 +71,13 @@ pub async fn drive(
                     state.finish(Outcome::Stopped);
                     continue;
                 }
+                step = spans::step(state.iteration);
+                let span = spans::chat(&step, llm, &req);
                 let result = tokio::select! {
-                    r = llm.chat_dyn(req) => Some(r),
+                    r = llm.chat_dyn(req).instrument(span.clone()) => Some(r),
                     _ = until_canceled() => None,
                 };
+                spans::chat_done(&span, result.as_ref());
                 match result {
                     None => state.finish(Outcome::Canceled),
                     Some(Ok(resp)) => state.on_model(resp),
@@ -81,7 +88,7 @@ pub async fn drive(
             }
             Next::CallTools(calls) => {
                 let results = tokio::select! {
-                    r = tools.call_all(&calls) => Some(r),
+                    r = tools.call_all(&calls).instrument(step.clone()) => Some(r),
                     _ = until_canceled() => None,
                 };
                 match results {

@@ -174,6 +174,7 @@ impl AgentExecutor for Orchestrator {
             .map_err(|e| ExecutorError::Rejected(e.to_string()))?;
         // Every step's call carries the user request's correlation id.
         state.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.clone());
+        state.traceparent = ctx.envelope.as_ref().and_then(|e| e.traceparent.clone());
         // Steps act within the caller's scopes: an agent requiring others is not called.
         state.scopes = ctx.scopes.clone();
         // ... and each call to a remote agent gets a token of its own made from the caller's.

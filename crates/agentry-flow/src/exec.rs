@@ -18,6 +18,7 @@ use futures_util::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, watch};
+use tracing::Instrument;
 
 use crate::registry::AgentRegistry;
 use crate::template::{condition_holds, render};
@@ -106,6 +107,10 @@ pub struct RunState {
     /// envelope), sent on with every step's call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// The W3C `traceparent` of that request: steps' calls continue its trace when no
+    /// OpenTelemetry layer gives them a span of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// The scopes of the user the run acts for (`None`: not limited): a step whose agent's
     /// card requires others is refused before any call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,6 +377,7 @@ impl Engine {
             final_output: None,
             error: None,
             correlation_id: None,
+            traceparent: None,
             scopes: None,
             subject_token: None,
         })
@@ -663,14 +669,29 @@ impl Engine {
             let context_id = state.run_id.clone();
             let on_behalf = OnBehalf {
                 correlation: state.correlation_id.clone(),
+                traceparent: state.traceparent.clone(),
                 scopes: state.scopes.clone(),
                 subject_token: state.subject_token.clone(),
             };
-            running.push(Box::pin(async move {
-                let _permit = limit.acquire_owned().await;
-                let r = run_step(&agents, &step, input, context_id, on_behalf, stop).await;
-                (step.id.clone(), r)
-            }));
+            let span = tracing::info_span!(
+                "workflow.step",
+                otel.name = format!("workflow step {}", step.id),
+                otel.status_code = tracing::field::Empty,
+                agentry.workflow.name = %state.workflow.name,
+                agentry.workflow.step = %step.id,
+                gen_ai.agent.name = %step.agent,
+            );
+            running.push(Box::pin(
+                async move {
+                    let _permit = limit.acquire_owned().await;
+                    let r = run_step(&agents, &step, input, context_id, on_behalf, stop).await;
+                    if r.is_err() {
+                        tracing::Span::current().record("otel.status_code", "error");
+                    }
+                    (step.id.clone(), r)
+                }
+                .instrument(span),
+            ));
         }
     }
 
@@ -714,6 +735,7 @@ type StepResult = Result<(StepOutput, String, u32), (String, u32)>;
 /// Whom a run's steps act for: the user request's correlation id and the user's scopes.
 struct OnBehalf {
     correlation: Option<String>,
+    traceparent: Option<String>,
     scopes: Option<Vec<String>>,
     subject_token: Option<agentry_a2a::credential::BearerToken>,
 }
@@ -765,6 +787,8 @@ async fn run_step(
             // and gets the first one's task), while a retry after a failure runs again.
             let mut envelope = Envelope::default();
             envelope.correlation_id = on_behalf.correlation.clone();
+            envelope.traceparent =
+                agentry_a2a::trace::current_traceparent().or_else(|| on_behalf.traceparent.clone());
             envelope.idempotency_key = Some(attempt_key(&context_id, &step.id, &agent, attempt));
             let ask = Ask {
                 text: input.clone(),

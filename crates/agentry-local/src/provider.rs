@@ -442,6 +442,14 @@ impl LlmProvider for LocalProvider {
         }
     }
 
+    fn provider_name(&self) -> &str {
+        "agentry.local"
+    }
+
+    fn model_name(&self) -> &str {
+        self.model.name()
+    }
+
     async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.answer(req, None).await
     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
-    ServerResult, Tool,
+    RequestMetaObject, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -22,6 +22,7 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
 
 use serde_json::{Map, Value};
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 /// Which programs configs may launch as stdio servers. Closed by default: [`default`] and
 /// [`from_env`] with `AGENTRY_MCP_ALLOW` unset launch nothing.
@@ -150,6 +151,19 @@ pub enum McpError {
         /// What went wrong.
         reason: String,
     },
+}
+
+impl McpError {
+    /// The error's kind, as traces record it (`error.type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::Config(_) => "config",
+            McpError::NotAllowed(_) => "not_allowed",
+            McpError::Connect { .. } => "connect",
+            McpError::Timeout { .. } => "timeout",
+            McpError::Call { .. } => "call",
+        }
+    }
 }
 
 /// Receives server notifications: a changed tool list marks the client's tools stale.
@@ -412,15 +426,50 @@ impl McpClient {
         name: &str,
         arguments: Map<String, Value>,
     ) -> Result<CallToolResult, McpError> {
+        // OpenTelemetry's MCP conventions: `tools/call {tool}`, kind client, its trace context
+        // in the request's `_meta` (SEP-414) so the server's spans join the caller's trace.
+        let span = tracing::info_span!(
+            "mcp.call",
+            otel.name = format!("tools/call {name}"),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = name,
+            agentry.mcp.server = %self.spec.name,
+            error.type = tracing::field::Empty,
+        );
+        let r = self
+            .call_in(name, arguments, &span)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &r {
+            span.record("otel.status_code", "error");
+            span.record("error.type", e.kind());
+        }
+        r
+    }
+
+    async fn call_in(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        span: &tracing::Span,
+    ) -> Result<CallToolResult, McpError> {
         let mut last = None;
         for attempt in 0..2 {
             let s = self.session().await?;
             let params =
                 CallToolRequestParams::new(name.to_owned()).with_arguments(arguments.clone());
-            let options =
+            let mut options =
                 PeerRequestOptions::with_timeout(Duration::from_secs_f64(self.spec.timeout_secs))
                     .reset_timeout_on_progress()
                     .with_max_total_timeout(Duration::from_secs_f64(self.spec.max_timeout_secs));
+            if let Some(tp) = agentry_a2a::trace::traceparent(span) {
+                let mut meta = RequestMetaObject::new();
+                meta.set_traceparent(tp);
+                options.meta = Some(meta);
+            }
             let req = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let result = match s.peer().send_request_with_option(req, options).await {
                 // A transport that dies (a crashed server, an HTTP session the server forgot)

@@ -14,6 +14,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
+use tracing::Instrument;
 
 /// A [`ToolRegistry`] as an MCP server.
 #[derive(Clone)]
@@ -89,14 +90,23 @@ impl ServerHandler for ToolServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // The caller's trace goes on here (its `traceparent` in `_meta`, SEP-414).
+        let span = tracing::info_span!(
+            "mcp.serve",
+            otel.name = format!("tools/call {}", request.name),
+            otel.kind = "server",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %request.name,
+        );
+        agentry_a2a::trace::continue_trace(&span, context.meta.get_traceparent(), None);
         let call = ToolCall {
             id: String::new(),
             name: request.name.to_string(),
             arguments: Value::Object(request.arguments.unwrap_or_default()),
         };
-        let r = self.tools.call(&call).await;
+        let r = self.tools.call(&call).instrument(span).await;
         // Tool failures (unknown tool, bad arguments, errors) are results with isError, so the
         // calling model can react to them.
         let result = match r.output {

@@ -36,6 +36,8 @@
 //! - [`toolsets`]: agentry's tools by name, for `agentry mcp serve`.
 //! - [`governed`]: the audit trail and JWT verification joined to the A2A server.
 //! - [`tokens`]: the token service (`[token_service]`): RFC 8693 token exchange over HTTP.
+//! - `telemetry` (feature `otel`): agentry's spans exported over OTLP, one trace per
+//!   multi-agent request.
 //!
 //! ## The layers, re-exported
 //! - [`a2a`]: the A2A protocol (both generations, both bindings), server, client, task stores.
@@ -53,6 +55,7 @@
 //! | `local` | the embedded chat model and MiniLM embedder on candle | no |
 //! | `data` | the data agent: SQL over files and databases (DataFusion), charts | no |
 //! | `pdf` | PDF ingestion | no |
+//! | `otel` | OpenTelemetry export of the spans over OTLP/HTTP (`OTEL_*` variables) | no |
 //! | `full` | all of the above | no |
 //!
 //! With `default-features = false` the crate is A2A, the agent core and workflows: the part
@@ -68,6 +71,8 @@ pub mod governed;
 pub mod jwks;
 pub mod serve;
 pub mod setup;
+#[cfg(feature = "otel")]
+pub mod telemetry;
 pub mod tokens;
 pub mod toolsets;
 

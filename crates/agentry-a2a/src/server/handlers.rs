@@ -10,10 +10,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::admission::{Admission, Admit, Refused};
 use super::hub::{AgentTasks, Started, Turn};
 use super::push::PushSender;
+use super::span::RequestSpan;
 use super::{AgentService, Credentials, ServerConfig, bearer_of, stream};
 use crate::credential::BearerToken;
 use crate::envelope::{self, Envelope, ResponseMode};
@@ -35,7 +37,7 @@ pub(super) struct AgentEndpoint {
     pub(super) credentials: Option<Credentials>,
     audited: Option<super::access::Audited>,
     /// The agent's name (its card's), as the admission hook sees it.
-    name: String,
+    pub(super) name: String,
     /// Its card's skill ids: a request naming another skill is refused.
     skills: Vec<String>,
     admission: Option<Arc<dyn Admit>>,
@@ -98,6 +100,7 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
             push_supported,
             push: push.clone(),
             tasks: AgentTasks::new(
+                svc.card.name.clone(),
                 svc.store,
                 svc.executor,
                 push_supported.then(|| push.clone()),
@@ -776,7 +779,20 @@ async fn rpc(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let asked = match requested_version(&headers, query.as_deref()) {
+    let mut span = RequestSpan::new(&s.name, "jsonrpc");
+    let r = rpc_in(&s, query, &headers, body, &mut span).await;
+    span.finish(&headers, r.status());
+    r
+}
+
+async fn rpc_in(
+    s: &AgentEndpoint,
+    query: Option<String>,
+    headers: &HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    span: &mut RequestSpan,
+) -> Response {
+    let asked = match requested_version(headers, query.as_deref()) {
         Ok(v) => v,
         Err(e) => return rpc_error(&Value::Null, &e, ProtocolVersion::V1_0),
     };
@@ -805,11 +821,11 @@ async fn rpc(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
-    let who = match authenticate(&s, &headers) {
+    let who = match authenticate(s, headers) {
         Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
-            if let Err(e) = audit(&s, None, None, caller, false, why.message.clone()).await {
+            if let Err(e) = audit(s, None, None, caller, false, why.message.clone()).await {
                 return rpc_error(&Value::Null, &e, fallback);
             }
             return refused(&Value::Null, fallback, &why);
@@ -820,16 +836,17 @@ async fn rpc(
         Ok(x) => x,
         Err((id, e, v)) => return rpc_error(&id, &e, v),
     };
-    let active = match negotiate_extensions(&s, &headers) {
+    span.method(method_name(&req, v), v.as_str());
+    let active = match negotiate_extensions(s, headers) {
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
     };
-    let admitted = match admit(&s, &mut req, &headers, &who) {
+    let admitted = match admit(s, &mut req, headers, &who) {
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;
             let env = env.as_ref();
-            if let Err(e) = audit_as(&s, Some(&req), env, &who, false, no.reason()).await {
+            if let Err(e) = audit_as(s, Some(&req), env, &who, false, no.reason()).await {
                 return rpc_error(&id, &e, v);
             }
             return match no {
@@ -839,15 +856,26 @@ async fn rpc(
         }
     };
     let env = admitted.envelope.as_ref();
-    let (allowed, reason) = decide(&s, &req, &headers);
-    if let Err(e) = audit_as(&s, Some(&req), env, &who, allowed, reason).await {
+    let (allowed, reason) = decide(s, &req, headers);
+    if let Err(e) = audit_as(s, Some(&req), env, &who, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
-    let mut r = dispatch(&s, &headers, id, req, v, caller, admitted).await;
+    span.link(headers, env);
+    let mut r = dispatch(s, headers, id, req, v, caller, admitted)
+        .instrument(span.span.clone())
+        .await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }
     r
+}
+
+/// The method as the caller's protocol generation names it (`message/send`, `SendMessage`).
+pub(super) fn method_name(req: &Request, v: ProtocolVersion) -> &'static str {
+    match v {
+        ProtocolVersion::V0_3 => req.method(),
+        ProtocolVersion::V1_0 => v1::method_of(req),
+    }
 }
 
 async fn dispatch(

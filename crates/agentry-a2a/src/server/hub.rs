@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
+use tracing::Instrument;
 
 use super::executor::{DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 use super::handlers::Admitted;
@@ -318,6 +319,8 @@ pub(crate) struct AgentTasks {
     pub push: Option<PushSender>,
     pub stream_buffer: usize,
     hubs: Mutex<HashMap<String, (Arc<Hub>, usize)>>,
+    /// The agent's name, for its spans.
+    agent: String,
     /// How long an idempotency key holds its first request's task.
     idempotency_window: Duration,
 }
@@ -341,6 +344,7 @@ pub(crate) struct Turn {
 
 impl AgentTasks {
     pub(super) fn new(
+        agent: String,
         store: Arc<dyn TaskStore>,
         executor: Arc<dyn DynAgentExecutor>,
         push: Option<PushSender>,
@@ -348,6 +352,7 @@ impl AgentTasks {
         idempotency_window: Duration,
     ) -> Arc<Self> {
         Arc::new(AgentTasks {
+            agent,
             store,
             executor,
             push,
@@ -661,16 +666,38 @@ impl AgentTasks {
         };
         let run_lease = self.lease(hub.clone());
         let executor = self.executor.clone();
-        tokio::spawn(async move {
-            let hub = run_lease.hub.clone();
-            // A panicking agent fails its task instead of leaving callers waiting.
-            let result = AssertUnwindSafe(executor.execute_dyn(ctx, EventSink::new(hub.clone())))
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| Err(ExecutorError::failed("the agent crashed (panic)")));
-            hub.end_turn(result).await;
-            drop(run_lease);
-        });
+        // The agent's run, a child of the request's span (GenAI conventions: `invoke_agent`).
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = format!("invoke_agent {}", self.agent),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %self.agent,
+            gen_ai.conversation.id = %ctx.context_id,
+            a2a.task_id = %ctx.task_id,
+            agentry.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.as_deref()),
+        );
+        let run_span = span.clone();
+        tokio::spawn(
+            async move {
+                let hub = run_lease.hub.clone();
+                // A panicking agent fails its task instead of leaving callers waiting.
+                let result =
+                    AssertUnwindSafe(executor.execute_dyn(ctx, EventSink::new(hub.clone())))
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(ExecutorError::failed("the agent crashed (panic)"))
+                        });
+                if result.is_err() {
+                    run_span.record("otel.status_code", "error");
+                }
+                hub.end_turn(result).await;
+                drop(run_lease);
+            }
+            .instrument(span),
+        );
         Ok(Turn { lease, events })
     }
 

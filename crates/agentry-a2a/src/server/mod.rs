@@ -25,6 +25,7 @@ mod hub;
 pub mod listen;
 mod push;
 mod rest;
+mod span;
 mod stream;
 
 use std::future::Future;

@@ -26,8 +26,10 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
+use tracing::Instrument;
 
 use super::handlers::{self, AgentEndpoint};
+use super::span::RequestSpan;
 use super::stream::Frame;
 use crate::error::RpcError;
 use crate::jsonrpc::Request;
@@ -205,6 +207,23 @@ async fn call(
     params: Result<Map<String, Value>, RpcError>,
     legacy: bool,
 ) -> Response {
+    let mut span = RequestSpan::new(&s.name, "http+json");
+    let version = if legacy { "0.3" } else { "1.0" };
+    span.method(op, version);
+    let r = call_in(s, headers, query, op, params, legacy, &mut span).await;
+    span.finish(headers, r.status());
+    r
+}
+
+async fn call_in(
+    s: &AgentEndpoint,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    op: &str,
+    params: Result<Map<String, Value>, RpcError>,
+    legacy: bool,
+    span: &mut RequestSpan,
+) -> Response {
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
@@ -247,6 +266,7 @@ async fn call(
     if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, allowed, reason).await {
         return error(&e);
     }
+    span.link(headers, env);
     if legacy {
         // Configs made over v0.3 get v0.3 notification bodies.
         match &mut req {
@@ -263,43 +283,48 @@ async fn call(
             _ => {}
         }
     }
-    let mut r = match req {
-        Request::StreamMessage(_) | Request::Resubscribe(_) => {
-            let version = if legacy {
-                ProtocolVersion::V0_3
-            } else {
-                ProtocolVersion::V1_0
-            };
-            handlers::streaming(s, Frame::Rest(version), req, caller, admitted).await
+    let dispatched = async move {
+        match req {
+            Request::StreamMessage(_) | Request::Resubscribe(_) => {
+                let version = if legacy {
+                    ProtocolVersion::V0_3
+                } else {
+                    ProtocolVersion::V1_0
+                };
+                handlers::streaming(s, Frame::Rest(version), req, caller, admitted).await
+            }
+            Request::GetExtendedCard => match &s.extended_card {
+                None => error(&RpcError::extended_card_not_configured()),
+                Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(headers)) => {
+                    handlers::json_body(serde_json::to_vec(&v1::card(card)).unwrap_or_default())
+                }
+                Some(_) => unauthorized(),
+            },
+            other => match handlers::unary(s, other, caller, admitted).await {
+                Ok(answer) => {
+                    let mut body = answer.encode(ProtocolVersion::V1_0);
+                    if legacy {
+                        body = match op {
+                            method::SEND => v03::answer_from_v1(body, false),
+                            method::GET | method::CANCEL => v03::task_from_v1(body),
+                            method::PUSH_CREATE | method::PUSH_GET => {
+                                v03::push_config_from_v1(body)
+                            }
+                            method::PUSH_LIST => v03::push_list_from_v1(body),
+                            _ => body,
+                        };
+                    }
+                    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+                    if op == method::PUSH_CREATE && !legacy {
+                        *r.status_mut() = StatusCode::CREATED;
+                    }
+                    r
+                }
+                Err(e) => error(&e),
+            },
         }
-        Request::GetExtendedCard => match &s.extended_card {
-            None => error(&RpcError::extended_card_not_configured()),
-            Some(card) if s.credentials.as_ref().is_some_and(|c| c.accepts(headers)) => {
-                handlers::json_body(serde_json::to_vec(&v1::card(card)).unwrap_or_default())
-            }
-            Some(_) => unauthorized(),
-        },
-        other => match handlers::unary(s, other, caller, admitted).await {
-            Ok(answer) => {
-                let mut body = answer.encode(ProtocolVersion::V1_0);
-                if legacy {
-                    body = match op {
-                        method::SEND => v03::answer_from_v1(body, false),
-                        method::GET | method::CANCEL => v03::task_from_v1(body),
-                        method::PUSH_CREATE | method::PUSH_GET => v03::push_config_from_v1(body),
-                        method::PUSH_LIST => v03::push_list_from_v1(body),
-                        _ => body,
-                    };
-                }
-                let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
-                if op == method::PUSH_CREATE && !legacy {
-                    *r.status_mut() = StatusCode::CREATED;
-                }
-                r
-            }
-            Err(e) => error(&e),
-        },
     };
+    let mut r = dispatched.instrument(span.span.clone()).await;
     if let Some(a) = active {
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }

@@ -9,3 +9,4 @@ mod governance;
 mod main_job;
 mod security;
 mod support;
+mod tracing;

@@ -74,11 +74,25 @@ pub(crate) fn stdout(o: &Output) -> String {
 /// A JSON POST over plain HTTP to `127.0.0.1:port`; the raw response (status line, headers,
 /// body). For requests the CLI cannot make as written (chosen message ids, hostile bodies).
 pub(crate) fn post_json(port: u16, path: &str, body: &str) -> String {
+    post_json_with(port, path, body, &[])
+}
+
+/// [`post_json`] with more headers.
+pub(crate) fn post_json_with(
+    port: u16,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> String {
     use std::io::{Read, Write};
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
         s,
-        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )

@@ -235,6 +235,17 @@ impl LlmError {
 pub trait LlmProvider: Send + Sync + 'static {
     fn capabilities(&self) -> Capabilities;
 
+    /// Who serves the model, as traces name it (`gen_ai.provider.name`: `openai` for any
+    /// OpenAI-compatible server, `agentry.local`, ...).
+    fn provider_name(&self) -> &str {
+        "unknown"
+    }
+
+    /// The model asked for (`gen_ai.request.model`).
+    fn model_name(&self) -> &str {
+        ""
+    }
+
     fn chat(&self, req: ChatRequest)
     -> impl Future<Output = Result<ChatResponse, LlmError>> + Send;
 
@@ -246,6 +257,8 @@ pub trait LlmProvider: Send + Sync + 'static {
 /// The object-safe twin of [`LlmProvider`].
 pub trait DynLlmProvider: Send + Sync + 'static {
     fn capabilities(&self) -> Capabilities;
+    fn provider_name(&self) -> &str;
+    fn model_name(&self) -> &str;
     fn chat_dyn(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>>;
     fn chat_stream_dyn(&self, req: ChatRequest) -> DeltaStream<'_>;
 }
@@ -253,6 +266,12 @@ pub trait DynLlmProvider: Send + Sync + 'static {
 impl<T: LlmProvider> DynLlmProvider for T {
     fn capabilities(&self) -> Capabilities {
         LlmProvider::capabilities(self)
+    }
+    fn provider_name(&self) -> &str {
+        LlmProvider::provider_name(self)
+    }
+    fn model_name(&self) -> &str {
+        LlmProvider::model_name(self)
     }
     fn chat_dyn(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
         Box::pin(self.chat(req))

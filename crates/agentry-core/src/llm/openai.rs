@@ -270,6 +270,14 @@ impl LlmProvider for OpenAiProvider {
         }
     }
 
+    fn provider_name(&self) -> &str {
+        "openai"
+    }
+
+    fn model_name(&self) -> &str {
+        &self.cfg.model
+    }
+
     async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let resp = self.post(&self.body(&req, false), false).await?;
         let bytes = resp

@@ -95,6 +95,14 @@ impl LlmProvider for ScriptedProvider {
         self.transcript.capabilities
     }
 
+    fn provider_name(&self) -> &str {
+        "agentry.scripted"
+    }
+
+    fn model_name(&self) -> &str {
+        "transcript"
+    }
+
     async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let i = self.next.fetch_add(1, Ordering::SeqCst);
         let entry = self.transcript.entries.get(i).ok_or_else(|| {

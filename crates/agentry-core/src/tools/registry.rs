@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::{DynTool, ToolError, ToolOutput, schema};
 use crate::llm::{ToolCall, ToolSpec};
@@ -202,7 +203,18 @@ impl ToolRegistry {
 
     /// Runs one call, bounded by its timeout.
     pub async fn call(&self, call: &ToolCall) -> ToolResult {
-        let output = match self.check(&call.name, &call.arguments) {
+        let span = crate::spans::tool(&call.name, &call.id);
+        let output = self.run(call).instrument(span.clone()).await;
+        crate::spans::tool_done(&span, &output);
+        ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            output,
+        }
+    }
+
+    async fn run(&self, call: &ToolCall) -> Result<ToolOutput, ToolError> {
+        match self.check(&call.name, &call.arguments) {
             Err(e) => Err(e),
             Ok(()) => {
                 let e = &self.tools[&call.name];
@@ -217,11 +229,6 @@ impl ToolRegistry {
                     None => fut.await,
                 }
             }
-        };
-        ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            output,
         }
     }
 
