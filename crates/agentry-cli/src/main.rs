@@ -12,6 +12,7 @@ mod jobs;
 mod models;
 mod output;
 mod tokens;
+mod triggers;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
 /// allocator spends a large share of the time (measured in `bench/`).
@@ -58,6 +59,9 @@ enum Command {
     /// A development identity provider: sign user tokens, print their JWKS.
     #[command(subcommand)]
     Token(tokens::TokenCommand),
+    /// Add, change or remove triggers in a triggers database while agents run.
+    #[command(subcommand)]
+    Triggers(triggers::TriggersCommand),
     /// Run or resume workflows over the agents of a config file.
     #[command(subcommand)]
     Workflow(WorkflowCommand),
@@ -413,6 +417,7 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
             json,
         }) => flows::resume(&run_id, &config, json).await,
         Command::Audit(cmd) => audit::run(cmd).await,
+        Command::Triggers(cmd) => triggers::run(cmd).await,
         Command::Token(cmd) => tokens::run(cmd),
         Command::Mcp(McpCommand::Serve {
             toolset,

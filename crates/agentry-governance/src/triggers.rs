@@ -25,7 +25,11 @@
 //! ```
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 /// One trigger.
@@ -106,6 +110,9 @@ pub enum TriggerError {
     /// The registry itself is not valid (two triggers with one id, an empty id).
     #[error("invalid triggers: {0}")]
     Invalid(String),
+    /// The triggers database could not be read or written.
+    #[error("triggers database: {0}")]
+    Store(String),
 }
 
 /// The triggers an operator configured.
@@ -187,6 +194,195 @@ impl Triggers {
     }
 }
 
+/// Triggers kept in a SQLite table, so an operator adds, changes and removes them without a
+/// restart (`agentry triggers`); servers reading it through [`LiveTriggers`] see the change
+/// within a second. Each row is a trigger as JSON, checked when written and when read.
+pub struct TriggerDb {
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for TriggerDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TriggerDb").finish_non_exhaustive()
+    }
+}
+
+fn store_error(e: rusqlite::Error) -> TriggerError {
+    TriggerError::Store(e.to_string())
+}
+
+impl TriggerDb {
+    /// Opens (creating when needed) the database at `path`.
+    pub fn open(path: &Path) -> Result<TriggerDb, TriggerError> {
+        let conn = Connection::open(path).map_err(store_error)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(store_error)?;
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             CREATE TABLE IF NOT EXISTS triggers (
+                 id TEXT PRIMARY KEY,
+                 definition TEXT NOT NULL,
+                 updated_at INTEGER NOT NULL
+             );",
+        )
+        .map_err(store_error)?;
+        Ok(TriggerDb {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `t`, or replaces the trigger with its id.
+    pub fn put(&self, t: &Trigger) -> Result<(), TriggerError> {
+        Triggers::new(vec![t.clone()])?;
+        let json = serde_json::to_string(t).map_err(|e| TriggerError::Store(e.to_string()))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.conn()
+            .execute(
+                "INSERT INTO triggers (id, definition, updated_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(id) DO UPDATE SET definition = ?2, updated_at = ?3",
+                rusqlite::params![t.id, json, now],
+            )
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    /// Removes the trigger `id`; whether there was one.
+    pub fn remove(&self, id: &str) -> Result<bool, TriggerError> {
+        let n = self
+            .conn()
+            .execute("DELETE FROM triggers WHERE id = ?1", [id])
+            .map_err(store_error)?;
+        Ok(n > 0)
+    }
+
+    /// Every trigger, by id. A row that is not a valid trigger is an error naming it.
+    pub fn list(&self) -> Result<Vec<Trigger>, TriggerError> {
+        let conn = self.conn();
+        let mut q = conn
+            .prepare("SELECT id, definition FROM triggers ORDER BY id")
+            .map_err(store_error)?;
+        let rows = q
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(store_error)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, json) = row.map_err(store_error)?;
+            let t: Trigger = serde_json::from_str(&json).map_err(|e| {
+                TriggerError::Invalid(format!("trigger `{id}` in the database: {e}"))
+            })?;
+            if t.id != id {
+                return Err(TriggerError::Invalid(format!(
+                    "the database's row `{id}` holds trigger `{}`",
+                    t.id
+                )));
+            }
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    /// Changes when another connection commits (SQLite's `data_version`).
+    fn version(&self) -> Result<i64, TriggerError> {
+        self.conn()
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(store_error)
+    }
+}
+
+/// The triggers a server admits requests with: the configured ones plus, with a
+/// [`TriggerDb`], the database's, read again at most once a second when it changed. A
+/// database that becomes unreadable or invalid (a trigger defined in both, a bad row) keeps
+/// the last good registry and says so in the log: requests naming a trigger it does not
+/// hold are refused, as always.
+#[derive(Debug)]
+pub struct LiveTriggers {
+    fixed: Vec<Trigger>,
+    db: Option<TriggerDb>,
+    state: Mutex<Live>,
+}
+
+#[derive(Debug)]
+struct Live {
+    current: Arc<Triggers>,
+    version: i64,
+    checked: Instant,
+}
+
+/// How often a server looks at the database's version.
+const RECHECK: Duration = Duration::from_secs(1);
+
+impl LiveTriggers {
+    /// The configured `fixed` triggers and those of `db`; an error when they are not a
+    /// valid registry now (a server does not start on a broken one).
+    pub fn new(fixed: Vec<Trigger>, db: Option<TriggerDb>) -> Result<LiveTriggers, TriggerError> {
+        let (current, version) = load(&fixed, db.as_ref())?;
+        Ok(LiveTriggers {
+            fixed,
+            db,
+            state: Mutex::new(Live {
+                current: Arc::new(current),
+                version,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// The registry as of now.
+    pub fn current(&self) -> Arc<Triggers> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(db) = &self.db else {
+            return st.current.clone();
+        };
+        if st.checked.elapsed() < RECHECK {
+            return st.current.clone();
+        }
+        st.checked = Instant::now();
+        match db.version() {
+            Ok(v) if v == st.version => {}
+            Ok(_) => match load(&self.fixed, Some(db)) {
+                Ok((t, v)) => {
+                    st.current = Arc::new(t);
+                    st.version = v;
+                }
+                Err(e) => tracing::warn!("{e}; keeping the triggers read before"),
+            },
+            Err(e) => tracing::warn!("{e}; keeping the triggers read before"),
+        }
+        st.current.clone()
+    }
+}
+
+impl From<Triggers> for LiveTriggers {
+    fn from(t: Triggers) -> LiveTriggers {
+        LiveTriggers {
+            fixed: t.by_id.values().cloned().collect(),
+            db: None,
+            state: Mutex::new(Live {
+                current: Arc::new(t),
+                version: 0,
+                checked: Instant::now(),
+            }),
+        }
+    }
+}
+
+fn load(fixed: &[Trigger], db: Option<&TriggerDb>) -> Result<(Triggers, i64), TriggerError> {
+    let Some(db) = db else {
+        return Ok((Triggers::new(fixed.to_vec())?, 0));
+    };
+    // The version first: a change committed while reading is seen at the next check.
+    let version = db.version()?;
+    let mut all = fixed.to_vec();
+    all.extend(db.list()?);
+    Ok((Triggers::new(all)?, version))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +434,95 @@ mod tests {
                 missing: vec!["b".into()]
             }
         );
+    }
+
+    fn scoped(id: &str, scope: &str, prompt: &str) -> Trigger {
+        let mut x = t(id);
+        x.required_scopes = vec![scope.into()];
+        x.system_prompt = prompt.into();
+        x
+    }
+
+    #[test]
+    fn the_database_holds_triggers_and_refuses_bad_ones() {
+        let dir = std::env::temp_dir().join(format!("agentry-triggers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t1.db");
+        let _ = std::fs::remove_file(&path);
+        let db = TriggerDb::open(&path).unwrap();
+        db.put(&scoped("nightly", "reports.run", "Be brief."))
+            .unwrap();
+        db.put(&scoped("nightly", "reports.run", "Be briefer."))
+            .unwrap();
+        db.put(&t("weekly")).unwrap();
+        let all = db.list().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].system_prompt, "Be briefer.");
+        assert!(matches!(
+            db.put(&t("has space")),
+            Err(TriggerError::Invalid(_))
+        ));
+        assert!(db.remove("weekly").unwrap());
+        assert!(!db.remove("weekly").unwrap());
+        // A row someone wrote by hand that is not a trigger is named, not skipped.
+        db.conn()
+            .execute(
+                "INSERT INTO triggers VALUES ('broken', '{\"id\": \"broken\", \"colour\": 1}', 0)",
+                [],
+            )
+            .unwrap();
+        let e = db.list().unwrap_err().to_string();
+        assert!(e.contains("broken") && e.contains("colour"), "{e}");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn live_triggers_follow_the_database_and_keep_the_last_good_set() {
+        let dir = std::env::temp_dir().join(format!("agentry-triggers-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t2.db");
+        let _ = std::fs::remove_file(&path);
+        let operator = TriggerDb::open(&path).unwrap();
+        operator
+            .put(&scoped("nightly", "reports.run", "Be brief."))
+            .unwrap();
+        let live =
+            LiveTriggers::new(vec![t("fixed")], Some(TriggerDb::open(&path).unwrap())).unwrap();
+        let held = vec!["reports.run".to_string()];
+        assert!(live.current().admit("nightly", "a", Some(&held)).is_ok());
+        assert!(live.current().admit("fixed", "a", None).is_ok());
+        assert!(live.current().admit("hourly", "a", None).is_err());
+
+        // Added, changed and removed by another connection: seen within a second.
+        operator.put(&t("hourly")).unwrap();
+        operator
+            .put(&scoped("nightly", "reports.admin", "Be brief."))
+            .unwrap();
+        std::thread::sleep(RECHECK + Duration::from_millis(100));
+        let now = live.current();
+        assert!(now.admit("hourly", "a", None).is_ok());
+        assert!(matches!(
+            now.admit("nightly", "a", Some(&held)),
+            Err(TriggerError::Forbidden { .. })
+        ));
+        operator.remove("hourly").unwrap();
+        // A definition clashing with a configured one is not taken: the last good set stays.
+        operator.put(&scoped("fixed", "x", "")).unwrap();
+        std::thread::sleep(RECHECK + Duration::from_millis(100));
+        let kept = live.current();
+        assert!(
+            kept.admit("hourly", "a", None).is_ok(),
+            "kept the last good set"
+        );
+        assert!(kept.admit("fixed", "a", Some(&[])).is_ok());
+        operator.remove("fixed").unwrap();
+        std::thread::sleep(RECHECK + Duration::from_millis(100));
+        assert!(live.current().admit("hourly", "a", None).is_err());
+        // A server does not start on a clashing set.
+        operator.put(&t("fixed")).unwrap();
+        assert!(
+            LiveTriggers::new(vec![t("fixed")], Some(TriggerDb::open(&path).unwrap())).is_err()
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -171,6 +171,9 @@ impl Config {
         if let Some(f) = self.server.jwt.as_mut().and_then(|j| j.jwks_file.as_mut()) {
             join(f);
         }
+        if let Some(f) = &mut self.server.triggers_db {
+            join(f);
+        }
         if let Some(t) = &mut self.token_service {
             if let Some(k) = &mut t.key_file {
                 join(k);
@@ -304,6 +307,10 @@ pub struct ServerSection {
     /// Bearer JWTs from an issuer the operator trusts, besides (or instead of) the static
     /// credentials: every call then needs a credential.
     pub jwt: Option<JwtSection>,
+    /// Triggers also kept in this SQLite database (relative to the config file), besides
+    /// `[[triggers]]`: `agentry triggers put|remove --db FILE` changes them while agents
+    /// run, and every agent sees the change within a second.
+    pub triggers_db: Option<PathBuf>,
 }
 
 /// See [`ServerSection::audit_mode`].
@@ -421,6 +428,7 @@ impl Default for ServerSection {
             api_keys: Vec::new(),
             api_key_header: "X-API-Key".into(),
             allow_private_push: false,
+            triggers_db: None,
             allowed_hosts: Vec::new(),
             card: CardChoice::Both,
             max_body_bytes: None,

@@ -33,7 +33,7 @@ use agentry_a2a::server::{
 use agentry_a2a::store::BoxFuture;
 use agentry_core::a2a::{AgentHandle, Ask, Update, UpdateStream};
 use agentry_core::react;
-use agentry_governance::triggers::{Priority, RunMode, TriggerError, Triggers};
+use agentry_governance::triggers::{LiveTriggers, Priority, RunMode, TriggerError};
 use agentry_governance::{AuditLog, Event, JwtVerifier};
 
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
@@ -99,21 +99,24 @@ impl AccessLog for AuditTrail {
 /// The triggers registry as the server's admission hook: a send naming an unknown trigger,
 /// one for another agent, or one whose scopes the caller lacks is refused; a known one gets
 /// the trigger's priority and run mode where it names none, and the agent its prompt.
-#[derive(Debug, Clone, Default)]
-pub struct TriggerGate(pub Arc<Triggers>);
+#[derive(Debug, Clone)]
+pub struct TriggerGate(pub Arc<LiveTriggers>);
 
 impl Admit for TriggerGate {
     fn admit(&self, a: Admission<'_>) -> Result<Option<String>, Refused> {
         let Some(id) = a.envelope.trigger_id.clone() else {
             return Ok(None);
         };
-        let t = self.0.admit(&id, a.agent, a.scopes).map_err(|e| match e {
-            TriggerError::Forbidden { ref missing, .. } => Refused::Forbidden {
-                scopes: missing.clone(),
-                message: e.to_string(),
-            },
-            other => Refused::Invalid(other.to_string()),
-        })?;
+        let triggers = self.0.current();
+        let t = triggers
+            .admit(&id, a.agent, a.scopes)
+            .map_err(|e| match e {
+                TriggerError::Forbidden { ref missing, .. } => Refused::Forbidden {
+                    scopes: missing.clone(),
+                    message: e.to_string(),
+                },
+                other => Refused::Invalid(other.to_string()),
+            })?;
         if a.envelope.priority.is_none() {
             a.envelope.priority = t.priority.map(|p| match p {
                 Priority::Low => envelope::Priority::Low,

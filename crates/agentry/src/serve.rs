@@ -110,7 +110,13 @@ impl Service {
             Arc::new(trail) as Arc<dyn agentry_a2a::server::AccessLog>
         });
         // Always installed: a request naming a trigger is refused unless one is configured.
-        let triggers = agentry_governance::triggers::Triggers::new(config.triggers.clone())?;
+        let triggers_db = server
+            .triggers_db
+            .as_deref()
+            .map(agentry_governance::triggers::TriggerDb::open)
+            .transpose()?;
+        let triggers =
+            agentry_governance::triggers::LiveTriggers::new(config.triggers.clone(), triggers_db)?;
         let admission: Option<Arc<dyn agentry_a2a::server::Admit>> =
             Some(Arc::new(crate::governed::TriggerGate(Arc::new(triggers))));
         let mut a2a = A2aServer::new().config(server_config);

@@ -83,3 +83,92 @@ fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
     );
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Triggers from a database (`[server] triggers_db`): `agentry triggers put|remove` changes
+/// what a running server admits, within about a second, without a restart.
+#[test]
+fn triggers_put_in_the_database_reach_a_running_server() {
+    use crate::support::{Server, post_json, run, stdout, wait_for};
+    let dir = std::env::temp_dir().join(format!("agentry-trigger-db-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let config = dir.join("agentry.toml");
+    std::fs::write(
+        &config,
+        "[server]\nstore = \"memory\"\ntriggers_db = \"triggers.db\"\n\
+         [[agents]]\npath = \"/\"\nbuiltin = { kind = \"echo\" }\n",
+    )
+    .unwrap();
+    let server = Server(
+        Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--port", &port.to_string()])
+            .env("AGENTRY_HOME", &dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let db = dir.join("triggers.db");
+    let db = db.to_str().unwrap();
+    let mut n = 0;
+    let mut send = || {
+        n += 1;
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": n, "method": "message/send",
+            "params": {"message": {"role": "user", "messageId": format!("m-{n}"),
+                "parts": [{"kind": "text", "text": "hello"}],
+                "metadata": {"urn:agentry:a2a:task-envelope:v1": {"triggerId": "nightly"}}}}});
+        post_json(port, "/", &body.to_string())
+    };
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(1300));
+    assert!(send().contains("unknown trigger `nightly`"));
+
+    let put = |json: &str| run(&["triggers", "put", "--db", db, json]);
+    let out = put(
+        r#"{"id": "nightly", "system_prompt": "Be brief.", "agents": ["echo"], "priority": "high"}"#,
+    );
+    assert!(out.status.success(), "{out:?}");
+    settle();
+    let ok = send();
+    assert!(
+        ok.contains("\"completed\"") && ok.contains("\"priority\":\"high\""),
+        "{ok}"
+    );
+
+    assert!(
+        put(r#"{"id": "nightly", "agents": ["mailer"]}"#)
+            .status
+            .success()
+    );
+    let listed = stdout(&run(&["triggers", "list", "--db", db]));
+    assert!(
+        listed.contains("\"mailer\"") && listed.lines().count() == 1,
+        "{listed}"
+    );
+    settle();
+    let other = send();
+    assert!(other.contains("does not apply to agent `echo`"), "{other}");
+
+    assert!(
+        run(&["triggers", "remove", "--db", db, "nightly"])
+            .status
+            .success()
+    );
+    settle();
+    assert!(send().contains("unknown trigger `nightly`"));
+    // Bad input is refused with a reason and changes nothing.
+    let bad = put(r#"{"id": "nightly", "colour": "red"}"#);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not a trigger"),
+        "{bad:?}"
+    );
+    let gone = run(&["triggers", "remove", "--db", db, "nightly"]);
+    assert!(!gone.status.success());
+    assert!(stdout(&run(&["triggers", "list", "--db", db])).is_empty());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
