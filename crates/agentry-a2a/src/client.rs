@@ -113,6 +113,8 @@ pub struct A2aClient {
     /// Where the card was read and its ETag, to revalidate it.
     card_source: Option<(String, Option<String>)>,
     cfg: ClientConfig,
+    /// The correlation id every request carries as W3C baggage (see [`Self::with_correlation`]).
+    correlation: Option<String>,
 }
 
 struct Fallback {
@@ -371,6 +373,7 @@ impl A2aClient {
             card: None,
             card_source: None,
             cfg,
+            correlation: None,
         })
     }
 
@@ -484,6 +487,16 @@ impl A2aClient {
         c
     }
 
+    /// This client, every request of which carries `correlation` (a user request's
+    /// correlation id) as W3C baggage, so the agent records even the calls that have no task
+    /// envelope (`tasks/get`, `tasks/resubscribe`, `tasks/cancel`) under that request. An
+    /// OpenTelemetry context's own baggage, when there is one, goes instead.
+    pub fn with_correlation(&self, correlation: Option<&str>) -> A2aClient {
+        let mut c = self.clone();
+        c.correlation = correlation.map(str::to_owned);
+        c
+    }
+
     pub fn endpoint(&self) -> &str {
         self.route().0
     }
@@ -522,7 +535,9 @@ impl A2aClient {
             if let Some(tp) = crate::trace::current_traceparent() {
                 rb = rb.header(crate::envelope::TRACEPARENT_HEADER, tp);
             }
-            if let Some(b) = crate::trace::current_baggage() {
+            let baggage = crate::trace::current_baggage()
+                .or_else(|| self.correlation.as_deref().map(crate::trace::baggage));
+            if let Some(b) = baggage {
                 rb = rb.header(crate::trace::BAGGAGE_HEADER, b);
             }
             if streaming {

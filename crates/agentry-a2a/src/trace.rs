@@ -114,7 +114,12 @@ pub fn current_traceparent() -> Option<String> {
 pub fn current_baggage() -> Option<String> {
     let cx = Span::current().context();
     let v = cx.baggage().get(CORRELATION_ID)?;
-    Some(format!("{CORRELATION_ID}={}", encode(v.as_str())))
+    Some(baggage(v.as_str()))
+}
+
+/// The W3C `baggage` header value carrying `correlation`.
+pub fn baggage(correlation: &str) -> String {
+    format!("{CORRELATION_ID}={}", encode(correlation))
 }
 
 /// The correlation id a W3C `baggage` header carries, if any.
@@ -196,7 +201,7 @@ mod tests {
     #[test]
     fn correlation_ids_round_trip_through_baggage() {
         for id in ["corr-1", "a,b;c=d%e\"f", "ünïcode"] {
-            let header = format!("other=1;p, {CORRELATION_ID}={}", encode(id));
+            let header = format!("other=1;p, {}", baggage(id));
             assert_eq!(
                 correlation_in_baggage(&header).as_deref(),
                 Some(id),

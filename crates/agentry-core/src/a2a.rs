@@ -544,6 +544,14 @@ impl RemoteAgent {
             next.skill = skill;
             next.attach(&mut m);
         }
+        // Every call of this turn, the follow-ups without an envelope included, carries the
+        // user request's correlation id.
+        let client = self.client.with_correlation(
+            ask.envelope
+                .as_ref()
+                .and_then(|e| e.correlation_id.as_deref()),
+        );
+        let client = &client;
         let err = |e: agentry_a2a::A2aError| remote_error(&self.name, e);
         let canceled_error = || AgentError::Canceled {
             agent: self.name.clone(),
@@ -563,14 +571,13 @@ impl RemoteAgent {
             }
         };
         tokio::pin!(canceled);
-        let streams = self
-            .client
+        let streams = client
             .card()
             .and_then(|c| c.capabilities.streaming)
             .unwrap_or(false);
         if let (Some(tx), true) = (&progress, streams) {
             // message/stream from the first event: every working message arrives.
-            let mut events = Box::pin(self.client.stream_message(MessageSendParams::new(m)));
+            let mut events = Box::pin(client.stream_message(MessageSendParams::new(m)));
             let mut task_id = None;
             loop {
                 tokio::select! {
@@ -602,7 +609,7 @@ impl RemoteAgent {
                     },
                     _ = &mut canceled => {
                         if let Some(id) = &task_id {
-                            let _ = self.client.cancel_task(id).await;
+                            let _ = client.cancel_task(id).await;
                         }
                         return Err(canceled_error());
                     }
@@ -612,12 +619,11 @@ impl RemoteAgent {
                 agent: self.name.clone(),
                 source: agentry_a2a::A2aError::InvalidResponse("the stream named no task".into()),
             })?;
-            let t = self.client.get_task(&id, Some(0)).await.map_err(err)?;
+            let t = client.get_task(&id, Some(0)).await.map_err(err)?;
             return reply_of_task(&self.name, t);
         }
         if ask.cancel.is_none() {
-            return match self
-                .client
+            return match client
                 .send_message(MessageSendParams::new(m))
                 .await
                 .map_err(err)?
@@ -631,7 +637,7 @@ impl RemoteAgent {
             blocking: Some(false),
             ..Default::default()
         });
-        let task = match self.client.send_message(p).await.map_err(err)? {
+        let task = match client.send_message(p).await.map_err(err)? {
             SendMessageResult::Message(m) => return Ok(message_reply(m)),
             // Already over (a repeated request whose task finished): nothing to follow.
             SendMessageResult::Task(t) if t.state().ends_turn() => {
@@ -640,18 +646,18 @@ impl RemoteAgent {
             SendMessageResult::Task(t) => t,
         };
         let wait = async {
-            let mut events = Box::pin(self.client.resubscribe(&task.id));
+            let mut events = Box::pin(client.resubscribe(&task.id));
             while let Some(ev) = events.next().await {
                 if ev.map_err(err)?.is_final() {
                     break;
                 }
             }
-            self.client.get_task(&task.id, Some(0)).await.map_err(err)
+            client.get_task(&task.id, Some(0)).await.map_err(err)
         };
         tokio::select! {
             t = wait => reply_of_task(&self.name, t?),
             _ = canceled => {
-                let _ = self.client.cancel_task(&task.id).await;
+                let _ = client.cancel_task(&task.id).await;
                 Err(canceled_error())
             }
         }

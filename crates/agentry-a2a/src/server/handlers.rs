@@ -612,6 +612,22 @@ fn envelope_of(req: &mut Request, headers: &HeaderMap) -> Result<Option<Envelope
     Ok(Some(e))
 }
 
+/// For the audit trail of a request without a task envelope (`tasks/get`, say, or one
+/// refused before it was read): the correlation id its caller's W3C baggage carries, when a
+/// valid one.
+pub(super) fn traced(headers: &HeaderMap) -> Option<Envelope> {
+    let c = headers
+        .get(crate::trace::BAGGAGE_HEADER)?
+        .to_str()
+        .ok()
+        .and_then(crate::trace::correlation_in_baggage)?;
+    envelope::check_id("the baggage's correlation id", &c).ok()?;
+    Some(Envelope {
+        correlation_id: Some(c),
+        ..Default::default()
+    })
+}
+
 /// The envelope's response mode as the send's configuration, where the client did not set
 /// it: `sync` blocks, `async` and `callback` do not, `callback` pushes to its URL.
 fn apply_mode(p: &mut MessageSendParams, e: &Envelope) {
@@ -825,7 +841,16 @@ async fn rpc_in(
         Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
-            if let Err(e) = audit(s, None, None, caller, false, why.message.clone()).await {
+            if let Err(e) = audit(
+                s,
+                None,
+                traced(headers).as_ref(),
+                caller,
+                false,
+                why.message.clone(),
+            )
+            .await
+            {
                 return rpc_error(&Value::Null, &e, fallback);
             }
             return refused(&Value::Null, fallback, &why);
@@ -845,7 +870,8 @@ async fn rpc_in(
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;
-            let env = env.as_ref();
+            let traced = traced(headers);
+            let env = env.as_ref().or(traced.as_ref());
             if let Err(e) = audit_as(s, Some(&req), env, &who, false, no.reason()).await {
                 return rpc_error(&id, &e, v);
             }
@@ -857,7 +883,9 @@ async fn rpc_in(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = decide(s, &req, headers);
-    if let Err(e) = audit_as(s, Some(&req), env, &who, allowed, reason).await {
+    let traced = traced(headers);
+    let audited = env.or(traced.as_ref());
+    if let Err(e) = audit_as(s, Some(&req), audited, &who, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
     span.link(headers, env);

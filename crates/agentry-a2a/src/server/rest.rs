@@ -232,7 +232,16 @@ async fn call_in(
         Err(why) => {
             let caller = why.caller.as_deref();
             let reason = why.message.clone();
-            if let Err(e) = handlers::audit(s, None, None, caller, false, reason).await {
+            if let Err(e) = handlers::audit(
+                s,
+                None,
+                handlers::traced(headers).as_ref(),
+                caller,
+                false,
+                reason,
+            )
+            .await
+            {
                 return error(&e);
             }
             return refused(&why);
@@ -251,7 +260,8 @@ async fn call_in(
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;
-            let env = env.as_ref();
+            let traced = handlers::traced(headers);
+            let env = env.as_ref().or(traced.as_ref());
             if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, false, no.reason()).await {
                 return error(&e);
             }
@@ -263,7 +273,9 @@ async fn call_in(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = handlers::decide(s, &req, headers);
-    if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, allowed, reason).await {
+    let traced = handlers::traced(headers);
+    let audited = env.or(traced.as_ref());
+    if let Err(e) = handlers::audit_as(s, Some(&req), audited, &who, allowed, reason).await {
         return error(&e);
     }
     span.link(headers, env);

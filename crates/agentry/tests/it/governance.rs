@@ -1725,3 +1725,71 @@ async fn the_mail_agent_sends_only_what_an_allowed_caller_confirmed() {
     assert_eq!(state(&v), "rejected", "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A workflow's calls to a remote agent are all in that agent's trail under the user
+/// request's correlation id: the send, which carries the task envelope, and the calls that
+/// follow its task (`tasks/resubscribe`, `tasks/get`), which carry the id as W3C baggage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_agent_records_every_call_of_a_request_under_its_correlation_id() {
+    let dir = std::env::temp_dir().join(format!("agentry-follow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let remote: Config = toml::from_str(&format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}/remote"
+        audit = true
+        [[agents]]
+        path = "/echo"
+        builtin = {{ kind = "echo" }}
+        "#,
+        dir = dir.display()
+    ))
+    .unwrap();
+    let remote = serve(remote).await;
+    std::fs::write(
+        dir.join("wf.yaml"),
+        "name: relay\ndescription: Asks the echo agent.\nsteps:\n  - {id: ask, agent: echo, input: hello}\n",
+    )
+    .unwrap();
+    let orchestrator: Config = toml::from_str(&format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}/orchestrator"
+        [[remotes]]
+        name = "echo"
+        url = "{remote}/echo"
+        [orchestrator]
+        workflows = ["{dir}/wf.yaml"]
+        "#,
+        dir = dir.display()
+    ))
+    .unwrap();
+    let orchestrator = serve(orchestrator).await;
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+        "message": {"role": "user", "messageId": "m-follow", "parts": [{"kind": "text", "text": "go"}],
+            "metadata": {"urn:agentry:a2a:task-envelope:v1": {"correlationId": "corr-follow-1"}}}}})
+    .to_string();
+    let (status, _, body) = http(&orchestrator, "POST", "/orchestrator/", &[], &send).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"completed\""), "{body}");
+
+    let log = AuditLog::open(&dir.join("remote/audit.db")).unwrap();
+    let path = log.by_correlation("corr-follow-1").unwrap();
+    let methods: Vec<&str> = path
+        .iter()
+        .filter_map(|r| r.event.skill.as_deref())
+        .collect();
+    assert!(methods.contains(&"message/send"), "{methods:?}");
+    assert!(
+        methods.iter().any(|m| *m != "message/send"),
+        "the calls following the task are under the request too: {methods:?}"
+    );
+    // Every call the remote saw is under the request: none was recorded without it.
+    let all = log.records(1, 1000).unwrap();
+    assert_eq!(all.len(), path.len(), "{all:#?}");
+    drop(log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
