@@ -326,6 +326,7 @@ impl RemoteAgent {
         })
     }
 
+    /// The A2A client the agent is called through (its card, its endpoint).
     pub fn client(&self) -> &A2aClient {
         &self.client
     }
@@ -690,6 +691,7 @@ pub struct AgentTool {
 }
 
 impl AgentTool {
+    /// Wraps `handle` as a tool named after it (`ask_<name>`).
     pub fn new(handle: Arc<dyn AgentHandle>) -> Self {
         AgentTool { handle }
     }

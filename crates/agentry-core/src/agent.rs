@@ -44,16 +44,31 @@ use crate::tools::{DynTool, ToolFilter, ToolRegistry};
 pub enum AgentError {
     /// An agent config file could not be read or parsed.
     #[error("cannot read agent config {path}: {reason}")]
-    Config { path: String, reason: String },
+    Config {
+        /// The file.
+        path: String,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// The config names a type no kind was registered for: (type, available types).
     #[error("unknown agent type `{0}`; available: {1}")]
     UnknownType(String, String),
     /// The config is readable but not usable.
     #[error("agent `{agent}`: {reason}")]
-    Invalid { agent: String, reason: String },
+    Invalid {
+        /// The agent's name.
+        agent: String,
+        /// What cannot be used.
+        reason: String,
+    },
     /// The config asks for something this build was compiled without.
     #[error("{what} is not available here: {needs}")]
-    Unavailable { what: String, needs: String },
+    Unavailable {
+        /// What was asked for (a provider, an agent type).
+        what: String,
+        /// The feature or build that has it.
+        needs: String,
+    },
     /// No agent of that name is known to the caller.
     #[error("unknown agent `{0}`")]
     UnknownAgent(String),
@@ -66,29 +81,49 @@ pub enum AgentError {
     /// A remote agent answered with an error of its own (refused, invalid, protocol error).
     #[error("remote agent {agent}: {source}")]
     Remote {
+        /// The remote agent's name.
         agent: String,
         #[source]
+        /// Its error.
         source: agentry_a2a::A2aError,
     },
     /// The caller's scopes do not cover what the agent's card requires: refused before any
     /// call.
     #[error("agent {agent} requires scope(s) the caller does not hold: {}", missing.join(" "))]
-    Forbidden { agent: String, missing: Vec<String> },
+    Forbidden {
+        /// The agent.
+        agent: String,
+        /// The scopes the caller lacks.
+        missing: Vec<String>,
+    },
     /// No delegated token could be had for a call to `agent` (the turn has no caller token
     /// to exchange, or the token service refused or could not be reached): refused before
     /// any call, never retried with other credentials.
     #[error("no delegated credential for {agent}: {reason}")]
-    Delegation { agent: String, reason: String },
+    Delegation {
+        /// The agent the call was for.
+        agent: String,
+        /// Why no token could be had.
+        reason: String,
+    },
     /// The request is not one this agent takes; the text says what it takes.
     #[error("{0}")]
     BadRequest(String),
     /// The task was canceled before the agent answered.
     #[error("agent {agent} was canceled")]
-    Canceled { agent: String },
+    Canceled {
+        /// The agent.
+        agent: String,
+    },
     /// The agent ended without an answer (max iterations, token budget, its stop policy, or
     /// a remote task that failed or was rejected): `why` says which.
     #[error("agent {agent} {why}")]
-    Stopped { agent: String, why: String },
+    Stopped {
+        /// The agent.
+        agent: String,
+        /// Why it stopped.
+        why: String,
+    },
     /// The agent's work failed (a tool, a store, a specialist's own step): the source says why.
     #[error(transparent)]
     Failed(Box<dyn std::error::Error + Send + Sync>),
@@ -108,7 +143,10 @@ pub enum ModelConfig {
     /// An OpenAI-compatible Chat Completions server.
     Openai(OpenAiConfig),
     /// A recorded transcript (tests, demos).
-    Scripted { transcript: PathBuf },
+    Scripted {
+        /// The transcript file (JSON, see [`crate::llm::Transcript`]).
+        transcript: PathBuf,
+    },
     /// The embedded local model (`agentry-local`); its settings are that crate's
     /// `LocalConfig`, checked when the model is made.
     Local(serde_json::Map<String, serde_json::Value>),
@@ -117,17 +155,22 @@ pub enum ModelConfig {
 /// Everything that defines an agent, loadable from TOML or YAML.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
+    /// The agent's name: its card's, its path's default, how workflows call it.
     pub name: String,
     #[serde(default = "default_type")]
+    /// The registered type it is made as (`base` by default; `rag`, `ppt`, `data`, ...).
     pub agent_type: String,
     #[serde(default)]
+    /// What it does, for its card and for planners.
     pub description: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Replaces the type's system prompt.
     pub system_prompt: Option<String>,
     /// Tool name patterns (`*` wildcards) the agent may use; empty means all its type offers.
     #[serde(default)]
     pub tools: Vec<String>,
     #[serde(default)]
+    /// Tool name patterns it may not use (they win over `tools`).
     pub deny_tools: Vec<String>,
     #[serde(default)]
     /// MCP servers to draw tools from. Core does not know MCP: each entry is read by
@@ -135,17 +178,21 @@ pub struct AgentConfig {
     /// filters) when it connects them.
     pub mcp_servers: Vec<Map<String, Value>>,
     #[serde(default = "default_iterations")]
+    /// Model calls a run may make before it stops (default 10).
     pub max_iterations: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tokens a run may spend before it stops.
     pub token_budget: Option<u64>,
     /// Example requests, shown in the agent card.
     #[serde(default)]
     pub examples: Vec<String>,
     #[serde(default)]
+    /// Tags for its card.
     pub tags: Vec<String>,
     /// Settings of the agent's type (the `rag` type's `collection`, say), read by its builder.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub options: Map<String, Value>,
+    /// The model it runs on.
     pub model: ModelConfig,
 }
 
@@ -228,6 +275,7 @@ pub type ShouldContinueFn = Arc<dyn Fn(&ReactState) -> bool + Send + Sync>;
 /// A finished answer as an agent type shapes it ([`AgentKind::finalize`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Finalized {
+    /// The answer's text.
     pub answer: String,
     /// Structured results sent beside the text (an A2A data part).
     pub data: Option<Map<String, Value>>,
@@ -240,6 +288,7 @@ pub struct RunResult {
     pub query: String,
     /// The model's answer.
     pub answer: String,
+    /// What the run did, in order.
     pub steps: Vec<Step>,
 }
 
@@ -251,8 +300,11 @@ pub type FinalizeFn =
 /// What an agent type contributes.
 #[derive(Clone, Default)]
 pub struct AgentKind {
+    /// The type's system prompt.
     pub system_prompt: String,
+    /// The type's tools (filtered by each config's `tools`/`deny_tools`).
     pub tools: ToolRegistry,
+    /// The skills its card declares.
     pub skills: Vec<AgentSkill>,
     /// Asked before each model call; `false` ends the run.
     pub should_continue: Option<ShouldContinueFn>,
@@ -325,6 +377,7 @@ impl AgentFactory {
         f
     }
 
+    /// Lets configs use `agent_type = "<name>"`: `builder` makes the type's kind.
     pub fn register_agent_type(&mut self, name: &str, builder: AgentBuilder) -> &mut Self {
         self.types.insert(name.to_owned(), builder);
         self
@@ -336,11 +389,13 @@ impl AgentFactory {
         self
     }
 
+    /// [`register_tool`](Self::register_tool) for a tool already shared.
     pub fn register_tool_arc(&mut self, tool: Arc<dyn DynTool>) -> &mut Self {
         self.catalog.add_arc(None, tool, None);
         self
     }
 
+    /// The registered agent types, sorted.
     pub fn available_types(&self) -> Vec<&str> {
         self.types.keys().map(String::as_str).collect()
     }
@@ -370,6 +425,7 @@ impl AgentFactory {
         })
     }
 
+    /// Makes the agent `config` describes: its type's kind, its model, its tools filtered.
     pub fn create_agent(&self, config: AgentConfig) -> Result<Agent, AgentError> {
         let llm = self.model(&config.model)?;
         self.create_agent_with_model(config, llm)
@@ -442,10 +498,15 @@ impl AgentFactory {
 /// The result of a run, with everything a caller may want.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
+    /// The user's request.
     pub query: String,
+    /// What the run did, in order.
     pub steps: Vec<Step>,
+    /// The answer, when it ended with one.
     pub final_answer: Option<String>,
+    /// How it ended.
     pub outcome: Outcome,
+    /// Files its tools made.
     pub artifacts: Vec<Artifact>,
     /// Data shared with other steps of a workflow.
     pub context: Map<String, Value>,
@@ -513,6 +574,7 @@ impl Conversations {
 
 /// A specialized agent: one ReAct engine with a prompt, tools and a model.
 pub struct Agent {
+    /// What it was made from.
     pub config: AgentConfig,
     llm: Arc<dyn DynLlmProvider>,
     /// The type's tools, filtered by the config (fixed).
@@ -555,6 +617,7 @@ impl Agent {
         }
     }
 
+    /// The loop's settings from the config (iterations, budget, the model's capabilities).
     pub fn react_config(&self) -> ReactConfig {
         ReactConfig {
             max_iterations: self.config.max_iterations,

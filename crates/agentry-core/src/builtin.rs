@@ -6,6 +6,8 @@ use serde::Deserialize;
 use crate::tools::Tool;
 
 #[derive(Deserialize, JsonSchema)]
+// No doc comment: schemars would send it to models as the schema's description.
+#[allow(missing_docs)]
 pub struct CalculateArgs {
     /// An arithmetic expression: numbers, + - * / ^ %, parentheses.
     pub expression: String,
@@ -30,6 +32,8 @@ impl Tool for Calculate {
 }
 
 #[derive(Deserialize, JsonSchema)]
+// No doc comment: schemars would send it to models as the schema's description.
+#[allow(missing_docs)]
 pub struct NoArgs {}
 
 /// The current UTC time.

@@ -11,8 +11,10 @@ use crate::llm::BoxFuture;
 #[non_exhaustive]
 pub enum EmbedError {
     #[error("embedding model: {0}")]
+    /// The model failed or could not be loaded.
     Model(String),
     #[error("embedding input: {0}")]
+    /// An input it cannot embed.
     Input(String),
 }
 
@@ -21,6 +23,7 @@ pub enum EmbedError {
 pub trait Embedder: Send + Sync + 'static {
     /// Length of every vector.
     fn dimensions(&self) -> usize;
+    /// One vector per text, in order.
     fn embed(
         &self,
         texts: Vec<String>,
@@ -29,7 +32,9 @@ pub trait Embedder: Send + Sync + 'static {
 
 /// The object-safe twin of [`Embedder`].
 pub trait DynEmbedder: Send + Sync + 'static {
+    /// Length of every vector.
     fn dimensions(&self) -> usize;
+    /// [`Embedder::embed`], boxed.
     fn embed_dyn(&self, texts: Vec<String>) -> BoxFuture<'_, Result<Vec<Vec<f32>>, EmbedError>>;
 }
 

@@ -15,6 +15,8 @@
 //! - [`confine`]: which host files a tool may read (folders, symlinks resolved, capped reads).
 //! - [`a2a`]: any agent served over A2A, remote A2A agents used as local ones, agents as tools.
 
+#![warn(missing_docs)]
+
 pub mod a2a;
 pub mod agent;
 pub mod builtin;

@@ -18,14 +18,18 @@ use serde_json::{Map, Value};
 /// A call found in text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedCall {
+    /// The tool.
     pub name: String,
+    /// Its arguments.
     pub arguments: Value,
 }
 
 /// What a model's text says: calls to make, or a final answer, plus the surrounding thought.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ParsedText {
+    /// The calls, in order.
     pub calls: Vec<ParsedCall>,
+    /// The answer, when the text gives one instead of calls.
     pub final_answer: Option<String>,
     /// The text before the first call (the model's reasoning).
     pub thought: String,

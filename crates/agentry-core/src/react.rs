@@ -38,7 +38,9 @@ pub struct ReactConfig {
     pub native_tools: bool,
     /// Offer the `ask_user` tool.
     pub ask_user: bool,
+    /// Passed to every model call.
     pub max_tokens: Option<u32>,
+    /// Passed to every model call.
     pub temperature: Option<f32>,
 }
 
@@ -60,23 +62,34 @@ impl Default for ReactConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Step {
+    /// The model's reasoning before its calls.
     Thought {
+        /// Its text.
         text: String,
     },
+    /// A tool call the model made.
     ToolCall {
+        /// The call.
         call: ToolCall,
     },
+    /// A tool's result, as the model saw it.
     Observation {
+        /// The call it answers.
         call_id: String,
+        /// The tool.
         tool: String,
+        /// Its text (truncated to `max_observation_chars`).
         text: String,
+        /// Whether the call failed.
         is_error: bool,
         /// The tool's structured output (MCP `structuredContent`, files), kept out of the
         /// model's context but passed on (e.g. as A2A data and file parts).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data: Option<serde_json::Value>,
     },
+    /// The final answer.
     Answer {
+        /// Its text.
         text: String,
     },
 }
@@ -85,19 +98,27 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Outcome {
+    /// The model answered.
     Answered {
+        /// The answer.
         answer: String,
     },
     /// The agent asks the user something before it can go on.
     NeedsInput {
+        /// The question.
         question: String,
     },
+    /// `max_iterations` model calls were made.
     MaxIterations,
+    /// The token budget was spent.
     TokenBudget,
     /// `should_continue` said stop.
     Stopped,
+    /// The run was canceled.
     Canceled,
+    /// A model call failed.
     Failed {
+        /// Why.
         error: String,
     },
 }
@@ -106,30 +127,47 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
+    /// The model is to be called.
     CallModel,
-    CallTools { calls: Vec<ToolCall> },
-    Done { outcome: Outcome },
+    /// The model's calls are to be run.
+    CallTools {
+        /// The calls.
+        calls: Vec<ToolCall>,
+    },
+    /// The run is over.
+    Done {
+        /// How it ended.
+        outcome: Outcome,
+    },
 }
 
 /// What the driver must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
+    /// Call the model with this request.
     CallModel(ChatRequest),
+    /// Run these calls (concurrently), then report their results.
     CallTools(Vec<ToolCall>),
+    /// The run is over.
     Finish(Outcome),
 }
 
 /// The whole state of a run; serializable, so it can be checkpointed and resumed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReactState {
+    /// The loop's settings.
     pub config: ReactConfig,
     /// The agent's tools (without the built-ins).
     pub tools: Vec<ToolSpec>,
+    /// The conversation the model sees.
     pub messages: Vec<ChatMessage>,
+    /// What happened, for people and streams.
     pub steps: Vec<Step>,
     /// Model calls made.
     pub iteration: u32,
+    /// Tokens spent so far.
     pub usage: Usage,
+    /// Where the loop stands.
     pub phase: Phase,
     /// User messages that came while tool calls were pending: they join the conversation
     /// after the tool results (a chat cannot put a user turn between a call and its result).
@@ -232,6 +270,7 @@ impl ReactState {
         }
     }
 
+    /// Whether the run is over.
     pub fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done { .. })
     }

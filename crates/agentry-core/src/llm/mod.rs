@@ -30,9 +30,13 @@ pub type DeltaStream<'a> = Pin<Box<dyn Stream<Item = Result<ChatDelta, LlmError>
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChatRole {
+    /// The instructions.
     System,
+    /// The user.
     User,
+    /// The model.
     Assistant,
+    /// A tool's result.
     Tool,
 }
 
@@ -40,8 +44,11 @@ pub enum ChatRole {
 /// that does not parse is kept as `Value::String`, so the loop can say what is wrong).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The call's id, which its result names.
     pub id: String,
+    /// The tool.
     pub name: String,
+    /// Its arguments (a JSON object).
     pub arguments: Value,
 }
 
@@ -49,10 +56,13 @@ pub struct ToolCall {
 /// order the provider gave them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
+    /// Who wrote it.
     pub role: ChatRole,
     #[serde(default)]
+    /// Its text.
     pub content: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The tools an assistant turn calls.
     pub tool_calls: Vec<ToolCall>,
     /// For `Tool` messages: the call this answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,15 +70,19 @@ pub struct ChatMessage {
 }
 
 impl ChatMessage {
+    /// A system message.
     pub fn system(text: impl Into<String>) -> Self {
         Self::plain(ChatRole::System, text)
     }
+    /// A user message.
     pub fn user(text: impl Into<String>) -> Self {
         Self::plain(ChatRole::User, text)
     }
+    /// An assistant turn without tool calls.
     pub fn assistant(text: impl Into<String>) -> Self {
         Self::plain(ChatRole::Assistant, text)
     }
+    /// The result of call `call_id`.
     pub fn tool(call_id: impl Into<String>, text: impl Into<String>) -> Self {
         ChatMessage {
             role: ChatRole::Tool,
@@ -90,7 +104,9 @@ impl ChatMessage {
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
+    /// The name models call it by.
     pub name: String,
+    /// What it does, for the model.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub parameters: Value,
@@ -102,28 +118,36 @@ pub struct ToolSpec {
 /// What to ask the model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
+    /// The conversation so far.
     pub messages: Vec<ChatMessage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The tools the model may call.
     pub tools: Vec<ToolSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// At most this many tokens in the answer.
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Sampling temperature.
     pub temperature: Option<f32>,
     /// Ask for output matching this JSON Schema (where the provider supports it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub json_schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Stop sequences.
     pub stop: Vec<String>,
 }
 
 /// Tokens spent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Tokens of the prompt.
     pub prompt_tokens: u64,
+    /// Tokens of the answer.
     pub completion_tokens: u64,
 }
 
 impl Usage {
+    /// Prompt and answer tokens.
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
@@ -133,10 +157,15 @@ impl Usage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
+    /// A finished answer.
     Stop,
+    /// It calls tools.
     ToolCalls,
+    /// It hit the token limit.
     Length,
+    /// The provider's filter stopped it.
     ContentFilter,
+    /// Another reason, as the provider names it.
     Other(String),
 }
 
@@ -146,7 +175,9 @@ pub struct ChatResponse {
     /// The assistant turn, verbatim.
     pub message: ChatMessage,
     #[serde(default)]
+    /// Tokens spent.
     pub usage: Usage,
+    /// Why the model stopped.
     pub finish_reason: FinishReason,
 }
 
@@ -178,12 +209,17 @@ impl ChatResponse {
 /// A piece of a streamed answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChatDelta {
+    /// A piece of the answer's text.
     Text(String),
     /// A fragment of a tool call: the first fragment of a call has its id and name.
     ToolCall {
+        /// Which call (in the turn's order).
         index: usize,
+        /// Its id (first fragment only).
         id: Option<String>,
+        /// The tool (first fragment only).
         name: Option<String>,
+        /// A piece of the arguments' JSON.
         arguments: String,
     },
     /// The whole answer, last.
@@ -198,6 +234,7 @@ pub struct Capabilities {
     pub native_tools: bool,
     /// The API can constrain output to a JSON Schema.
     pub json_schema: bool,
+    /// The API can stream answers.
     pub streaming: bool,
 }
 
@@ -206,14 +243,29 @@ pub struct Capabilities {
 #[non_exhaustive]
 pub enum LlmError {
     #[error("cannot reach the model at {url}: {reason}")]
-    Connect { url: String, reason: String },
+    /// The server could not be reached.
+    Connect {
+        /// The server.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     #[error("model request timed out after {0} ms")]
+    /// No answer within the timeout (milliseconds).
     Timeout(u64),
     #[error("model API returned HTTP {status}: {body}")]
-    Http { status: u16, body: String },
+    /// The server answered with an HTTP error.
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The answer's body.
+        body: String,
+    },
     #[error("invalid model response: {0}")]
+    /// An answer that is not what the API promises.
     InvalidResponse(String),
     #[error("transcript: {0}")]
+    /// A transcript that cannot be read or has no answer left.
     Transcript(String),
     /// The model's settings cannot be used (a local model's options, a provider's).
     #[error("model settings: {0}")]
@@ -233,6 +285,7 @@ impl LlmError {
 
 /// A chat model. `chat_stream` defaults to one `Done` delta from `chat`.
 pub trait LlmProvider: Send + Sync + 'static {
+    /// What the provider supports.
     fn capabilities(&self) -> Capabilities;
 
     /// Who serves the model, as traces name it (`gen_ai.provider.name`: `openai` for any
@@ -246,9 +299,11 @@ pub trait LlmProvider: Send + Sync + 'static {
         ""
     }
 
+    /// One answer.
     fn chat(&self, req: ChatRequest)
     -> impl Future<Output = Result<ChatResponse, LlmError>> + Send;
 
+    /// The answer as it comes (one `Done` from [`chat`](Self::chat) by default).
     fn chat_stream(&self, req: ChatRequest) -> DeltaStream<'_> {
         Box::pin(stream::once(self.chat(req)).map(|r| r.map(ChatDelta::Done)))
     }
@@ -256,10 +311,15 @@ pub trait LlmProvider: Send + Sync + 'static {
 
 /// The object-safe twin of [`LlmProvider`].
 pub trait DynLlmProvider: Send + Sync + 'static {
+    /// [`LlmProvider::capabilities`].
     fn capabilities(&self) -> Capabilities;
+    /// [`LlmProvider::provider_name`].
     fn provider_name(&self) -> &str;
+    /// [`LlmProvider::model_name`].
     fn model_name(&self) -> &str;
+    /// [`LlmProvider::chat`], boxed.
     fn chat_dyn(&self, req: ChatRequest) -> BoxFuture<'_, Result<ChatResponse, LlmError>>;
+    /// [`LlmProvider::chat_stream`].
     fn chat_stream_dyn(&self, req: ChatRequest) -> DeltaStream<'_>;
 }
 

@@ -16,19 +16,24 @@ use super::*;
 pub struct OpenAiConfig {
     /// e.g. `http://127.0.0.1:8000/v1`
     pub base_url: String,
+    /// The model to ask for.
     pub model: String,
     /// The key itself; when absent it is read from the variable named by `api_key_env`.
     pub api_key: Option<String>,
+    /// The environment variable holding the key (default `OPENAI_API_KEY`).
     pub api_key_env: String,
+    /// How long to wait for a connection.
     pub connect_timeout_ms: u64,
     /// The longest wait for an answer; for a streamed one, for its first bytes and between
     /// two chunks (a model that goes silent mid-stream ends the call too).
     pub request_timeout_ms: u64,
     /// Attempts after the first, on connection errors, 429 and 5xx.
     pub retries: u32,
+    /// The first retry's wait; doubled after each.
     pub backoff_ms: u64,
     /// The server supports native tool calls (most do; set false for plain completion servers).
     pub native_tools: bool,
+    /// The server supports `response_format: json_schema`.
     pub json_schema: bool,
 }
 
@@ -57,6 +62,7 @@ pub struct OpenAiProvider {
 }
 
 impl OpenAiProvider {
+    /// A provider for `cfg` (its HTTP client built once).
     pub fn new(cfg: OpenAiConfig) -> Result<Self, LlmError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(cfg.connect_timeout_ms))

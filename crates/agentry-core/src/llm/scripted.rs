@@ -22,6 +22,7 @@ pub struct TranscriptEntry {
     /// The request as recorded (informational; recorded by [`RecordingProvider`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<ChatRequest>,
+    /// The answer replayed.
     pub response: ChatResponse,
 }
 
@@ -29,11 +30,14 @@ pub struct TranscriptEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Transcript {
     #[serde(default)]
+    /// What the replayed provider says it can do.
     pub capabilities: Capabilities,
+    /// The exchanges, in order.
     pub entries: Vec<TranscriptEntry>,
 }
 
 impl Transcript {
+    /// Reads a transcript file (JSON).
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
         let p = path.as_ref();
         let text = std::fs::read_to_string(p)
@@ -42,6 +46,7 @@ impl Transcript {
             .map_err(|e| LlmError::Transcript(format!("invalid transcript {}: {e}", p.display())))
     }
 
+    /// Writes it as pretty JSON.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), LlmError> {
         let text =
             serde_json::to_string_pretty(self).map_err(|e| LlmError::Transcript(e.to_string()))?;
@@ -73,6 +78,7 @@ pub struct ScriptedProvider {
 }
 
 impl ScriptedProvider {
+    /// Replays `transcript` from its first exchange.
     pub fn new(transcript: Transcript) -> Self {
         ScriptedProvider {
             transcript,
@@ -80,6 +86,7 @@ impl ScriptedProvider {
         }
     }
 
+    /// Replays the transcript in a file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, LlmError> {
         Ok(Self::new(Transcript::load(path)?))
     }
@@ -137,6 +144,7 @@ pub struct RecordingProvider {
 }
 
 impl RecordingProvider {
+    /// Records every exchange with `inner` into a transcript at `path`.
     pub fn new(inner: Box<dyn DynLlmProvider>, path: impl Into<PathBuf>) -> Self {
         let capabilities = inner.capabilities();
         RecordingProvider {

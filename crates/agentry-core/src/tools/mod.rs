@@ -39,12 +39,15 @@ pub use registry::{ToolFilter, ToolRegistry, ToolResult};
 /// What a tool returns: text for the model, and optionally structured data.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolOutput {
+    /// What the model reads.
     pub text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Structured results passed on beside the text (not shown to the model).
     pub data: Option<Value>,
 }
 
 impl ToolOutput {
+    /// Text alone.
     pub fn text(t: impl Into<String>) -> Self {
         ToolOutput {
             text: t.into(),
@@ -70,28 +73,58 @@ impl ToolOutput {
 #[non_exhaustive]
 pub enum ToolError {
     #[error("unknown tool `{name}`; valid tools: {valid}")]
-    Unknown { name: String, valid: String },
+    /// The model called a tool that is not offered.
+    Unknown {
+        /// The name called.
+        name: String,
+        /// The tools there are.
+        valid: String,
+    },
     #[error("invalid arguments for `{tool}`: {reason}")]
-    InvalidArguments { tool: String, reason: String },
+    /// The arguments do not fit the tool's schema.
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What does not fit its schema.
+        reason: String,
+    },
     #[error("`{tool}` timed out after {ms} ms")]
-    Timeout { tool: String, ms: u64 },
+    /// The tool did not answer in time.
+    Timeout {
+        /// The tool.
+        tool: String,
+        /// The timeout.
+        ms: u64,
+    },
     #[error("`{tool}` failed: {reason}")]
-    Failed { tool: String, reason: String },
+    /// The tool ran and failed.
+    Failed {
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A typed tool: serde arguments with a JSON Schema derived from their type.
 pub trait Tool: Send + Sync + 'static {
+    /// The name models call it by.
     const NAME: &'static str;
+    /// Its arguments (their JSON Schema is the tool's parameters).
     type Args: DeserializeOwned + JsonSchema + Send;
+    /// What it returns (serialized as the model's observation).
     type Output: Serialize + Send;
+    /// Why it failed.
     type Error: std::fmt::Display + Send;
 
+    /// What it does, for the model.
     fn description(&self) -> String;
     /// Requests this tool serves (they help routers pick it; see `ToolSpec::examples`).
     fn examples(&self) -> Vec<String> {
         Vec::new()
     }
 
+    /// Runs it.
     fn call(
         &self,
         args: Self::Args,
@@ -101,7 +134,9 @@ pub trait Tool: Send + Sync + 'static {
 /// The object-safe twin of [`Tool`], for registries (MCP tools and agents-as-tools implement it
 /// directly).
 pub trait DynTool: Send + Sync + 'static {
+    /// Name, description and parameters.
     fn spec(&self) -> ToolSpec;
+    /// Runs it with JSON arguments.
     fn call_json(&self, args: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
 }
 
@@ -166,6 +201,7 @@ pub struct FnTool {
 }
 
 impl FnTool {
+    /// A tool named `name` whose calls run `f`.
     pub fn new<F, Fut>(name: &str, description: &str, parameters: Value, f: F) -> Self
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,

@@ -18,12 +18,15 @@ use crate::llm::{ToolCall, ToolSpec};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolFilter {
     #[serde(default)]
+    /// Patterns of the tools allowed (empty: all).
     pub allow: Vec<String>,
     #[serde(default)]
+    /// Patterns of the tools refused.
     pub deny: Vec<String>,
 }
 
 impl ToolFilter {
+    /// Whether `name` passes.
     pub fn permits(&self, name: &str) -> bool {
         (self.allow.is_empty() || self.allow.iter().any(|p| glob(p, name)))
             && !self.deny.iter().any(|p| glob(p, name))
@@ -64,8 +67,11 @@ struct Entry {
 /// The outcome of one call, ready to become an observation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
+    /// The call it answers.
     pub call_id: String,
+    /// The tool.
     pub name: String,
+    /// What it returned.
     pub output: Result<ToolOutput, ToolError>,
 }
 
@@ -79,6 +85,7 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -89,6 +96,7 @@ impl ToolRegistry {
         self
     }
 
+    /// Only the tools `filter` permits are offered and callable.
     pub fn with_filter(mut self, filter: ToolFilter) -> Self {
         self.filter = filter;
         self
@@ -176,6 +184,7 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The spec of `name`, when it is offered.
     pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
         self.tools
             .get(name)
@@ -183,6 +192,7 @@ impl ToolRegistry {
             .map(|e| &e.spec)
     }
 
+    /// Whether no tool is offered.
     pub fn is_empty(&self) -> bool {
         self.names().is_empty()
     }
