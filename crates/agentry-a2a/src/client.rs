@@ -65,6 +65,30 @@ pub struct ClientConfig {
     pub auto_resubscribe: bool,
     /// The binding to prefer when a card offers several for v1.0.
     pub binding: Binding,
+    /// A private CA to trust and a client certificate to present (mTLS).
+    pub tls: Option<ClientTls>,
+}
+
+/// TLS for calls: a CA to trust besides the public roots (agents on a private PKI), and a
+/// client certificate for agents that take them as credentials (mTLS).
+#[derive(Clone, Default)]
+pub struct ClientTls {
+    /// PEM certificates to trust.
+    pub ca_pem: Option<Vec<u8>>,
+    /// The client certificate chain and its private key, PEM, in one buffer.
+    pub identity_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field(
+                "identity",
+                &self.identity_pem.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 /// How requests travel: JSON-RPC 2.0 envelopes, or the v1.0 HTTP+JSON (REST) resources.
@@ -96,6 +120,7 @@ impl Default for ClientConfig {
             auth: Auth::None,
             auto_resubscribe: true,
             binding: Binding::JsonRpc,
+            tls: None,
         }
     }
 }
@@ -195,10 +220,19 @@ pub fn choose_interface(card: &AgentCard, prefer: Binding) -> Interface {
 }
 
 fn build_http(cfg: &ClientConfig) -> Result<reqwest::Client, A2aError> {
-    reqwest::Client::builder()
-        .connect_timeout(cfg.connect_timeout)
-        .build()
-        .map_err(|e| A2aError::HttpClient(Box::new(e)))
+    let failed = |e: reqwest::Error| A2aError::HttpClient(Box::new(e));
+    let mut b = reqwest::Client::builder().connect_timeout(cfg.connect_timeout);
+    if let Some(tls) = &cfg.tls {
+        if let Some(ca) = &tls.ca_pem {
+            for c in reqwest::Certificate::from_pem_bundle(ca).map_err(failed)? {
+                b = b.add_root_certificate(c);
+            }
+        }
+        if let Some(id) = &tls.identity_pem {
+            b = b.identity(reqwest::Identity::from_pem(id).map_err(failed)?);
+        }
+    }
+    b.build().map_err(failed)
 }
 
 fn map_send_error(e: reqwest::Error, url: &str, after: Duration) -> A2aError {

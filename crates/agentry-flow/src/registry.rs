@@ -125,6 +125,12 @@ impl AgentRegistry {
         }
     }
 
+    /// Calls to remote agents trust this CA and present this client certificate (mTLS).
+    pub fn with_client_tls(mut self, tls: agentry_a2a::client::ClientTls) -> Self {
+        self.client.tls = Some(tls);
+        self
+    }
+
     /// How long an agent that failed is skipped before being tried again (default 30 s).
     pub fn with_cooldown(mut self, d: Duration) -> Self {
         self.cooldown = d;

@@ -65,6 +65,48 @@ pub struct Config {
     /// may start and its defaults. A request naming a trigger not listed here is refused.
     #[serde(default)]
     pub triggers: Vec<agentry_governance::triggers::Trigger>,
+    /// `[client_tls]`: what this process's calls to other agents trust and present (a
+    /// private CA; a client certificate for agents that take them, mTLS).
+    #[serde(default)]
+    pub client_tls: Option<ClientTlsSection>,
+}
+
+/// `[server.tls]`: serve over HTTPS; with `client_ca`, client certificates that CA signed
+/// are credentials (`mtls:` and the certificate's subject common name).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TlsSection {
+    /// The server's certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA whose client certificates are credentials (PEM); none: no client certificates.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
+    /// Refuse, at the handshake, clients that present no certificate (default: they may
+    /// use another credential instead).
+    #[serde(default)]
+    pub require_client_cert: bool,
+    /// The subject common names accepted; empty: any certificate the CA signed.
+    #[serde(default)]
+    pub client_names: Vec<String>,
+}
+
+/// `[client_tls]`: see [`Config::client_tls`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ClientTlsSection {
+    /// A CA to trust besides the public roots (PEM).
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// The client certificate chain to present (PEM), with `key`.
+    #[serde(default)]
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[serde(default)]
+    pub key: Option<PathBuf>,
 }
 
 /// `[token_service]`: delegated, short-lived tokens for calls between agents.
@@ -173,6 +215,16 @@ impl Config {
         }
         if let Some(f) = &mut self.server.triggers_db {
             join(f);
+        }
+        if let Some(t) = &mut self.server.tls {
+            join(&mut t.cert);
+            join(&mut t.key);
+            t.client_ca.as_mut().map(join);
+        }
+        if let Some(t) = &mut self.client_tls {
+            t.ca.as_mut().map(join);
+            t.cert.as_mut().map(join);
+            t.key.as_mut().map(join);
         }
         if let Some(t) = &mut self.token_service {
             if let Some(k) = &mut t.key_file {
@@ -311,6 +363,8 @@ pub struct ServerSection {
     /// `[[triggers]]`: `agentry triggers put|remove --db FILE` changes them while agents
     /// run, and every agent sees the change within a second.
     pub triggers_db: Option<PathBuf>,
+    /// Serve over HTTPS (and take client certificates): `[server.tls]`.
+    pub tls: Option<TlsSection>,
 }
 
 /// See [`ServerSection::audit_mode`].
@@ -429,6 +483,7 @@ impl Default for ServerSection {
             api_key_header: "X-API-Key".into(),
             allow_private_push: false,
             triggers_db: None,
+            tls: None,
             allowed_hosts: Vec::new(),
             card: CardChoice::Both,
             max_body_bytes: None,
@@ -444,7 +499,10 @@ impl Default for ServerSection {
 impl ServerSection {
     /// Whether any agent requires credentials (`[server]`'s or its own).
     pub fn has_credentials(&self) -> bool {
-        !self.bearer_tokens.is_empty() || !self.api_keys.is_empty() || self.jwt.is_some()
+        !self.bearer_tokens.is_empty()
+            || !self.api_keys.is_empty()
+            || self.jwt.is_some()
+            || self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
     }
 
     /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].
@@ -473,9 +531,10 @@ impl ServerSection {
 
     /// The base URL the cards advertise, without a trailing slash.
     pub fn public_base(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
         self.public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}:{}", self.host, self.port))
+            .unwrap_or_else(|| format!("{scheme}://{}:{}", self.host, self.port))
             .trim_end_matches('/')
             .to_owned()
     }

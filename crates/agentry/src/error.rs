@@ -50,6 +50,10 @@ pub enum Error {
     /// `[[triggers]]` is not a valid registry.
     #[error("[[triggers]]")]
     Triggers(#[from] agentry_governance::triggers::TriggerError),
+    /// `[server.tls]` or `[client_tls]` cannot be used (a missing file, a key that does not
+    /// match its certificate).
+    #[error("TLS settings")]
+    Tls(#[from] agentry_a2a::server::tls::TlsError),
     /// The audit trail could not be opened (or was found tampered with at start).
     #[error("audit trail")]
     Audit(#[from] agentry_governance::AuditError),

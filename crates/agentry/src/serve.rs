@@ -270,7 +270,15 @@ fn credentials(
         }
         None => (None, Vec::new()),
     };
-    if tokens.is_empty() && keys.is_empty() && verifier.is_none() {
+    // A client CA makes client certificates credentials (of every agent of the server).
+    let client_certs = server
+        .tls
+        .as_ref()
+        .filter(|t| t.client_ca.is_some())
+        .map(|t| agentry_a2a::server::ClientCerts {
+            names: t.client_names.clone(),
+        });
+    if tokens.is_empty() && keys.is_empty() && verifier.is_none() && client_certs.is_none() {
         return Ok(None);
     }
     Ok(Some(Credentials {
@@ -281,6 +289,7 @@ fn credentials(
         verifier,
         required_scopes,
         skill_scopes: entry.map(|e| e.skill_scopes.clone()).unwrap_or_default(),
+        client_certs,
     }))
 }
 
@@ -417,6 +426,19 @@ pub async fn serve(
              [server] bearer_tokens / api_keys"
         );
     }
+    let tls = config
+        .server
+        .tls
+        .as_ref()
+        .map(|t| {
+            agentry_a2a::server::tls::ServerTls::from_pem_files(
+                &t.cert,
+                &t.key,
+                t.client_ca.as_deref(),
+                t.require_client_cert,
+            )
+        })
+        .transpose()?;
     let service = Service::build(config).await?;
     let listener = agentry_a2a::server::listen::bind(&addr)
         .await
@@ -436,10 +458,11 @@ pub async fn serve(
             a.url.trim_end_matches('/')
         );
     }
-    agentry_a2a::server::listen::serve_router(
+    agentry_a2a::server::listen::serve_router_tls(
         listener,
         service.router,
         agentry_a2a::server::listen::Limits::default(),
+        tls,
         shutdown,
     )
     .await

@@ -206,6 +206,9 @@ impl Configs {
                 crate::serve::secret(&d.client_secret)?,
             )));
         }
+        if let Some(t) = &self.config.client_tls {
+            registry = registry.with_client_tls(client_tls(t)?);
+        }
         for agent in made {
             registry.add_local(agent);
         }
@@ -307,5 +310,37 @@ pub(crate) fn open_store(
     SqliteStore::open_with(path, durability).map_err(|source| Error::Store {
         path: PathBuf::from(path),
         source,
+    })
+}
+
+/// `[client_tls]` as the A2A client's TLS settings (files read now: a missing one stops the
+/// start with its name).
+fn client_tls(
+    t: &crate::config::ClientTlsSection,
+) -> Result<agentry_a2a::client::ClientTls, Error> {
+    use agentry_a2a::server::tls::TlsError;
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| TlsError::File {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        })
+    };
+    let identity = match (&t.cert, &t.key) {
+        (Some(c), Some(k)) => {
+            let mut pem = read(c)?;
+            pem.push(b'\n');
+            pem.extend(read(k)?);
+            Some(pem)
+        }
+        (None, None) => None,
+        _ => {
+            return Err(Error::Invalid(
+                "[client_tls] needs both cert and key, or neither".into(),
+            ));
+        }
+    };
+    Ok(agentry_a2a::client::ClientTls {
+        ca_pem: t.ca.as_deref().map(read).transpose()?,
+        identity_pem: identity,
     })
 }

@@ -49,6 +49,13 @@ pub(super) struct AgentEndpoint {
 
 pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) -> Router {
     let push = PushSender::start(config.push.clone());
+    // Only where client certificates are credentials does the header carrying a verified
+    // one need guarding (and cost a middleware).
+    let client_certs = agents.iter().any(|(_, a)| {
+        a.credentials
+            .as_ref()
+            .is_some_and(|c| c.client_certs.is_some())
+    });
     let mut app = Router::new();
     for (path, svc) in agents {
         let push_supported = svc.card.capabilities.push_notifications == Some(true);
@@ -119,11 +126,33 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         let r = r.merge(super::rest::routes(&path));
         app = app.merge(r.with_state(state));
     }
-    let app = app.layer(DefaultBodyLimit::max(config.body_limit));
+    let mut app = app.layer(DefaultBodyLimit::max(config.body_limit));
+    if client_certs {
+        app = app.layer(axum::middleware::from_fn(verified_client));
+    }
     match config.allowed_hosts {
         None => app,
         Some(hosts) => super::listen::host_guard(app, &hosts),
     }
+}
+
+/// Sets the header that says which verified client certificate the connection presented
+/// (see [`super::tls`]), after removing any a client sent.
+async fn verified_client(
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use super::tls::{ClientCert, VERIFIED_CLIENT_HEADER};
+    req.headers_mut().remove(VERIFIED_CLIENT_HEADER);
+    let name = req
+        .extensions()
+        .get::<ClientCert>()
+        .and_then(|c| c.common_name.as_deref())
+        .and_then(|cn| HeaderValue::from_str(cn).ok());
+    if let Some(v) = name {
+        req.headers_mut().insert(VERIFIED_CLIENT_HEADER, v);
+    }
+    next.run(req).await
 }
 
 /// Declares the task envelope extension, which every agentry server understands.

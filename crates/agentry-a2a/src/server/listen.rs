@@ -91,6 +91,20 @@ pub async fn serve_router(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_router_tls(listener, router, limits, None, shutdown).await
+}
+
+/// [`serve_router`] over TLS when `tls` is given: the handshake runs in the connection's
+/// task (bounded by the header-read timeout, so a client that stalls in it holds no more
+/// than a connection slot), and a verified client certificate goes with each of the
+/// connection's requests (see [`super::tls`]).
+pub async fn serve_router_tls(
+    listener: TcpListener,
+    router: axum::Router,
+    limits: Limits,
+    tls: Option<super::tls::ServerTls>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -120,6 +134,37 @@ pub async fn serve_router(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        if let Some(tls) = &tls {
+            let (tls, http, watcher, router) = (
+                tls.clone(),
+                http.clone(),
+                graceful.watcher(),
+                router.clone(),
+            );
+            let handshake = limits.header_read;
+            tokio::spawn(async move {
+                let Ok(Ok((stream, cert))) =
+                    tokio::time::timeout(handshake, tls.accept(stream)).await
+                else {
+                    drop(permit);
+                    return;
+                };
+                let inner = TowerToHyperService::new(router);
+                let svc = hyper::service::service_fn(
+                    move |mut req: hyper::Request<hyper::body::Incoming>| {
+                        if let Some(c) = &cert {
+                            req.extensions_mut().insert(c.clone());
+                        }
+                        hyper::service::Service::call(&inner, req)
+                    },
+                );
+                let _ = watcher
+                    .watch(http.serve_connection(TokioIo::new(stream), svc))
+                    .await;
+                drop(permit);
+            });
+            continue;
+        }
         let conn = http.serve_connection(
             TokioIo::new(stream),
             TowerToHyperService::new(router.clone()),

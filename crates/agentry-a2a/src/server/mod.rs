@@ -27,6 +27,7 @@ mod push;
 mod rest;
 mod span;
 mod stream;
+pub mod tls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -59,6 +60,18 @@ pub struct Credentials {
     /// Scopes a verified token must also carry for a request naming one of these skills
     /// (the task envelope's `skill`); declared as each skill's `security` in the card.
     pub skill_scopes: std::collections::BTreeMap<String, Vec<String>>,
+    /// Client certificates as credentials (mTLS): a request over a TLS connection whose
+    /// client presented a certificate the listener's client CA signed is `mtls:` and the
+    /// certificate's subject common name (see [`tls`]). Like the operator's static
+    /// credentials, such a caller holds every scope.
+    pub client_certs: Option<ClientCerts>,
+}
+
+/// Which verified client certificates are accepted (see [`Credentials::client_certs`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientCerts {
+    /// The subject common names accepted; empty: any certificate the client CA signed.
+    pub names: Vec<String>,
 }
 
 /// Checks bearer tokens a server does not list itself (signed tokens such as JWTs): whom a
@@ -158,6 +171,18 @@ impl Credentials {
         {
             return Verdict::Caller(digest("api-key", k), None, Vec::new());
         }
+        if bearer.is_none()
+            && let Some(cc) = &self.client_certs
+            && let Some(cn) = headers
+                .get(tls::VERIFIED_CLIENT_HEADER)
+                .and_then(|v| v.to_str().ok())
+        {
+            return if cc.names.is_empty() || cc.names.iter().any(|n| n == cn) {
+                Verdict::Caller(format!("mtls:{cn}"), None, Vec::new())
+            } else {
+                Verdict::Invalid(format!("client certificate `{cn}` not accepted"))
+            };
+        }
         match bearer {
             Some(_) => Verdict::Invalid("token not accepted".into()),
             None => Verdict::Anonymous,
@@ -210,6 +235,17 @@ impl Credentials {
                 },
             );
             any.push("apiKey");
+        }
+        if self.client_certs.is_some() {
+            card.security_schemes.insert(
+                "mtls".into(),
+                SecurityScheme::MutualTls {
+                    description: Some(
+                        "A client certificate signed by the CA the agent's operator trusts.".into(),
+                    ),
+                },
+            );
+            any.push("mtls");
         }
         // Alternatives: one of them is enough; a JWT needs the scopes, the operator's own
         // credentials hold them all.

@@ -6,3 +6,4 @@
 mod config;
 mod governance;
 mod serve;
+mod tls;
