@@ -65,6 +65,11 @@ fn remote(traceparent: &str) -> Option<SpanContext> {
 /// `correlation` to every span below it. Call it before the span is first entered: a started
 /// span keeps its parent. Without an OpenTelemetry layer it does nothing.
 pub fn continue_trace(span: &Span, traceparent: Option<&str>, correlation: Option<&str>) {
+    // No subscriber wants the span: nothing to link, and no context or baggage to build on
+    // every request.
+    if span.is_disabled() {
+        return;
+    }
     let parent = traceparent.and_then(remote);
     if parent.is_none() && correlation.is_none() {
         return;
@@ -90,6 +95,9 @@ pub fn continue_trace(span: &Span, traceparent: Option<&str>, correlation: Optio
 
 /// The `traceparent` naming `span`, when an OpenTelemetry layer gave it a valid context.
 pub fn traceparent(span: &Span) -> Option<String> {
+    if span.is_disabled() {
+        return None;
+    }
     let cx = span.context();
     let s = cx.span();
     let sc = s.span_context();
@@ -112,7 +120,11 @@ pub fn current_traceparent() -> Option<String> {
 /// The W3C `baggage` header that hands the current request's correlation id to a callee, so
 /// its spans carry it too, also for requests without a task envelope (`tasks/get`, say).
 pub fn current_baggage() -> Option<String> {
-    let cx = Span::current().context();
+    let span = Span::current();
+    if span.is_disabled() {
+        return None;
+    }
+    let cx = span.context();
     let v = cx.baggage().get(CORRELATION_ID)?;
     Some(baggage(v.as_str()))
 }
