@@ -365,6 +365,32 @@ pub struct ServerSection {
     pub triggers_db: Option<PathBuf>,
     /// Serve over HTTPS (and take client certificates): `[server.tls]`.
     pub tls: Option<TlsSection>,
+    /// Bearer tokens checked by their issuer (OAuth 2.0 introspection, RFC 7662):
+    /// `[server.introspection]`, for opaque access tokens; JWTs still go to `[server.jwt]`
+    /// when both are set.
+    pub introspection: Option<IntrospectionSection>,
+}
+
+/// `[server.introspection]`: see [`ServerSection::introspection`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct IntrospectionSection {
+    /// The issuer's introspection endpoint.
+    pub url: String,
+    /// This server's client id there (HTTP Basic).
+    pub client_id: String,
+    /// Its secret: `env:NAME`, `file:PATH` or the value.
+    pub client_secret: String,
+    /// The `aud` an active token must name (default: each agent's own URL).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// Scopes every token must carry (per agent: its entry's `required_scopes`).
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// How long an answer is kept at most (default 60 s; never past the token's `exp`).
+    #[serde(default)]
+    pub cache_seconds: Option<u64>,
 }
 
 /// See [`ServerSection::audit_mode`].
@@ -484,6 +510,7 @@ impl Default for ServerSection {
             allow_private_push: false,
             triggers_db: None,
             tls: None,
+            introspection: None,
             allowed_hosts: Vec::new(),
             card: CardChoice::Both,
             max_body_bytes: None,
@@ -503,6 +530,7 @@ impl ServerSection {
             || !self.api_keys.is_empty()
             || self.jwt.is_some()
             || self.tls.as_ref().is_some_and(|t| t.client_ca.is_some())
+            || self.introspection.is_some()
     }
 
     /// The folder of the SQLite files: `state_dir`, else [`crate::home_dir`].

@@ -35,6 +35,7 @@
 //!   the RAG → PPT team behind `agentry run`.
 //! - [`toolsets`]: agentry's tools by name, for `agentry mcp serve`.
 //! - [`governed`]: the audit trail and JWT verification joined to the A2A server.
+//! - [`introspect`]: bearer tokens checked by their issuer (RFC 7662 introspection).
 //! - [`tokens`]: the token service (`[token_service]`): RFC 8693 token exchange over HTTP.
 //! - `telemetry` (feature `otel`): agentry's spans exported over OTLP, one trace per
 //!   multi-agent request.
@@ -68,6 +69,7 @@ pub mod builtin;
 pub mod config;
 mod error;
 pub mod governed;
+pub mod introspect;
 pub mod jwks;
 pub mod serve;
 pub mod setup;

@@ -261,7 +261,7 @@ fn credentials(
         ),
         _ => (&server.bearer_tokens, &server.api_keys),
     };
-    let (verifier, required_scopes) = match &server.jwt {
+    let (mut verifier, mut required_scopes) = match &server.jwt {
         Some(j) => {
             let scopes = entry
                 .and_then(|e| e.required_scopes.clone())
@@ -270,6 +270,22 @@ fn credentials(
         }
         None => (None, Vec::new()),
     };
+    if let Some(i) = &server.introspection {
+        // Opaque tokens to the issuer's endpoint; JWTs still to `[server.jwt]`.
+        verifier = Some(Arc::new(crate::introspect::Introspection::new(
+            i.url.clone(),
+            i.client_id.clone(),
+            secret(&i.client_secret)?,
+            i.audience.clone().unwrap_or_else(|| url.to_owned()),
+            std::time::Duration::from_secs(i.cache_seconds.unwrap_or(60)),
+            verifier,
+        )));
+        if server.jwt.is_none() {
+            required_scopes = entry
+                .and_then(|e| e.required_scopes.clone())
+                .unwrap_or_else(|| i.required_scopes.clone());
+        }
+    }
     // A client CA makes client certificates credentials (of every agent of the server).
     let client_certs = server
         .tls

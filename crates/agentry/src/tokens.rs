@@ -36,6 +36,8 @@ pub struct TokenService {
     exchange: TokenExchange,
     clients: Vec<(String, String)>,
     audit: Option<Arc<AuditLog>>,
+    /// The service's own tokens, for introspection (RFC 7662).
+    own: JwtVerifier,
 }
 
 impl TokenService {
@@ -81,10 +83,13 @@ impl TokenService {
             .iter()
             .map(|(id, spec)| Ok((id.clone(), crate::serve::secret(spec)?)))
             .collect::<Result<_, Error>>()?;
+        let keys = serde_json::from_value(exchange.jwks()).map_err(|e| invalid(&e))?;
+        let own = JwtVerifier::from_jwks(keys, JwtPolicy::any_audience(t.issuer.clone()));
         Ok(TokenService {
             exchange,
             clients,
             audit,
+            own,
         })
     }
 
@@ -117,10 +122,11 @@ impl TokenService {
     }
 }
 
-/// `POST /token` and `GET /.well-known/jwks.json`.
+/// `POST /token`, `POST /introspect` and `GET /.well-known/jwks.json`.
 pub fn routes(service: Arc<TokenService>) -> Router {
     Router::new()
         .route("/token", axum::routing::post(token))
+        .route("/introspect", axum::routing::post(introspect))
         .route("/.well-known/jwks.json", axum::routing::get(jwks))
         .with_state(service)
 }
@@ -245,6 +251,51 @@ async fn token(State(s): State<Arc<TokenService>>, headers: HeaderMap, body: Byt
             oauth_error(status, e.code(), &e.to_string())
         }
     }
+}
+
+/// RFC 7662 introspection of the service's own tokens, for its clients: `active` and the
+/// token's claims, or `{"active": false}` for anything it did not issue, expired or altered.
+async fn introspect(
+    State(s): State<Arc<TokenService>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if s.client(&headers).is_none() {
+        return oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "client authentication failed",
+        );
+    }
+    let form = form_pairs(&body);
+    let Some(token) = form.iter().find(|(k, _)| k == "token").map(|(_, v)| v) else {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "token is required",
+        );
+    };
+    let answer = match s.own.verify(token) {
+        Ok(c) => serde_json::json!({
+            "active": true,
+            "sub": c.sub,
+            "iss": c.iss,
+            "aud": c.aud,
+            "exp": c.exp,
+            "iat": c.iat,
+            "scope": c.scopes().into_iter().collect::<Vec<_>>().join(" "),
+            "client_id": c.client_id,
+            "act": c.act,
+            "token_type": "Bearer",
+        }),
+        Err(_) => serde_json::json!({"active": false}),
+    };
+    let mut r = axum::Json(answer).into_response();
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    r
 }
 
 /// `application/x-www-form-urlencoded` pairs, decoded.

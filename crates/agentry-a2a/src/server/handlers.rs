@@ -866,6 +866,9 @@ async fn rpc_in(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
+    if let Some(c) = &s.credentials {
+        c.prepare(headers).await;
+    }
     let who = match authenticate(s, headers) {
         Ok(who) => who,
         Err(why) => {

@@ -80,6 +80,28 @@ pub trait BearerVerifier: std::fmt::Debug + Send + Sync + 'static {
     /// The token's subject and scopes; the error says which check failed (it reaches the
     /// client in `WWW-Authenticate`, so it must not hold a secret).
     fn verify(&self, token: &str) -> Result<VerifiedBearer, String>;
+
+    /// Called (and awaited) before [`verify`](Self::verify) for each request that presents
+    /// a bearer token: where the check needs I/O (asking an OAuth introspection endpoint,
+    /// RFC 7662), it happens here and `verify` reads its result. Nothing by default.
+    fn prepare<'a>(
+        &'a self,
+        _token: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+impl Credentials {
+    /// Does what the verifier needs before a request's token is checked (see
+    /// [`BearerVerifier::prepare`]); static tokens need nothing.
+    pub async fn prepare(&self, headers: &http::HeaderMap) {
+        if let (Some(v), Some(token)) = (&self.verifier, bearer_of(headers))
+            && !self.bearer_tokens.iter().any(|t| ct_eq(t, token))
+        {
+            v.prepare(token).await;
+        }
+    }
 }
 
 /// What a [`BearerVerifier`] learned from a token.

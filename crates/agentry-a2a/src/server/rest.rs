@@ -227,6 +227,9 @@ async fn call_in(
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
+    if let Some(c) = &s.credentials {
+        c.prepare(headers).await;
+    }
     let who = match handlers::authenticate(s, headers) {
         Ok(who) => who,
         Err(why) => {
@@ -509,6 +512,9 @@ async fn extended_card(
 /// `GET /v1/card` (v0.3): the authenticated extended card, or the public one when the agent
 /// has none; both in the v0.3 card form.
 async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) -> Response {
+    if let Some(c) = &s.credentials {
+        c.prepare(&headers).await;
+    }
     let req = Request::GetExtendedCard;
     let (allowed, reason) = handlers::decide(&s, &req, &headers);
     let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));

@@ -1793,3 +1793,164 @@ async fn a_remote_agent_records_every_call_of_a_request_under_its_correlation_id
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[server.introspection]` (RFC 7662): an agent that does not verify tokens itself asks the
+/// issuer's endpoint (here agentry's token service, `POST /introspect`), and refuses what the
+/// issuer calls inactive, a token for another audience, one without the scopes (403), and
+/// everything when the endpoint cannot be asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_the_issuer_vouches_for_are_accepted_and_nothing_else() {
+    use base64::Engine;
+    let dir = std::env::temp_dir().join(format!("agentry-introspect-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let idp = TokenIssuer::generate(ISS).unwrap();
+    std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mail = format!("{base}/mail");
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        state_dir = "{dir}"
+        public_url = "{base}"
+        [server.introspection]
+        url = "{base}/introspect"
+        client_id = "agents"
+        client_secret = "agents-secret"
+        audience = "{mail}"
+        required_scopes = ["mail.draft"]
+        [[agents]]
+        path = "/mail"
+        builtin = {{ kind = "echo" }}
+        [[agents]]
+        path = "/admin"
+        builtin = {{ kind = "echo" }}
+        required_scopes = ["mail.admin"]
+        [token_service]
+        issuer = "https://agentry.tokens"
+        [token_service.upstream]
+        jwks_file = "{dir}/idp.json"
+        issuer = "{ISS}"
+        [token_service.clients]
+        orchestrator = "orchestrator-secret"
+        agents = "agents-secret"
+        [token_service.ceilings]
+        "{mail}" = ["mail.draft"]
+        "{base}/other" = ["mail.draft"]
+        "#,
+        dir = dir.display()
+    );
+    let svc = agentry::Service::build(toml::from_str(&toml).unwrap())
+        .await
+        .unwrap();
+    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+
+    let alice = idp
+        .issue(&Grant {
+            subject: "alice".into(),
+            audience: "orchestrator".into(),
+            scopes: ["mail.draft"].iter().map(|s| s.to_string()).collect(),
+            lifetime: Duration::from_secs(600),
+            act: None,
+        })
+        .unwrap();
+    let orchestrator = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("orchestrator:orchestrator-secret")
+    );
+    let mint = |audience: String| {
+        let (base, alice, orchestrator) = (base.clone(), alice.clone(), orchestrator.clone());
+        async move {
+            let form = format!(
+                "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange\
+                 &subject_token={alice}&subject_token_type=urn%3Aietf%3Aparams%3Aoauth%3Atoken-type%3Ajwt\
+                 &audience={}&scope=mail.draft",
+                audience.replace(':', "%3A").replace('/', "%2F"),
+            );
+            let (status, _, body) = http(
+                &base,
+                "POST",
+                "/token",
+                &[("Authorization", &orchestrator)],
+                &form,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<Value>(&body).unwrap()["access_token"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let send = |path: &str, token: &str| {
+        let (base, path, auth) = (base.clone(), path.to_owned(), format!("Bearer {token}"));
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+                "message": {"role": "user", "messageId": "m-1",
+                    "parts": [{"kind": "text", "text": "hello"}]}}})
+            .to_string();
+            http(&base, "POST", &path, &[("Authorization", &auth)], &body).await
+        }
+    };
+
+    // The endpoint answers its clients only.
+    let (status, _, _) = http(&base, "POST", "/introspect", &[], "token=x").await;
+    assert_eq!(status, 401);
+
+    let for_mail = mint(mail.clone()).await;
+    let (status, _, body) = send("/mail/", &for_mail).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"completed\""), "{body}");
+    // Twice: the second answer comes from the cache, the same.
+    assert_eq!(send("/mail/", &for_mail).await.0, 200);
+
+    let (status, head, _) = send("/mail/", "an-opaque-string-nobody-issued").await;
+    assert_eq!(status, 401);
+    assert!(head.contains("inactive token"), "{head}");
+    let for_other = mint(format!("{base}/other")).await;
+    let (status, head, _) = send("/mail/", &for_other).await;
+    assert_eq!(status, 401);
+    assert!(head.contains("wrong audience"), "{head}");
+    let (status, head, _) = send("/admin/", &for_mail).await;
+    assert_eq!(status, 403, "{head}");
+    assert!(head.contains("insufficient_scope"), "{head}");
+
+    // An agent whose endpoint cannot be reached refuses every token (fail closed).
+    let dead = agentry_testkit::free_port();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let lonely = format!("http://{}", listener.local_addr().unwrap());
+    let toml = format!(
+        r#"
+        [server]
+        store = "memory"
+        public_url = "{lonely}"
+        [server.introspection]
+        url = "http://127.0.0.1:{dead}/introspect"
+        client_id = "agents"
+        client_secret = "agents-secret"
+        audience = "{mail}"
+        [[agents]]
+        path = "/mail"
+        builtin = {{ kind = "echo" }}
+        "#
+    );
+    let svc = agentry::Service::build(toml::from_str(&toml).unwrap())
+        .await
+        .unwrap();
+    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
+        "message": {"role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": "hi"}]}}})
+    .to_string();
+    let (status, head, _) = http(
+        &lonely,
+        "POST",
+        "/mail/",
+        &[("Authorization", &format!("Bearer {for_mail}"))],
+        &body,
+    )
+    .await;
+    assert_eq!(status, 401, "{head}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
