@@ -36,11 +36,14 @@ fn structured(ask: &Ask) -> Option<Map<String, Value>> {
 /// The RAG agent: a question in, a cited answer out (text, plus the key points and citations
 /// as a data part). Input: text, or `{"question": "...", "points": N}`.
 pub struct RagSpecialist {
+    /// Its retrieval settings and knowledge base.
     pub agent: RagAgent,
+    /// Its name (`rag` by default).
     pub name: String,
 }
 
 impl RagSpecialist {
+    /// A RAG agent named `rag`.
     pub fn new(agent: RagAgent) -> Self {
         RagSpecialist {
             agent,
@@ -58,6 +61,7 @@ impl RagSpecialist {
         format!("{} Knowledge Base", t.into_iter().collect::<String>())
     }
 
+    /// Its card at `url`: the collection's title, its skill.
     pub fn card(&self, url: &str) -> AgentCard {
         let mut card = AgentCard::new(&self.title(), &self.description(), url);
         card.skills = vec![AgentSkill {
@@ -145,7 +149,9 @@ pub const PPTX_MIME: &str =
 /// carries the deck itself (a file part with its bytes) and its name in the output folder,
 /// never a server path: the caller may be on another machine.
 pub struct PptSpecialist {
+    /// The deck tools it builds with.
     pub tools: ToolRegistry,
+    /// Its name (`ppt` by default).
     pub name: String,
     out_dir: std::path::PathBuf,
 }
@@ -160,6 +166,7 @@ impl PptSpecialist {
         }
     }
 
+    /// Its card at `url`.
     pub fn card(&self, url: &str) -> AgentCard {
         let mut card = AgentCard::new("PowerPoint Builder", &self.description(), url);
         card.default_output_modes = vec!["text/plain".into(), PPTX_MIME.into()];

@@ -197,6 +197,7 @@ pub fn plan_request(task: &str, r: Request) -> (Workflow, Value) {
 
 /// The RAG and PPT agents, served over A2A on loopback for the length of a run.
 pub struct Team {
+    /// The team's agents (local, or remote on loopback), for the workflow.
     pub registry: Arc<AgentRegistry>,
     /// Where each agent is served (`name`, URL); empty for an in-process team.
     pub urls: Vec<(String, String)>,

@@ -9,6 +9,8 @@
 //! - [`kinds`]: the specialists as agent types of the core factory, for models that drive the
 //!   tools themselves (`agent_type = "rag"`).
 
+#![warn(missing_docs)]
+
 pub mod agents;
 pub mod job;
 pub mod kinds;

@@ -24,9 +24,12 @@ use tokio::sync::OnceCell;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
+    /// The MCP server.
     pub server: McpServerSpec,
+    /// The tool that answers.
     pub tool: String,
     #[serde(default)]
+    /// Its arguments (`{query}` in a string is the question).
     pub arguments: Map<String, Value>,
 }
 
@@ -35,7 +38,9 @@ pub struct Source {
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     #[default]
+    /// Ask every source at once, from this process.
     Direct,
+    /// Delegate to a standalone researcher over A2A (falling back to direct).
     A2a,
 }
 
@@ -44,11 +49,13 @@ pub enum Mode {
 #[serde(deny_unknown_fields)]
 pub struct ResearcherConfig {
     #[serde(default)]
+    /// Direct or over A2A.
     pub mode: Mode,
     /// The standalone researcher's A2A URL (A2A mode).
     #[serde(default)]
     pub a2a_url: Option<String>,
     #[serde(default)]
+    /// The sources asked.
     pub sources: Vec<Source>,
     /// Seconds each source gets.
     #[serde(default = "default_timeout")]
@@ -78,16 +85,21 @@ impl ResearcherConfig {
 /// What one source said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
+    /// The source's server.
     pub server: String,
+    /// Its tool.
     pub tool: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// What it answered.
     pub text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why it did not.
     pub error: Option<String>,
 }
 
 /// The researcher agent.
 pub struct Researcher {
+    /// What it asks and how.
     pub config: ResearcherConfig,
     policy: LaunchPolicy,
     clients: OnceCell<Vec<Arc<McpClient>>>,
@@ -107,6 +119,7 @@ fn substitute(v: &Value, query: &str) -> Value {
 }
 
 impl Researcher {
+    /// A researcher over `config`, launching only what `AGENTRY_MCP_ALLOW` allows.
     pub fn new(config: ResearcherConfig) -> Self {
         Researcher {
             config,
@@ -115,11 +128,13 @@ impl Researcher {
         }
     }
 
+    /// Launches servers under `policy` instead.
     pub fn with_policy(mut self, policy: LaunchPolicy) -> Self {
         self.policy = policy;
         self
     }
 
+    /// Its card at `url`.
     pub fn card(&self, url: &str) -> AgentCard {
         let mut card = AgentCard::new("Researcher", &self.description(), url);
         card.skills = vec![AgentSkill {

@@ -22,19 +22,25 @@ pub use writer::{Bullet, Deck, Layout, Picture, Slide, write};
 #[non_exhaustive]
 pub enum PptxError {
     #[error("{0}")]
+    /// A request the tools cannot build from (a bad outline, a bad argument).
     Input(String),
     #[error("cannot write the deck: {0}")]
+    /// The deck could not be written.
     Write(String),
     #[error("no presentation `{0}` (create one with create_presentation)")]
+    /// No deck has this id.
     UnknownPresentation(String),
 }
 
 /// A deck described as data: what the RAG step hands the PPT step.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Outline {
+    /// The deck's title (its title slide).
     pub title: String,
     #[serde(default)]
+    /// The title slide's subtitle.
     pub subtitle: String,
+    /// The slides after the title slide.
     pub slides: Vec<OutlineSlide>,
     /// File name for the deck (in the tool set's output folder).
     #[serde(default)]
@@ -42,11 +48,15 @@ pub struct Outline {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One slide of an [`Outline`].
 pub struct OutlineSlide {
+    /// Its title.
     pub title: String,
     #[serde(default)]
+    /// Its bullets, in order.
     pub bullets: Vec<String>,
     #[serde(default)]
+    /// Speaker notes.
     pub notes: String,
     /// PNG files to place on the slide.
     #[serde(default)]
@@ -92,10 +102,13 @@ impl Outline {
 /// What building a deck produced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Built {
+    /// The deck's id in the tool set.
     pub presentation_id: String,
     /// The deck's file name in the tool set's output folder (see `save_presentation`).
     pub file: String,
+    /// Slides written.
     pub slides: usize,
+    /// Size of the file.
     pub bytes: usize,
     /// The tool calls made, in order (name and arguments), for the record.
     pub calls: Vec<Value>,

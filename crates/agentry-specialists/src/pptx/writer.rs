@@ -18,8 +18,11 @@ const SLIDE_H: i64 = 6_858_000;
 /// A deck to write.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Deck {
+    /// The presentation's title (document properties).
     pub title: String,
+    /// Its author (document properties).
     pub author: String,
+    /// The slides, in order.
     pub slides: Vec<Slide>,
 }
 
@@ -47,26 +50,36 @@ pub enum Layout {
 /// A bullet, with its indent level (0 = top).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Bullet {
+    /// Its text.
     pub text: String,
     #[serde(default)]
+    /// Indent level, 0 at the top.
     pub level: u8,
 }
 
 /// A PNG picture placed on a slide (on the right half of a bullet slide, else centered).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Picture {
+    /// The image, PNG.
     pub png: Vec<u8>,
+    /// Its alternative text.
     pub description: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
+/// One slide to write.
 pub struct Slide {
+    /// Title slide or bullets.
     pub layout: Layout,
+    /// Its title.
     pub title: String,
     /// The subtitle of a title slide.
     pub subtitle: String,
+    /// Its bullets (bullet slides).
     pub bullets: Vec<Bullet>,
+    /// Speaker notes.
     pub notes: String,
+    /// Pictures on it.
     pub pictures: Vec<Picture>,
 }
 

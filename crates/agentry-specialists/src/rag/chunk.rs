@@ -9,10 +9,13 @@ use super::parse::Parsed;
 pub struct Chunk {
     /// Heading path of the section it comes from.
     pub section: String,
+    /// The page, for paged documents.
     pub page: Option<u32>,
     /// Byte range in the document text.
     pub start: usize,
+    /// End of the byte range.
     pub end: usize,
+    /// The chunk's text.
     pub text: String,
 }
 

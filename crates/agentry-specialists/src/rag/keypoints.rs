@@ -13,14 +13,20 @@ use super::store::Hit;
 pub struct Citation {
     /// Number shown in the text, `[1]`.
     pub n: usize,
+    /// File name of the document.
     pub document: String,
+    /// Its title.
     pub title: String,
+    /// The section the text is in.
     pub section: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The page, for paged documents.
     pub page: Option<u32>,
     /// Byte offsets of the cited text in the document.
     pub start: usize,
+    /// End of the byte range.
     pub end: usize,
+    /// The chunk it was found in.
     pub chunk_id: i64,
 }
 
@@ -57,10 +63,12 @@ impl Citation {
 /// A quoted key point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyPoint {
+    /// The sentence, verbatim.
     pub text: String,
     /// The speaker or lead-in the sentence belongs to, when the source marks one (plays).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speaker: Option<String>,
+    /// Where it is.
     pub citation: Citation,
     /// Ranking score: similarity plus a bonus for naming the question's key words.
     pub relevance: f32,

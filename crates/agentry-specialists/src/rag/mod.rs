@@ -27,28 +27,41 @@ pub use tools::rag_tools;
 #[non_exhaustive]
 pub enum RagError {
     #[error("{0}")]
+    /// A document that cannot be read.
     Parse(String),
     #[error("knowledge base: {0}")]
+    /// The knowledge base failed.
     Store(String),
     #[error("embedder: {0}")]
+    /// The embedder failed.
     Embedder(String),
     #[error("{0}")]
+    /// A request that cannot be answered as given.
     Input(String),
     #[error(
         "no collection `{name}` (collections: {known}); ingest documents with `agentry ingest PATH --collection {name}`"
     )]
-    UnknownCollection { name: String, known: String },
+    /// The collection does not exist.
+    UnknownCollection {
+        /// The collection asked for.
+        name: String,
+        /// Those there are.
+        known: String,
+    },
 }
 
 /// An answer with its evidence.
 #[derive(Debug, Clone, Serialize)]
 pub struct RagAnswer {
+    /// The question asked.
     pub question: String,
+    /// The collection searched.
     pub collection: String,
     /// The answer text, citing key points as `[n]`.
     pub answer: String,
     /// False when the collection held no relevant evidence.
     pub grounded: bool,
+    /// The quoted evidence, numbered as the answer cites it.
     pub key_points: Vec<KeyPoint>,
     /// How the answer text was written: `extractive` or `model`.
     pub method: String,
@@ -61,7 +74,9 @@ const MIN_SIMILARITY: f32 = 0.35;
 /// Retrieval settings of a RAG agent.
 #[derive(Clone)]
 pub struct RagAgent {
+    /// The knowledge base.
     pub kb: KnowledgeBase,
+    /// The collection it searches.
     pub collection: String,
     /// Chunks retrieved per question.
     pub top_k: usize,
@@ -72,6 +87,7 @@ pub struct RagAgent {
 }
 
 impl RagAgent {
+    /// An agent over `collection` of `kb` with the default settings (12 chunks, 6 key points, extractive).
     pub fn new(kb: KnowledgeBase, collection: &str) -> Self {
         RagAgent {
             kb,

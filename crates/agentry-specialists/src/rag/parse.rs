@@ -12,17 +12,22 @@ use super::RagError;
 /// A section of a document: its heading path (e.g. `ACT I > Scene II. A room of state`) or page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Section {
+    /// Its heading path (empty before the first heading).
     pub title: String,
+    /// The page, for paged documents.
     pub page: Option<u32>,
     /// Byte range in [`Parsed::text`].
     pub start: usize,
+    /// End of the byte range.
     pub end: usize,
 }
 
 /// A document reduced to text and sections.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Parsed {
+    /// The document's title (its first heading, else its file name).
     pub title: String,
+    /// Its text.
     pub text: String,
     /// In order, covering the text without overlaps (text before the first heading is a
     /// section with an empty title).
@@ -32,15 +37,20 @@ pub struct Parsed {
 /// The formats ingestion reads, by file extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// Plain text (`.txt`).
     Text,
+    /// Markdown (`.md`).
     Markdown,
+    /// HTML (`.html`, `.htm`).
     Html,
+    /// Word (`.docx`).
     Docx,
     /// Text per page (feature `pdf`).
     Pdf,
 }
 
 impl Format {
+    /// The format of `path`, by its extension; `None` when ingestion does not read it.
     pub fn of(path: &Path) -> Option<Format> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         Some(match ext.as_str() {

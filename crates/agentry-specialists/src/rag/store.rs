@@ -31,56 +31,79 @@ const EMBED_BATCH: usize = 128;
 /// A retrieved chunk and where it comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
+    /// The chunk's id in the knowledge base.
     pub chunk_id: i64,
     /// File name of the document.
     pub document: String,
     /// Title of the document (from its first heading, else its file name).
     pub title: String,
+    /// Path of the document as ingested.
     pub path: String,
+    /// The section the chunk is in.
     pub section: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The page, for paged documents.
     pub page: Option<u32>,
     /// Byte offsets of the chunk in the document's text.
     pub start: usize,
+    /// End of the byte range.
     pub end: usize,
+    /// The chunk's text.
     pub text: String,
     /// Fused score (higher is better).
     pub score: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its rank by vector similarity, when it was among those hits.
     pub vector_rank: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its rank by keyword match (BM25), when it was among those hits.
     pub keyword_rank: Option<usize>,
 }
 
 /// How an ingestion went, file by file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct IngestReport {
+    /// The collection ingested into.
     pub collection: String,
+    /// Files looked at.
     pub files_seen: usize,
+    /// Files ingested (new or changed).
     pub ingested: Vec<String>,
+    /// Files already ingested as they are.
     pub unchanged: Vec<String>,
     /// Files not ingested, with the reason (unsupported type, unreadable, too large...).
     pub skipped: Vec<(String, String)>,
+    /// Chunks written.
     pub chunks: usize,
 }
 
 /// Ingestion progress, for a progress bar.
 #[derive(Debug, Clone)]
 pub struct Progress {
+    /// The file being ingested.
     pub file: String,
+    /// Its position (from 1).
     pub file_index: usize,
+    /// Files in all.
     pub files: usize,
+    /// Chunks embedded so far in this file.
     pub chunks_done: usize,
+    /// Chunks in this file.
     pub chunks_total: usize,
 }
 
 /// A collection and what it holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CollectionInfo {
+    /// Its name.
     pub name: String,
+    /// The embedder its vectors come from.
     pub embedder: String,
+    /// Length of its vectors.
     pub dimensions: usize,
+    /// Documents in it.
     pub documents: usize,
+    /// Chunks in it.
     pub chunks: usize,
 }
 

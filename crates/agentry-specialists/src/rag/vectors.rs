@@ -16,6 +16,7 @@ pub struct VectorIndex {
 }
 
 impl VectorIndex {
+    /// An empty index of vectors of length `dims`.
     pub fn new(dims: usize) -> Self {
         VectorIndex {
             ids: Vec::new(),
@@ -35,10 +36,12 @@ impl VectorIndex {
         self.rows.extend(v.iter().map(|x| x * scale));
     }
 
+    /// Vectors held.
     pub fn len(&self) -> usize {
         self.ids.len()
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
