@@ -642,10 +642,7 @@ impl A2aClient {
     /// goes out with the request.
     fn span(&self, req: &Request) -> tracing::Span {
         let (endpoint, version, binding) = self.route();
-        let method = match version {
-            ProtocolVersion::V0_3 => req.method(),
-            ProtocolVersion::V1_0 => v1::method_of(req),
-        };
+        let method = v1::method_in(req, version);
         tracing::info_span!(
             "a2a.call",
             otel.name = method,
@@ -697,10 +694,7 @@ impl A2aClient {
         up: fn(Value) -> Result<T, String>,
     ) -> Result<T, A2aError> {
         let (raw, version) = self.call(&req).await?;
-        let m = match version {
-            ProtocolVersion::V0_3 => req.method(),
-            ProtocolVersion::V1_0 => v1::method_of(&req),
-        };
+        let m = v1::method_in(&req, version);
         let raw =
             raw.ok_or_else(|| A2aError::InvalidResponse(format!("{m} answered without a result")))?;
         match version {

@@ -146,6 +146,18 @@ pub fn correlation_in_baggage(header: &str) -> Option<String> {
     })
 }
 
+/// The correlation id a request's `baggage` header carries, when it is a valid one (what a
+/// request without a task envelope is traced and audited under).
+pub fn correlation_of(headers: &http::HeaderMap) -> Option<String> {
+    let c = headers
+        .get(BAGGAGE_HEADER)?
+        .to_str()
+        .ok()
+        .and_then(correlation_in_baggage)?;
+    crate::envelope::check_id("the baggage's correlation id", &c).ok()?;
+    Some(c)
+}
+
 /// Percent-encodes what a baggage value may not hold as is (and `%`).
 fn encode(v: &str) -> String {
     let mut out = String::with_capacity(v.len());

@@ -60,6 +60,14 @@ pub fn is_method(m: &str) -> bool {
     method::ALL.contains(&m)
 }
 
+/// A request's method as `version` names it (`message/send` in v0.3, `SendMessage` in v1.0).
+pub fn method_in(req: &Request, version: crate::version::ProtocolVersion) -> &'static str {
+    match version {
+        crate::version::ProtocolVersion::V0_3 => req.method(),
+        crate::version::ProtocolVersion::V1_0 => method_of(req),
+    }
+}
+
 /// The v1.0 method name of a request.
 pub fn method_of(req: &Request) -> &'static str {
     match req {

@@ -547,12 +547,18 @@ impl RemoteAgent {
         }
         // Every call of this turn, the follow-ups without an envelope included, carries the
         // user request's correlation id.
-        let client = self.client.with_correlation(
-            ask.envelope
-                .as_ref()
-                .and_then(|e| e.correlation_id.as_deref()),
-        );
-        let client = &client;
+        let correlated;
+        let client = match ask
+            .envelope
+            .as_ref()
+            .and_then(|e| e.correlation_id.as_deref())
+        {
+            Some(c) => {
+                correlated = self.client.with_correlation(Some(c));
+                &correlated
+            }
+            None => &self.client,
+        };
         let err = |e: agentry_a2a::A2aError| remote_error(&self.name, e);
         let canceled_error = || AgentError::Canceled {
             agent: self.name.clone(),

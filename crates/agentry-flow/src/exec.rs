@@ -787,8 +787,8 @@ async fn run_step(
             // and gets the first one's task), while a retry after a failure runs again.
             let mut envelope = Envelope::default();
             envelope.correlation_id = on_behalf.correlation.clone();
-            envelope.traceparent =
-                agentry_a2a::trace::current_traceparent().or_else(|| on_behalf.traceparent.clone());
+            // The request's own; a traced remote call puts its span's instead.
+            envelope.traceparent = on_behalf.traceparent.clone();
             envelope.idempotency_key = Some(attempt_key(&context_id, &step.id, &agent, attempt));
             let ask = Ask {
                 text: input.clone(),

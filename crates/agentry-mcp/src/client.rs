@@ -439,10 +439,7 @@ impl McpClient {
             agentry.mcp.server = %self.spec.name,
             error.type = tracing::field::Empty,
         );
-        let r = self
-            .call_in(name, arguments, &span)
-            .instrument(span.clone())
-            .await;
+        let r = self.call_in(name, arguments).instrument(span.clone()).await;
         if let Err(e) = &r {
             span.record("otel.status_code", "error");
             span.record("error.type", e.kind());
@@ -454,7 +451,6 @@ impl McpClient {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-        span: &tracing::Span,
     ) -> Result<CallToolResult, McpError> {
         let mut last = None;
         for attempt in 0..2 {
@@ -465,7 +461,7 @@ impl McpClient {
                 PeerRequestOptions::with_timeout(Duration::from_secs_f64(self.spec.timeout_secs))
                     .reset_timeout_on_progress()
                     .with_max_total_timeout(Duration::from_secs_f64(self.spec.max_timeout_secs));
-            if let Some(tp) = agentry_a2a::trace::traceparent(span) {
+            if let Some(tp) = agentry_a2a::trace::current_traceparent() {
                 let mut meta = RequestMetaObject::new();
                 meta.set_traceparent(tp);
                 options.meta = Some(meta);

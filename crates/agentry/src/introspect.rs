@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agentry_a2a::server::{BearerVerifier, VerifiedBearer};
+use agentry_a2a::server::{BearerVerifier, PrepareFuture, VerifiedBearer};
 use serde::Deserialize;
 
 /// At most this many answers are kept (then all are dropped and asked again).
@@ -190,18 +190,15 @@ impl BearerVerifier for Introspection {
             .unwrap_or_else(|| Err("the token could not be checked".into()))
     }
 
-    fn prepare<'a>(
-        &'a self,
-        token: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(async move {
-            if self.jwt.is_some() && looks_like_jwt(token) {
-                return;
-            }
-            let key = digest(token);
-            if self.cached(&key).is_some() {
-                return;
-            }
+    fn prepare<'a>(&'a self, token: &'a str) -> Option<PrepareFuture<'a>> {
+        if self.jwt.is_some() && looks_like_jwt(token) {
+            return None;
+        }
+        let key = digest(token);
+        if self.cached(&key).is_some() {
+            return None;
+        }
+        Some(Box::pin(async move {
             // An endpoint that could not be asked leaves nothing: `verify` refuses this
             // request, and the next one asks again.
             let (verdict, Some(until)) = self.ask(token).await else {
@@ -212,6 +209,6 @@ impl BearerVerifier for Introspection {
                 cache.clear();
             }
             cache.insert(key, (until, verdict));
-        })
+        }))
     }
 }

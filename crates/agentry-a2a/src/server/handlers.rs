@@ -370,11 +370,15 @@ fn quotable(s: &str) -> String {
 /// where every call needs them, a credential that does not verify (always, where tokens are
 /// verified: a client sending a bad token should learn it), or a token without the required
 /// scopes.
-pub(super) fn authenticate(s: &AgentEndpoint, headers: &HeaderMap) -> Result<Caller, Refusal> {
+pub(super) async fn authenticate(
+    s: &AgentEndpoint,
+    headers: &HeaderMap,
+) -> Result<Caller, Refusal> {
     use super::Verdict;
     let Some(c) = s.credentials.as_ref() else {
         return Ok(Caller::default());
     };
+    c.prepare(headers).await;
     let refusal = match c.verdict(headers) {
         Verdict::Caller(p, scopes, actors) => {
             // Only a verified token (it has scopes) is kept: the operator's static tokens
@@ -644,15 +648,9 @@ fn envelope_of(req: &mut Request, headers: &HeaderMap) -> Result<Option<Envelope
 /// For the audit trail of a request without a task envelope (`tasks/get`, say, or one
 /// refused before it was read): the correlation id its caller's W3C baggage carries, when a
 /// valid one.
-pub(super) fn traced(headers: &HeaderMap) -> Option<Envelope> {
-    let c = headers
-        .get(crate::trace::BAGGAGE_HEADER)?
-        .to_str()
-        .ok()
-        .and_then(crate::trace::correlation_in_baggage)?;
-    envelope::check_id("the baggage's correlation id", &c).ok()?;
+fn traced(headers: &HeaderMap) -> Option<Envelope> {
     Some(Envelope {
-        correlation_id: Some(c),
+        correlation_id: Some(crate::trace::correlation_of(headers)?),
         ..Default::default()
     })
 }
@@ -709,21 +707,24 @@ pub(super) fn decide(
 }
 
 /// Records a decision in the agent's access log, when it has one. The error is the answer
-/// when the decision could not be kept: nothing is done that the trail does not show.
+/// when the decision could not be kept: nothing is done that the trail does not show. A
+/// request without an envelope is recorded under the correlation id its W3C baggage carries.
 pub(super) async fn audit(
     s: &AgentEndpoint,
+    headers: &HeaderMap,
     req: Option<&Request>,
     env: Option<&Envelope>,
     caller: Option<&str>,
     allowed: bool,
     reason: impl Into<String>,
 ) -> Result<(), RpcError> {
-    record(s, req, env, caller, &[], allowed, reason.into()).await
+    record(s, headers, req, env, caller, &[], allowed, reason.into()).await
 }
 
 /// [`audit`] for an authenticated caller, with the agents acting for them.
 pub(super) async fn audit_as(
     s: &AgentEndpoint,
+    headers: &HeaderMap,
     req: Option<&Request>,
     env: Option<&Envelope>,
     who: &Caller,
@@ -731,11 +732,23 @@ pub(super) async fn audit_as(
     reason: impl Into<String>,
 ) -> Result<(), RpcError> {
     let caller = who.principal.as_deref();
-    record(s, req, env, caller, &who.actors, allowed, reason.into()).await
+    record(
+        s,
+        headers,
+        req,
+        env,
+        caller,
+        &who.actors,
+        allowed,
+        reason.into(),
+    )
+    .await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn record(
     s: &AgentEndpoint,
+    headers: &HeaderMap,
     req: Option<&Request>,
     env: Option<&Envelope>,
     caller: Option<&str>,
@@ -744,7 +757,8 @@ async fn record(
     reason: String,
 ) -> Result<(), RpcError> {
     let Some(a) = &s.audited else { return Ok(()) };
-    a.record(req, env, caller, via, allowed, reason)
+    let traced = if env.is_none() { traced(headers) } else { None };
+    a.record(req, env.or(traced.as_ref()), caller, via, allowed, reason)
         .await
         .map_err(|e| {
             tracing::error!(agent = %a.agent, "access not recorded, request refused: {e}");
@@ -866,22 +880,11 @@ async fn rpc_in(
         }
     }
     // Credentials before the body is decoded: an anonymous caller gets no parser time.
-    if let Some(c) = &s.credentials {
-        c.prepare(headers).await;
-    }
-    let who = match authenticate(s, headers) {
+    let who = match authenticate(s, headers).await {
         Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
-            if let Err(e) = audit(
-                s,
-                None,
-                traced(headers).as_ref(),
-                caller,
-                false,
-                why.message.clone(),
-            )
-            .await
+            if let Err(e) = audit(s, headers, None, None, caller, false, why.message.clone()).await
             {
                 return rpc_error(&Value::Null, &e, fallback);
             }
@@ -893,7 +896,7 @@ async fn rpc_in(
         Ok(x) => x,
         Err((id, e, v)) => return rpc_error(&id, &e, v),
     };
-    span.method(method_name(&req, v), v.as_str());
+    span.method(v1::method_in(&req, v), v.as_str());
     let active = match negotiate_extensions(s, headers) {
         Ok(a) => a,
         Err(e) => return rpc_error(&id, &e, v),
@@ -902,9 +905,8 @@ async fn rpc_in(
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;
-            let traced = traced(headers);
-            let env = env.as_ref().or(traced.as_ref());
-            if let Err(e) = audit_as(s, Some(&req), env, &who, false, no.reason()).await {
+            let env = env.as_ref();
+            if let Err(e) = audit_as(s, headers, Some(&req), env, &who, false, no.reason()).await {
                 return rpc_error(&id, &e, v);
             }
             return match no {
@@ -915,9 +917,7 @@ async fn rpc_in(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = decide(s, &req, headers);
-    let traced = traced(headers);
-    let audited = env.or(traced.as_ref());
-    if let Err(e) = audit_as(s, Some(&req), audited, &who, allowed, reason).await {
+    if let Err(e) = audit_as(s, headers, Some(&req), env, &who, allowed, reason).await {
         return rpc_error(&id, &e, v);
     }
     span.link(headers, env);
@@ -928,14 +928,6 @@ async fn rpc_in(
         r.headers_mut().insert(version::EXTENSIONS_HEADER, a);
     }
     r
-}
-
-/// The method as the caller's protocol generation names it (`message/send`, `SendMessage`).
-pub(super) fn method_name(req: &Request, v: ProtocolVersion) -> &'static str {
-    match v {
-        ProtocolVersion::V0_3 => req.method(),
-        ProtocolVersion::V1_0 => v1::method_of(req),
-    }
 }
 
 async fn dispatch(

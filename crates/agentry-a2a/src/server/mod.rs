@@ -81,16 +81,17 @@ pub trait BearerVerifier: std::fmt::Debug + Send + Sync + 'static {
     /// client in `WWW-Authenticate`, so it must not hold a secret).
     fn verify(&self, token: &str) -> Result<VerifiedBearer, String>;
 
-    /// Called (and awaited) before [`verify`](Self::verify) for each request that presents
-    /// a bearer token: where the check needs I/O (asking an OAuth introspection endpoint,
-    /// RFC 7662), it happens here and `verify` reads its result. Nothing by default.
-    fn prepare<'a>(
-        &'a self,
-        _token: &'a str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
-        Box::pin(std::future::ready(()))
+    /// Asked before [`verify`](Self::verify) for each request that presents a bearer token:
+    /// where the check needs I/O (asking an OAuth introspection endpoint, RFC 7662), the
+    /// work to await, after which `verify` reads its result. `None` (the default): nothing
+    /// to do, and nothing allocated on the request's path.
+    fn prepare<'a>(&'a self, _token: &'a str) -> Option<PrepareFuture<'a>> {
+        None
     }
 }
+
+/// What [`BearerVerifier::prepare`] has a request await.
+pub type PrepareFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 
 impl Credentials {
     /// Does what the verifier needs before a request's token is checked (see
@@ -98,8 +99,9 @@ impl Credentials {
     pub async fn prepare(&self, headers: &http::HeaderMap) {
         if let (Some(v), Some(token)) = (&self.verifier, bearer_of(headers))
             && !self.bearer_tokens.iter().any(|t| ct_eq(t, token))
+            && let Some(work) = v.prepare(token)
         {
-            v.prepare(token).await;
+            work.await;
         }
     }
 }

@@ -227,24 +227,12 @@ async fn call_in(
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }
-    if let Some(c) = &s.credentials {
-        c.prepare(headers).await;
-    }
-    let who = match handlers::authenticate(s, headers) {
+    let who = match handlers::authenticate(s, headers).await {
         Ok(who) => who,
         Err(why) => {
             let caller = why.caller.as_deref();
             let reason = why.message.clone();
-            if let Err(e) = handlers::audit(
-                s,
-                None,
-                handlers::traced(headers).as_ref(),
-                caller,
-                false,
-                reason,
-            )
-            .await
-            {
+            if let Err(e) = handlers::audit(s, headers, None, None, caller, false, reason).await {
                 return error(&e);
             }
             return refused(&why);
@@ -263,9 +251,10 @@ async fn call_in(
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;
-            let traced = handlers::traced(headers);
-            let env = env.as_ref().or(traced.as_ref());
-            if let Err(e) = handlers::audit_as(s, Some(&req), env, &who, false, no.reason()).await {
+            let env = env.as_ref();
+            if let Err(e) =
+                handlers::audit_as(s, headers, Some(&req), env, &who, false, no.reason()).await
+            {
                 return error(&e);
             }
             return match no {
@@ -276,9 +265,7 @@ async fn call_in(
     };
     let env = admitted.envelope.as_ref();
     let (allowed, reason) = handlers::decide(s, &req, headers);
-    let traced = handlers::traced(headers);
-    let audited = env.or(traced.as_ref());
-    if let Err(e) = handlers::audit_as(s, Some(&req), audited, &who, allowed, reason).await {
+    if let Err(e) = handlers::audit_as(s, headers, Some(&req), env, &who, allowed, reason).await {
         return error(&e);
     }
     span.link(headers, env);
@@ -519,8 +506,16 @@ async fn legacy_card(State(s): State<Arc<AgentEndpoint>>, headers: HeaderMap) ->
     let (allowed, reason) = handlers::decide(&s, &req, &headers);
     let caller = s.credentials.as_ref().and_then(|c| c.principal(&headers));
     if s.extended_card.is_some()
-        && let Err(e) =
-            handlers::audit(&s, Some(&req), None, caller.as_deref(), allowed, reason).await
+        && let Err(e) = handlers::audit(
+            &s,
+            &headers,
+            Some(&req),
+            None,
+            caller.as_deref(),
+            allowed,
+            reason,
+        )
+        .await
     {
         return error(&e);
     }

@@ -7,7 +7,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::envelope::{Envelope, TRACEPARENT_HEADER};
-use crate::trace::{self, BAGGAGE_HEADER};
+use crate::trace;
 
 /// A request's span, not entered until the request is admitted: its parent can be set until
 /// then (the envelope that may name it is read first).
@@ -57,10 +57,7 @@ impl RequestSpan {
             .filter(|t| trace::parse(t).is_some());
         let parent = header.or_else(|| env.and_then(|e| e.traceparent.as_deref()));
         // The envelope's, else the one the caller's trace carries (requests without one).
-        let baggage = headers
-            .get(BAGGAGE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(trace::correlation_in_baggage);
+        let baggage = trace::correlation_of(headers);
         let correlation = env
             .and_then(|e| e.correlation_id.as_deref())
             .or(baggage.as_deref());

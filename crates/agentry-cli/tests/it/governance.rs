@@ -88,7 +88,7 @@ fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
 /// what a running server admits, within about a second, without a restart.
 #[test]
 fn triggers_put_in_the_database_reach_a_running_server() {
-    use crate::support::{Server, post_json, run, stdout, wait_for};
+    use crate::support::{post_json, run, serve_config, stdout};
     let dir = std::env::temp_dir().join(format!("agentry-trigger-db-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -100,18 +100,7 @@ fn triggers_put_in_the_database_reach_a_running_server() {
          [[agents]]\npath = \"/\"\nbuiltin = { kind = \"echo\" }\n",
     )
     .unwrap();
-    let server = Server(
-        Command::new(BIN)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .args(["--port", &port.to_string()])
-            .env("AGENTRY_HOME", &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(port);
+    let server = serve_config(&config, port, &[]);
     let db = dir.join("triggers.db");
     let db = db.to_str().unwrap();
     let mut n = 0;

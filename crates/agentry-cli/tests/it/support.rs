@@ -63,6 +63,31 @@ pub(crate) fn serve_on(
     (server, format!("http://127.0.0.1:{port}"))
 }
 
+/// `agentry serve --config CONFIG --port PORT` with its state beside the config and these
+/// variables set; returns once it listens.
+pub(crate) fn serve_config(
+    config: &std::path::Path,
+    port: u16,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Server {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--config"])
+        .arg(config)
+        .args(["--port", &port.to_string()])
+        .env(
+            "AGENTRY_HOME",
+            config.parent().unwrap_or(std::path::Path::new(".")),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let server = Server(cmd.spawn().unwrap());
+    wait_for(port);
+    server
+}
+
 pub(crate) fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, Server, free_port, post_json_with, wait_for};
+use crate::support::{Server, free_port, post_json_with, serve_config};
 
 /// The collector: the receiver script in the MCP peers' virtualenv, writing spans to `out`.
 fn collector(python: &Path, out: &Path) -> (Server, u16) {
@@ -30,25 +30,17 @@ fn collector(python: &Path, out: &Path) -> (Server, u16) {
 
 /// `agentry serve --config` exporting to the collector as `service`.
 fn serve(config: &Path, port: u16, collector: u16, service: &str, python: &Path) -> Server {
-    let child = Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(config)
-        .args(["--port", &port.to_string()])
-        .env("AGENTRY_HOME", config.parent().unwrap())
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{collector}"),
-        )
-        .env("OTEL_SERVICE_NAME", service)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .env("AGENTRY_MCP_ALLOW", python)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    wait_for(port);
-    server
+    let endpoint = format!("http://127.0.0.1:{collector}");
+    serve_config(
+        config,
+        port,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_ref()),
+            ("OTEL_SERVICE_NAME", service.as_ref()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100".as_ref()),
+            ("AGENTRY_MCP_ALLOW", python.as_os_str()),
+        ],
+    )
 }
 
 /// Stops a server as an operator would (SIGTERM), so it flushes its spans.

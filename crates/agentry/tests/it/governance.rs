@@ -45,15 +45,7 @@ async fn http(
     (status, head.to_owned(), body.to_owned())
 }
 
-/// Serves `config` on a free loopback port (its public URL set to it); the base URL.
-async fn serve(mut config: Config) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = Some(format!("http://{addr}"));
-    let service = agentry::Service::build(config).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    format!("http://{addr}")
-}
+use crate::serve;
 
 fn now() -> u64 {
     SystemTime::now()
@@ -1919,13 +1911,10 @@ async fn tokens_the_issuer_vouches_for_are_accepted_and_nothing_else() {
 
     // An agent whose endpoint cannot be reached refuses every token (fail closed).
     let dead = agentry_testkit::free_port();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let lonely = format!("http://{}", listener.local_addr().unwrap());
     let toml = format!(
         r#"
         [server]
         store = "memory"
-        public_url = "{lonely}"
         [server.introspection]
         url = "http://127.0.0.1:{dead}/introspect"
         client_id = "agents"
@@ -1936,10 +1925,7 @@ async fn tokens_the_issuer_vouches_for_are_accepted_and_nothing_else() {
         builtin = {{ kind = "echo" }}
         "#
     );
-    let svc = agentry::Service::build(toml::from_str(&toml).unwrap())
-        .await
-        .unwrap();
-    tokio::spawn(async move { axum::serve(listener, svc.router).await });
+    let lonely = serve(toml::from_str(&toml).unwrap()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
         "message": {"role": "user", "messageId": "m-1", "parts": [{"kind": "text", "text": "hi"}]}}})
     .to_string();

@@ -7,3 +7,13 @@ mod config;
 mod governance;
 mod serve;
 mod tls;
+
+/// Serves `config` on a free loopback port (its public URL set to it); the base URL.
+pub(crate) async fn serve(mut config: agentry::config::Config) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.server.public_url = Some(format!("http://{addr}"));
+    let service = agentry::Service::build(config).await.unwrap();
+    tokio::spawn(async move { axum::serve(listener, service.router).await });
+    format!("http://{addr}")
+}

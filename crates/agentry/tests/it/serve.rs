@@ -12,15 +12,7 @@ fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents")
 }
 
-/// Serves `config` on a free loopback port; returns the base URL.
-async fn start(mut config: Config) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    config.server.public_url = Some(format!("http://{addr}"));
-    let service = agentry::Service::build(config).await.unwrap();
-    tokio::spawn(async move { axum::serve(listener, service.router).await });
-    format!("http://{addr}")
-}
+use crate::serve as start;
 
 async fn http_get(base: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -212,12 +212,7 @@ async fn client_certificates_the_ca_signed_are_credentials_and_nothing_else_is()
             key = write(&dir, "client.key", &k),
         ))
         .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut orchestrator = orchestrator;
-        orchestrator.server.public_url = Some(base.clone());
-        let service = agentry::Service::build(orchestrator).await.unwrap();
-        tokio::spawn(async move { axum::serve(listener, service.router).await });
+        let base = crate::serve(orchestrator).await;
         assert_eq!(
             ask(
                 &format!("{base}/orchestrator"),
