@@ -39,6 +39,20 @@ if ! .venv-mcp/bin/python -c 'import mcp.server.mcpserver, opentelemetry.sdk.tra
   .venv-mcp/bin/pip install --quiet --disable-pip-version-check 'mcp>=2.3,<3' \
     'opentelemetry-sdk==1.45.2' 'opentelemetry-exporter-otlp-proto-http==1.45.2'
 fi
+# tau2-bench itself (MIT; not on PyPI: the pinned source archive in ../shared/tau2), on
+# Python 3.12 as it requires, so the evaluation tests check agentry's domains and scores
+# against tau2's own code. pandas is pinned as tau2's uv.lock pins it (pandas 3 silently
+# changes its metrics).
+SHARED=${AGENTRY_SHARED_DIR:-../shared}
+if [ -f "$SHARED/tau2/tau2-bench-src.tar.gz" ] && ! .venv-tau2/bin/python -c 'import tau2.registry, tau2.scripts.evaluate_trajectories' 2>/dev/null; then
+  echo "==> installing tau2-bench (pinned source archive) into .venv-tau2"
+  PY312=$(command -v python3.12 || ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -1)
+  [ -n "$PY312" ] || { echo "tau2-bench needs Python 3.12 (python3.12 or pyenv's 3.12)"; exit 1; }
+  rm -rf .agentry/tau2-src && mkdir -p .agentry/tau2-src
+  tar -xzf "$SHARED/tau2/tau2-bench-src.tar.gz" -C .agentry/tau2-src
+  "$PY312" -m venv .venv-tau2
+  .venv-tau2/bin/pip install --quiet --disable-pip-version-check 'pandas==2.3.3' ./.agentry/tau2-src
+fi
 # Deck checkers: python-pptx (PyPI) opens every deck; LibreOffice + poppler (Debian) render one.
 if ! .venv-pptx/bin/python -c 'import pptx, PIL' 2>/dev/null; then
   echo "==> installing python-pptx 1.0.2 into .venv-pptx"

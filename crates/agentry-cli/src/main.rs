@@ -5,6 +5,8 @@ mod audit;
 mod calls;
 mod chat;
 mod error;
+#[cfg(feature = "eval")]
+mod eval;
 mod flows;
 #[cfg(feature = "specialists")]
 mod jobs;
@@ -53,6 +55,10 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Benchmark an A2A agent on a tau2-bench domain (simulated user, tools, database
+    /// state), scored as tau2 scores it; `agentry eval view DIR` shows a run.
+    #[cfg(feature = "eval")]
+    Eval(eval::EvalArgs),
     /// Verify the audit trail, or print the path of one request through it.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
@@ -417,6 +423,8 @@ async fn dispatch(command: Command) -> Result<(), CliError> {
             json,
         }) => flows::resume(&run_id, &config, json).await,
         Command::Audit(cmd) => audit::run(cmd).await,
+        #[cfg(feature = "eval")]
+        Command::Eval(args) => eval::run_cmd(args).await,
         Command::Triggers(cmd) => triggers::run(cmd).await,
         Command::Token(cmd) => tokens::run(cmd),
         Command::Mcp(McpCommand::Serve {

@@ -79,7 +79,11 @@ fn json_calls(text: &str) -> Option<(Vec<ParsedCall>, usize)> {
 fn calls_from_value(v: &Value) -> Option<Vec<ParsedCall>> {
     let obj = v.as_object()?;
     if let Some(list) = obj.get("tool_calls").and_then(Value::as_array) {
-        let calls: Vec<_> = list.iter().filter_map(single_call).collect();
+        // Items are calls, or calls wrapped as `{"tool_call": {...}}` (tau2's A2A format).
+        let calls: Vec<_> = list
+            .iter()
+            .filter_map(|item| single_call(item.get("tool_call").unwrap_or(item)))
+            .collect();
         return (!calls.is_empty()).then_some(calls);
     }
     if let Some(one) = obj.get("tool_call") {
@@ -238,6 +242,13 @@ mod tests {
         );
         assert_eq!(p.calls.len(), 2);
         assert_eq!(p.calls[1].arguments, json!({"x": 1}));
+        // tau2's A2A format wraps each item of the list.
+        let p = parse_model_text(
+            r#"{"tool_calls": [{"tool_call": {"name": "a", "arguments": {"k": 1}}}, {"tool_call": {"name": "b", "arguments": {}}}]}"#,
+        );
+        let names: Vec<&str> = p.calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(p.calls[0].arguments, json!({"k": 1}));
     }
 
     #[test]

@@ -117,3 +117,12 @@ pub fn repo_root() -> PathBuf {
         .canonicalize()
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
+
+/// The folder of shared peers and data beside the repository (`../shared`: the conformance
+/// kits, the tau2 domains), or `$AGENTRY_SHARED_DIR`.
+pub fn shared_dir() -> PathBuf {
+    match std::env::var_os("AGENTRY_SHARED_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => repo_root().join("../shared"),
+    }
+}

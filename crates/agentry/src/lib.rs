@@ -92,6 +92,8 @@ pub use agentry_a2a as a2a;
 pub use agentry_core as core;
 #[cfg(feature = "data")]
 pub use agentry_data as data;
+#[cfg(feature = "eval")]
+pub use agentry_eval as eval;
 pub use agentry_flow as flow;
 pub use agentry_governance as governance;
 #[cfg(feature = "local")]

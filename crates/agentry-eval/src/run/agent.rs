@@ -1,0 +1,693 @@
+//! The agent under test, reached over A2A.
+//!
+//! What the agent is told follows the convention of tau2-bench's A2A pull request (#143),
+//! without its defects: the first message carries the instructions, the policy, the tools
+//! (`<available_tools>`) and any conversation the task starts with; later messages carry
+//! only the user's words or the tool results; several calls in one reply all run; a
+//! `working` or `input-required` task is followed to the end of its turn; an empty reply
+//! stays empty and is scored; an unreadable one is the agent's error, not the harness's.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use agentry_a2a::client::{A2aClient, Auth, Binding, ClientConfig};
+use agentry_a2a::model::{
+    Message as A2aMessage, MessageSendConfiguration, MessageSendParams, Part, Role as A2aRole,
+    SendMessageResult, StreamEvent, Task as A2aTask, TaskState,
+};
+use agentry_a2a::{A2aError, version::ProtocolVersion};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::domain::Domain;
+use crate::env::ToolSchema;
+use crate::message::{Message, Requestor, Role, ToolCall, Usage};
+use crate::task::Task;
+
+/// What one agent turn produced, with its measurements.
+#[derive(Debug, Clone)]
+pub struct AgentTurn {
+    /// The agent's message (text, tool calls, or both empty).
+    pub message: Message,
+    /// How it went.
+    pub measure: TurnMeasure,
+}
+
+/// Measurements of one turn.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TurnMeasure {
+    /// From sending to the end of the agent's turn.
+    pub latency_s: f64,
+    /// From sending to the first streamed event (streams only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_event_s: Option<f64>,
+    /// Requests repeated after a transport error or a 5xx.
+    pub retries: u32,
+    /// Tokens in.
+    pub prompt_tokens: u64,
+    /// Tokens out.
+    pub completion_tokens: u64,
+    /// The agent reported no usage: 4 characters per token.
+    pub tokens_estimated: bool,
+}
+
+/// Why a turn failed.
+#[derive(Debug, Clone)]
+pub enum AgentFailure {
+    /// The network or the harness: the simulation is retried, then excluded from the score.
+    Infrastructure(String),
+    /// The agent broke the protocol or failed its task: scored as the agent's failure.
+    Agent {
+        /// An error code (`-32603`, `task failed`, `invalid response`).
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for AgentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AgentFailure::Infrastructure(m) => write!(f, "infrastructure: {m}"),
+            AgentFailure::Agent { code, message } => write!(f, "agent error {code}: {message}"),
+        }
+    }
+}
+
+/// A boxed future, for the object-safe traits of the harness.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One conversation with the agent under test.
+pub trait AgentSession: Send {
+    /// The agent's next message, given what is new since its last one: the user's text, or
+    /// the results of its tool calls.
+    fn turn<'a>(&'a mut self, new: &'a [Message])
+    -> BoxFuture<'a, Result<AgentTurn, AgentFailure>>;
+}
+
+/// Starts a conversation per simulation.
+pub trait AgentFactory: Send + Sync {
+    /// A new conversation for `task` (fresh context: nothing carries over between
+    /// simulations, retries included).
+    fn start(&self, domain: &Domain, task: &Task) -> Box<dyn AgentSession>;
+    /// What results.json says about the agent.
+    fn info(&self) -> Value;
+}
+
+/// How the agent under test is reached.
+#[derive(Debug, Clone)]
+pub struct A2aAgentConfig {
+    /// Its base URL (the card is read from there) or, with `no_card`, its endpoint.
+    pub endpoint: String,
+    /// A bearer token to send.
+    pub auth_token: Option<String>,
+    /// How long one turn may take.
+    pub timeout: Duration,
+    /// Stream turns (`message/stream`); `None`: when the card says the agent streams.
+    pub stream: Option<bool>,
+    /// The binding to prefer when the card offers several.
+    pub binding: Binding,
+    /// Requests repeated after a transport error or a 5xx before the turn fails.
+    pub retries: u32,
+    /// Speak this protocol generation; `None`: the newest both sides speak.
+    pub protocol: Option<ProtocolVersion>,
+}
+
+impl Default for A2aAgentConfig {
+    fn default() -> Self {
+        A2aAgentConfig {
+            endpoint: String::new(),
+            auth_token: None,
+            timeout: Duration::from_secs(300),
+            stream: None,
+            binding: Binding::JsonRpc,
+            retries: 3,
+            protocol: None,
+        }
+    }
+}
+
+/// Any A2A agent, found through its card.
+pub struct A2aAgent {
+    client: A2aClient,
+    stream: bool,
+    cfg: A2aAgentConfig,
+}
+
+impl A2aAgent {
+    /// Reads the agent's card and picks the interface and protocol version to use.
+    pub async fn connect(cfg: A2aAgentConfig) -> Result<A2aAgent, A2aError> {
+        let client_cfg = ClientConfig {
+            request_timeout: cfg.timeout,
+            stream_idle_timeout: cfg.timeout,
+            // The harness retries itself, to count each retry.
+            retries: 0,
+            auth: cfg.auth_token.clone().map_or(Auth::None, Auth::Bearer),
+            binding: cfg.binding,
+            ..ClientConfig::default()
+        };
+        let mut client = A2aClient::discover(&cfg.endpoint, client_cfg).await?;
+        if let Some(v) = cfg.protocol {
+            client = client.with_version(v);
+        }
+        let card_streams = client
+            .card()
+            .and_then(|c| c.capabilities.streaming)
+            .unwrap_or(false);
+        Ok(A2aAgent {
+            stream: cfg.stream.unwrap_or(card_streams),
+            client,
+            cfg,
+        })
+    }
+
+    /// The protocol version and binding in use, and whether turns stream.
+    pub fn describe(&self) -> String {
+        let v = match self.client.version() {
+            ProtocolVersion::V0_3 => "0.3",
+            ProtocolVersion::V1_0 => "1.0",
+        };
+        format!(
+            "A2A {v} over {}{}",
+            self.client.binding().as_str(),
+            if self.stream { ", streaming" } else { "" }
+        )
+    }
+}
+
+impl AgentFactory for A2aAgent {
+    fn start(&self, domain: &Domain, task: &Task) -> Box<dyn AgentSession> {
+        Box::new(A2aSession {
+            client: self.client.clone(),
+            stream: self.stream,
+            timeout: self.cfg.timeout,
+            retries: self.cfg.retries,
+            preamble: Some(preamble(&domain.policy, &domain.tools.schemas, task)),
+            context_id: None,
+            task_id: None,
+            calls: 0,
+        })
+    }
+
+    fn info(&self) -> Value {
+        json!({
+            "implementation": "a2a_agent",
+            "endpoint": self.cfg.endpoint,
+            "protocol": self.describe(),
+            "agent_card": self.client.card().map(|c| json!({"name": c.name, "version": c.version})),
+        })
+    }
+}
+
+/// The instructions of tau2's baseline agent, minus its sentence about JSON tool calls,
+/// which the tool section says instead (as PR #143 does).
+const INSTRUCTIONS: &str = "You are a customer service agent that helps the user according to the <policy> provided below.\n\
+In each turn you can either:\n\
+- Send a message to the user.\n\
+- Make a tool call.\n\
+You cannot do both at the same time.\n\n\
+Try to be helpful and always follow the policy.";
+
+const CALL_FORMAT: &str = "To use a tool, respond with JSON: {\"tool_call\": {\"name\": \"tool_name\", \"arguments\": {\"param1\": \"value\"}}}\n\
+To make several calls at once: {\"tool_calls\": [{\"tool_call\": {...}}, ...]}";
+
+/// The first message's head: instructions, policy, tools and the conversation so far.
+fn preamble(policy: &str, tools: &[ToolSchema], task: &Task) -> String {
+    let mut s = format!(
+        "<instructions>\n{INSTRUCTIONS}\n</instructions>\n<policy>\n{policy}\n</policy>\n<available_tools>\n{}\n</available_tools>\n{CALL_FORMAT}\n",
+        describe_tools(tools)
+    );
+    let history = task.message_history();
+    if !history.is_empty() {
+        s.push_str("\n<conversation_so_far>\n");
+        for m in history {
+            s.push_str(&render(m));
+            s.push('\n');
+        }
+        s.push_str("</conversation_so_far>\n");
+    }
+    s
+}
+
+/// Each tool as `- name(p: type, ...)`, its description and its parameters, as PR #143
+/// lists them.
+pub fn describe_tools(tools: &[ToolSchema]) -> String {
+    let mut out = Vec::new();
+    for t in tools {
+        let props = t.parameters["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let required: Vec<&str> = t.parameters["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let ty = |p: &Value| -> String {
+            match &p["type"] {
+                Value::String(s) if s == "array" => {
+                    format!("array[{}]", p["items"]["type"].as_str().unwrap_or("any"))
+                }
+                Value::String(s) => s.clone(),
+                _ => "any".into(),
+            }
+        };
+        let sig: Vec<String> = props
+            .iter()
+            .map(|(k, p)| format!("{k}: {}", ty(p)))
+            .collect();
+        let mut block = format!(
+            "- {}({})\n  Description: {}",
+            t.name,
+            sig.join(", "),
+            t.description
+        );
+        if !props.is_empty() {
+            block.push_str("\n  Parameters:");
+            for (k, p) in &props {
+                let req = if required.contains(&k.as_str()) {
+                    "required"
+                } else {
+                    "optional"
+                };
+                let mut line = format!("\n    - {k} ({}, {req})", ty(p));
+                if let Some(d) = p["description"].as_str() {
+                    line.push_str(&format!(": {d}"));
+                }
+                if let Some(e) = p["enum"].as_array() {
+                    line.push_str(&format!(" (one of {})", Value::Array(e.clone())));
+                }
+                block.push_str(&line);
+            }
+        }
+        out.push(block);
+    }
+    out.join("\n")
+}
+
+/// A message as the agent is told it.
+fn render(m: &Message) -> String {
+    match m.role {
+        Role::Tool => {
+            let id = m.id.as_deref().unwrap_or("");
+            if m.error == Some(true) {
+                format!("Tool result (id={id}) ERROR: {}", m.text())
+            } else {
+                format!("Tool result (id={id}): {}", m.text())
+            }
+        }
+        Role::User => format!("user: {}", m.text()),
+        Role::Assistant if m.is_tool_call() => {
+            let calls: Vec<Value> = m
+                .tool_calls
+                .iter()
+                .flatten()
+                .map(|c| json!({"tool_call": {"id": c.id, "name": c.name, "arguments": c.arguments}}))
+                .collect();
+            format!("assistant: {}", Value::Array(calls))
+        }
+        _ => format!("{:?}: {}", m.role, m.text()).to_lowercase(),
+    }
+}
+
+struct A2aSession {
+    client: A2aClient,
+    stream: bool,
+    timeout: Duration,
+    retries: u32,
+    preamble: Option<String>,
+    context_id: Option<String>,
+    /// A task left `input-required`: the next message continues it.
+    task_id: Option<String>,
+    calls: u64,
+}
+
+impl AgentSession for A2aSession {
+    fn turn<'a>(
+        &'a mut self,
+        new: &'a [Message],
+    ) -> BoxFuture<'a, Result<AgentTurn, AgentFailure>> {
+        Box::pin(self.turn_inner(new))
+    }
+}
+
+/// What came back from one turn, before it becomes a tau2 message.
+struct Reply {
+    text: String,
+    data_calls: Vec<ToolCall>,
+    usage: Option<Usage>,
+    raw: Value,
+}
+
+impl A2aSession {
+    async fn turn_inner(&mut self, new: &[Message]) -> Result<AgentTurn, AgentFailure> {
+        let mut text = String::new();
+        if let Some(p) = self.preamble.take() {
+            text.push_str(&p);
+            text.push('\n');
+        }
+        let body: Vec<String> = new
+            .iter()
+            .map(|m| match m.role {
+                Role::User => m.text().to_owned(),
+                _ => render(m),
+            })
+            .collect();
+        text.push_str(&body.join("\n"));
+        let mut msg = A2aMessage::text(A2aRole::User, text.clone());
+        msg.context_id = self.context_id.clone();
+        msg.task_id = self.task_id.clone();
+
+        let started = Instant::now();
+        let mut measure = TurnMeasure::default();
+        let reply = loop {
+            let attempt = if self.stream {
+                self.streamed(msg.clone(), started, &mut measure).await
+            } else {
+                self.sent(msg.clone()).await
+            };
+            match attempt {
+                Ok(r) => break r,
+                Err(e) if transient(&e) && measure.retries < self.retries => {
+                    measure.retries += 1;
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(measure.retries)))
+                        .await;
+                }
+                Err(e) => return Err(classify(e)),
+            }
+        };
+        let reply = reply?;
+        measure.latency_s = started.elapsed().as_secs_f64();
+        match reply.usage {
+            Some(u) => {
+                measure.prompt_tokens = u.prompt_tokens;
+                measure.completion_tokens = u.completion_tokens;
+            }
+            None => {
+                measure.tokens_estimated = true;
+                measure.prompt_tokens = text.chars().count().div_ceil(4) as u64;
+                measure.completion_tokens = reply.text.chars().count().div_ceil(4) as u64;
+            }
+        }
+        let mut calls = reply.data_calls;
+        let mut content = Some(reply.text.clone());
+        if calls.is_empty() {
+            let parsed = agentry_core::parse::parse_model_text(&reply.text);
+            if !parsed.calls.is_empty() {
+                calls = parsed
+                    .calls
+                    .into_iter()
+                    .map(|c| ToolCall {
+                        id: String::new(),
+                        name: c.name,
+                        arguments: c.arguments.as_object().cloned().unwrap_or_default(),
+                        requestor: Requestor::Assistant,
+                    })
+                    .collect();
+            }
+        }
+        if !calls.is_empty() {
+            // The prose around a call is the agent's reasoning, not a message to the user.
+            content = None;
+            for c in &mut calls {
+                self.calls += 1;
+                if c.id.is_empty() {
+                    c.id = format!("call_{}", self.calls);
+                }
+            }
+        }
+        let mut message = Message::with_calls(Role::Assistant, content, calls);
+        message.usage = Some(Usage {
+            prompt_tokens: measure.prompt_tokens,
+            completion_tokens: measure.completion_tokens,
+        });
+        message.generation_time_seconds = Some(measure.latency_s);
+        message.raw_data = Some(reply.raw);
+        Ok(AgentTurn { message, measure })
+    }
+
+    fn params(&self, msg: A2aMessage) -> MessageSendParams {
+        let mut p = MessageSendParams::new(msg);
+        p.configuration = Some(MessageSendConfiguration {
+            accepted_output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
+            blocking: Some(true),
+            ..Default::default()
+        });
+        p
+    }
+
+    async fn sent(&mut self, msg: A2aMessage) -> Result<Result<Reply, AgentFailure>, A2aError> {
+        let result = tokio::time::timeout(self.timeout, self.client.send_message(self.params(msg)))
+            .await
+            .map_err(|_| A2aError::Timeout {
+                what: "message/send".into(),
+                after_ms: self.timeout.as_millis() as u64,
+            })??;
+        match result {
+            SendMessageResult::Message(m) => {
+                self.context_id = m.context_id.clone().or(self.context_id.take());
+                self.task_id = None;
+                Ok(Ok(from_message(&m)))
+            }
+            SendMessageResult::Task(mut t) => {
+                // Follow a task that is still running to the end of its turn.
+                let deadline = Instant::now() + self.timeout;
+                let mut wait = Duration::from_millis(50);
+                while matches!(t.status.state, TaskState::Submitted | TaskState::Working) {
+                    if Instant::now() >= deadline {
+                        return Err(A2aError::Timeout {
+                            what: format!("task {} still {:?}", t.id, t.status.state),
+                            after_ms: self.timeout.as_millis() as u64,
+                        });
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                    t = self.client.get_task(&t.id, None).await?;
+                }
+                Ok(self.read_task(t))
+            }
+        }
+    }
+
+    async fn streamed(
+        &mut self,
+        msg: A2aMessage,
+        started: Instant,
+        measure: &mut TurnMeasure,
+    ) -> Result<Result<Reply, AgentFailure>, A2aError> {
+        let stream = self.client.stream_message(self.params(msg));
+        tokio::pin!(stream);
+        let mut task: Option<A2aTask> = None;
+        let mut streamed_text = String::new();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let next = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .map_err(|_| A2aError::Timeout {
+                    what: "message/stream".into(),
+                    after_ms: self.timeout.as_millis() as u64,
+                })?;
+            let Some(event) = next else { break };
+            let event = event?;
+            if measure.first_event_s.is_none() {
+                measure.first_event_s = Some(started.elapsed().as_secs_f64());
+            }
+            match event {
+                StreamEvent::Message(m) => {
+                    self.context_id = m.context_id.clone().or(self.context_id.take());
+                    self.task_id = None;
+                    return Ok(Ok(from_message(&m)));
+                }
+                StreamEvent::Task(t) => task = Some(t),
+                StreamEvent::StatusUpdate(u) => {
+                    let t = task.get_or_insert_with(|| A2aTask {
+                        id: u.task_id.clone(),
+                        context_id: u.context_id.clone(),
+                        status: u.status.clone(),
+                        history: Vec::new(),
+                        artifacts: Vec::new(),
+                        metadata: None,
+                        owner: None,
+                        parked: false,
+                    });
+                    t.status = u.status.clone();
+                    if u.is_final {
+                        break;
+                    }
+                }
+                StreamEvent::ArtifactUpdate(a) => {
+                    if let Some(t) = task.as_mut() {
+                        match t
+                            .artifacts
+                            .iter_mut()
+                            .find(|x| x.artifact_id == a.artifact.artifact_id)
+                        {
+                            Some(x) if a.append.unwrap_or(false) => {
+                                x.parts.extend(a.artifact.parts.clone())
+                            }
+                            Some(x) => *x = a.artifact.clone(),
+                            None => t.artifacts.push(a.artifact.clone()),
+                        }
+                    } else {
+                        streamed_text.push_str(&parts_text(&a.artifact.parts));
+                    }
+                }
+            }
+        }
+        match task {
+            Some(t) if matches!(t.status.state, TaskState::Submitted | TaskState::Working) => {
+                Err(A2aError::Request {
+                    url: self.client.endpoint().to_owned(),
+                    reason: format!("the stream ended with task {} still working", t.id),
+                })
+            }
+            Some(t) => Ok(self.read_task(t)),
+            None if !streamed_text.is_empty() => Ok(Ok(Reply {
+                text: streamed_text,
+                data_calls: Vec::new(),
+                usage: None,
+                raw: Value::Null,
+            })),
+            None => Err(A2aError::Request {
+                url: self.client.endpoint().to_owned(),
+                reason: "the stream ended without a message or a task".into(),
+            }),
+        }
+    }
+
+    /// The reply a finished (or interrupted) task carries: its artifacts' text, else its
+    /// status message, else the agent's last message in its history.
+    fn read_task(&mut self, t: A2aTask) -> Result<Reply, AgentFailure> {
+        self.context_id = Some(t.context_id.clone());
+        self.task_id = matches!(t.status.state, TaskState::InputRequired).then(|| t.id.clone());
+        let raw = serde_json::to_value(&t).unwrap_or(Value::Null);
+        match t.status.state {
+            TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
+                let why = t
+                    .status
+                    .message
+                    .as_ref()
+                    .map(|m| parts_text(&m.parts))
+                    .unwrap_or_default();
+                return Err(AgentFailure::Agent {
+                    code: format!("task {}", format!("{:?}", t.status.state).to_lowercase()),
+                    message: why,
+                });
+            }
+            TaskState::AuthRequired => {
+                return Err(AgentFailure::Agent {
+                    code: "task auth-required".into(),
+                    message: "the agent asked for authorization mid-task".into(),
+                });
+            }
+            _ => {}
+        }
+        let mut parts: Vec<Part> = t.artifacts.iter().flat_map(|a| a.parts.clone()).collect();
+        if parts.is_empty()
+            && let Some(m) = &t.status.message
+        {
+            parts = m.parts.clone();
+        }
+        if parts.is_empty()
+            && let Some(m) = t.history.iter().rev().find(|m| m.role == A2aRole::Agent)
+        {
+            parts = m.parts.clone();
+        }
+        let usage = usage_of(t.metadata.as_ref()).or_else(|| {
+            t.status
+                .message
+                .as_ref()
+                .and_then(|m| usage_of(m.metadata.as_ref()))
+        });
+        Ok(Reply {
+            text: parts_text(&parts),
+            data_calls: data_calls(&parts),
+            usage,
+            raw,
+        })
+    }
+}
+
+fn from_message(m: &A2aMessage) -> Reply {
+    Reply {
+        text: parts_text(&m.parts),
+        data_calls: data_calls(&m.parts),
+        usage: usage_of(m.metadata.as_ref()),
+        raw: serde_json::to_value(m).unwrap_or(Value::Null),
+    }
+}
+
+fn parts_text(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Tool calls sent as data parts: `{"tool_calls": [{"name", "arguments", "id"?}]}` or one
+/// `{"tool_call": {...}}`.
+fn data_calls(parts: &[Part]) -> Vec<ToolCall> {
+    let mut out = Vec::new();
+    for p in parts {
+        let Part::Data(d) = p else { continue };
+        let items: Vec<&Value> = match (d.data.get("tool_calls"), d.data.get("tool_call")) {
+            (Some(Value::Array(a)), _) => a.iter().collect(),
+            (_, Some(one)) => vec![one],
+            _ => continue,
+        };
+        for item in items {
+            let item = item.get("tool_call").unwrap_or(item);
+            let Some(name) = item["name"].as_str() else {
+                continue;
+            };
+            out.push(ToolCall {
+                id: item["id"].as_str().unwrap_or_default().to_owned(),
+                name: name.to_owned(),
+                arguments: item["arguments"].as_object().cloned().unwrap_or_default(),
+                requestor: Requestor::Assistant,
+            });
+        }
+    }
+    out
+}
+
+/// Token usage an agent reports in metadata: `usage` with OpenAI's or Anthropic's names.
+fn usage_of(meta: Option<&serde_json::Map<String, Value>>) -> Option<Usage> {
+    let u = meta?.get("usage")?;
+    let get = |a: &str, b: &str| u.get(a).or_else(|| u.get(b)).and_then(Value::as_u64);
+    Some(Usage {
+        prompt_tokens: get("prompt_tokens", "input_tokens")?,
+        completion_tokens: get("completion_tokens", "output_tokens")?,
+    })
+}
+
+/// Errors worth another try: the connection, a timeout, a 5xx.
+fn transient(e: &A2aError) -> bool {
+    match e {
+        A2aError::Connect { .. } | A2aError::Timeout { .. } | A2aError::Request { .. } => true,
+        A2aError::Http { status, .. } => *status >= 500,
+        _ => false,
+    }
+}
+
+fn classify(e: A2aError) -> AgentFailure {
+    match &e {
+        A2aError::Rpc(rpc) => AgentFailure::Agent {
+            code: rpc.code.to_string(),
+            message: rpc.message.clone(),
+        },
+        A2aError::InvalidResponse(m) => AgentFailure::Agent {
+            code: "invalid response".into(),
+            message: m.clone(),
+        },
+        A2aError::Http { status, body, .. } if *status < 500 => AgentFailure::Agent {
+            code: format!("http {status}"),
+            message: body.chars().take(300).collect(),
+        },
+        _ => AgentFailure::Infrastructure(e.to_string()),
+    }
+}

@@ -1,0 +1,247 @@
+//! One simulation: tau2's half-duplex orchestrator (`src/tau2/orchestrator/orchestrator.py`).
+//!
+//! Turns alternate between the user, the agent and the environment. A message with tool
+//! calls goes to the environment, which runs every call in order and answers whoever made
+//! them; a text goes to the other party. The user ends the conversation with a stop token;
+//! the step limit, the error limit and the wall clock end it otherwise.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::agent::{AgentFailure, AgentSession};
+use super::user::{UserSession, is_stop};
+use crate::domain::Domain;
+use crate::env::EnvError;
+use crate::message::{Message, Role};
+use crate::score::Termination;
+use crate::task::Task;
+
+/// tau2's greeting, the first message of a conversation that has no history.
+pub const GREETING: &str = "Hi! How can I help you today?";
+
+/// Limits of one simulation (tau2's defaults: 200 steps, 10 tool errors, no timeout).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Hops between participants.
+    pub max_steps: usize,
+    /// Tool calls that raised.
+    pub max_errors: usize,
+    /// Wall clock.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_steps: 200,
+            max_errors: 10,
+            timeout: None,
+        }
+    }
+}
+
+/// How a simulation ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The trajectory (history and greeting included).
+    pub messages: Vec<Message>,
+    /// Why it ended.
+    pub termination: Termination,
+    /// For an infrastructure error: what failed.
+    pub infrastructure_error: Option<String>,
+    /// agentry's measurements: per-turn figures, protocol errors, hallucinated names.
+    pub info: Value,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Next {
+    User,
+    Agent,
+}
+
+/// Runs one conversation between `user` and `agent` on a fresh environment of `domain`.
+pub async fn simulate(
+    domain: &Domain,
+    task: &Task,
+    agent: &mut dyn AgentSession,
+    user: &mut dyn UserSession,
+    limits: Limits,
+) -> Result<Outcome, EnvError> {
+    let started = Instant::now();
+    let mut env = domain.environment();
+    let history = task.message_history().to_vec();
+    env.set_state(task.initial_state.as_ref(), &history)?;
+
+    let mut messages: Vec<Message> = history.clone();
+    let mut next = match history.last() {
+        None => {
+            messages.push(Message::assistant(GREETING));
+            Next::User
+        }
+        Some(m) => match m.role {
+            Role::Assistant if !m.is_tool_call() => Next::User,
+            Role::User if !m.is_tool_call() => Next::Agent,
+            Role::Tool if m.requestor == Some(crate::message::Requestor::User) => Next::User,
+            _ => Next::Agent,
+        },
+    };
+    // What the agent has not seen yet. A history ending with the user's words is the
+    // agent's first input (the rest of the history is in its first message's preamble).
+    let mut agent_inbox: Vec<Message> = match (next, history.last()) {
+        (Next::Agent, Some(m)) if m.role == Role::User => vec![m.clone()],
+        _ => Vec::new(),
+    };
+    let mut turns: Vec<Value> = Vec::new();
+    let mut protocol_errors: Vec<Value> = Vec::new();
+    let mut hallucinated = 0u64;
+    let mut steps = 0usize;
+    let mut errors = 0usize;
+
+    let finish = |messages: Vec<Message>,
+                  termination: Termination,
+                  infra: Option<String>,
+                  turns: Vec<Value>,
+                  protocol_errors: Vec<Value>,
+                  hallucinated: u64| Outcome {
+        messages,
+        termination,
+        infrastructure_error: infra,
+        info: json!({"agentry": {
+            "turns": turns,
+            "protocol_errors": protocol_errors,
+            "hallucinated_tool_calls": hallucinated,
+        }}),
+    };
+
+    loop {
+        // One hop of the speaker, then the environment's hop if it made calls.
+        let msg = match next {
+            Next::User => {
+                let view = user_view(&messages);
+                match user.respond(&view).await {
+                    Ok(m) => m,
+                    Err(e) => {
+                        // The user simulator is the harness's part: retried, then excluded.
+                        return Ok(finish(
+                            messages,
+                            Termination::InfrastructureError,
+                            Some(e),
+                            turns,
+                            protocol_errors,
+                            hallucinated,
+                        ));
+                    }
+                }
+            }
+            Next::Agent => {
+                let inbox = std::mem::take(&mut agent_inbox);
+                match agent.turn(&inbox).await {
+                    Ok(t) => {
+                        turns.push(serde_json::to_value(&t.measure).unwrap_or(Value::Null));
+                        t.message
+                    }
+                    Err(AgentFailure::Infrastructure(e)) => {
+                        return Ok(finish(
+                            messages,
+                            Termination::InfrastructureError,
+                            Some(e),
+                            turns,
+                            protocol_errors,
+                            hallucinated,
+                        ));
+                    }
+                    Err(AgentFailure::Agent { code, message }) => {
+                        protocol_errors.push(json!({"code": code, "message": message}));
+                        return Ok(finish(
+                            messages,
+                            Termination::AgentError,
+                            None,
+                            turns,
+                            protocol_errors,
+                            hallucinated,
+                        ));
+                    }
+                }
+            }
+        };
+        let speaker = next;
+        steps += 1;
+        let stop = speaker == Next::User && !msg.is_tool_call() && is_stop(&msg);
+        let calls = msg.tool_calls.clone().unwrap_or_default();
+        messages.push(msg.clone());
+        if stop {
+            return Ok(finish(
+                messages,
+                Termination::UserStop,
+                None,
+                turns,
+                protocol_errors,
+                hallucinated,
+            ));
+        }
+        if !calls.is_empty() {
+            // The environment's hop: every call, in order, one result each.
+            let mut results = Vec::new();
+            for call in &calls {
+                if domain.tools.tool_type(&call.name).is_none() {
+                    hallucinated += 1;
+                }
+                let r = env.respond(call);
+                if r.error == Some(true) {
+                    errors += 1;
+                }
+                messages.push(r.clone());
+                results.push(r);
+            }
+            steps += 1;
+            match speaker {
+                Next::Agent => agent_inbox = results,
+                Next::User => {}
+            }
+            next = speaker;
+        } else {
+            next = match speaker {
+                Next::Agent => Next::User,
+                Next::User => {
+                    agent_inbox.push(msg);
+                    Next::Agent
+                }
+            };
+        }
+        let limit = if steps >= limits.max_steps {
+            Some(Termination::MaxSteps)
+        } else if errors >= limits.max_errors {
+            Some(Termination::TooManyErrors)
+        } else if limits.timeout.is_some_and(|t| started.elapsed() >= t) {
+            Some(Termination::Timeout)
+        } else {
+            None
+        };
+        if let Some(t) = limit {
+            return Ok(finish(
+                messages,
+                t,
+                None,
+                turns,
+                protocol_errors,
+                hallucinated,
+            ));
+        }
+    }
+}
+
+/// The conversation as the user sees it: the agent's texts, the user's own messages and
+/// the results of the user's calls; never the agent's calls or their results.
+fn user_view(messages: &[Message]) -> Vec<Message> {
+    messages
+        .iter()
+        .filter(|m| match m.role {
+            Role::Assistant => !m.is_tool_call(),
+            Role::User => true,
+            Role::Tool => m.requestor == Some(crate::message::Requestor::User),
+            Role::System => false,
+        })
+        .cloned()
+        .collect()
+}

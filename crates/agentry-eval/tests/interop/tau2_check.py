@@ -1,0 +1,47 @@
+"""tau2-bench itself, as the reference the evaluation tests compare agentry against.
+
+  tau2_check.py actions DOMAIN   every task's expected actions run on a fresh environment:
+                                 {task_id: {"db": hash, "user_db": hash, "outputs": [...]}}
+  tau2_check.py rescore FILE     tau2's own re-scorer (`tau2 evaluate-trajs`) on a
+                                 results.json: {simulation_id: reward}
+
+TAU2_DATA_DIR must hold tau2/domains/<domain>.
+"""
+import json
+import sys
+
+from tau2.registry import registry
+
+
+def actions(domain):
+    env_ctor = registry.get_env_constructor(domain)
+    tasks = registry.get_tasks_loader(domain)(None)
+    out = {}
+    for task in tasks:
+        env = env_ctor()
+        init = task.initial_state
+        env.set_state(
+            initialization_data=init.initialization_data if init else None,
+            initialization_actions=init.initialization_actions if init else None,
+            message_history=(init.message_history or []) if init else [],
+        )
+        outputs = []
+        for i, a in enumerate((task.evaluation_criteria.actions or []) if task.evaluation_criteria else []):
+            from tau2.data_model.message import ToolCall
+            msg = env.get_response(ToolCall(id=f"a{i}", name=a.name, arguments=a.arguments, requestor=a.requestor))
+            outputs.append({"content": msg.content, "error": msg.error})
+        out[task.id] = {"db": env.get_db_hash(), "user_db": env.get_user_db_hash(), "outputs": outputs}
+    json.dump(out, sys.stdout)
+
+
+def rescore(path):
+    from tau2.data_model.simulation import Results
+    from tau2.scripts.evaluate_trajectories import compute_simulation_rewards
+
+    results = Results.load(path)
+    scored = compute_simulation_rewards(results)
+    json.dump({s.id: s.reward_info.reward for s in scored.simulations}, sys.stdout)
+
+
+if __name__ == "__main__":
+    {"actions": actions, "rescore": rescore}[sys.argv[1]](sys.argv[2])

@@ -1,0 +1,423 @@
+//! Whole runs over A2A: an agent served by agentry's A2A server that performs each task's
+//! expected actions (or gets one wrong), a scripted user, results.json written and then
+//! re-scored by tau2's own evaluator, which must give every simulation the same reward.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentry_a2a::client::Binding;
+use agentry_a2a::model::AgentCard;
+use agentry_a2a::server::{
+    A2aServer, AgentExecutor, AgentService, EventSink, ExecutorError, RequestContext,
+};
+use agentry_a2a::store::MemoryStore;
+use agentry_a2a::version::ProtocolVersion;
+use agentry_eval::domain::Domain;
+use agentry_eval::metrics;
+use agentry_eval::results::Results;
+use agentry_eval::run::agent::{A2aAgent, A2aAgentConfig};
+use agentry_eval::run::sim::Limits;
+use agentry_eval::run::user::{ScriptTurn, ScriptedUser};
+use agentry_eval::run::{EvalConfig, run};
+use agentry_eval::score::Termination;
+use agentry_eval::task::Task;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use crate::common::{retail, tau2_check, tau2_python};
+
+/// An agent that knows the answers: told the task by the user's first words (`[task:ID]`), it
+/// makes all the task's expected calls in one reply, then says the information the task
+/// wants communicated. With `sabotage`, it changes one argument of the last write.
+struct Oracle {
+    tasks: HashMap<String, Task>,
+    sabotage: Option<String>,
+    /// context id -> (task id, turns taken)
+    state: Mutex<HashMap<String, (String, usize)>>,
+}
+
+impl Oracle {
+    fn reply(&self, context: &str, text: &str) -> String {
+        let mut state = self.state.lock().unwrap();
+        if let Some(start) = text.find("[task:") {
+            let id = text[start + 6..]
+                .split(']')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            state.insert(context.to_owned(), (id, 0));
+        }
+        let Some((id, turn)) = state.get_mut(context) else {
+            return "I do not know which task this is.".into();
+        };
+        *turn += 1;
+        let task = &self.tasks[id.as_str()];
+        let criteria = task.evaluation_criteria.as_ref();
+        let actions = criteria.and_then(|c| c.actions.clone()).unwrap_or_default();
+        if *turn == 1 && !actions.is_empty() {
+            let mut calls: Vec<Value> = actions
+                .iter()
+                .filter(|a| a.requestor == agentry_eval::message::Requestor::Assistant)
+                .map(|a| json!({"tool_call": {"name": a.name, "arguments": a.arguments}}))
+                .collect();
+            if self.sabotage.as_deref() == Some(id.as_str())
+                && let Some(last) = calls.last_mut()
+            {
+                let args = last["tool_call"]["arguments"].as_object_mut().unwrap();
+                if let Some((_, v)) = args
+                    .iter_mut()
+                    .find(|(k, _)| k.ends_with("_id") || k.ends_with("ids"))
+                {
+                    *v = match v {
+                        Value::Array(_) => json!(["0000000000"]),
+                        _ => json!("#W0000000"),
+                    };
+                }
+            }
+            return format!(
+                "Let me do that.\n```json\n{}\n```",
+                json!({"tool_calls": calls})
+            );
+        }
+        let info = criteria
+            .and_then(|c| c.communicate_info.clone())
+            .unwrap_or_default();
+        format!("All done. {}", info.join(". "))
+    }
+}
+
+impl AgentExecutor for Oracle {
+    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), ExecutorError> {
+        let reply = self.reply(&ctx.context_id, &ctx.message.text_content());
+        events.complete(Some(events.agent_text(reply))).await
+    }
+}
+
+struct Served {
+    base: String,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn serve_oracle(domain: &Domain, sabotage: Option<&str>) -> Served {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/", listener.local_addr().unwrap());
+    let mut card = AgentCard::new(
+        "oracle",
+        "Performs each tau2 task's expected actions.",
+        &base,
+    );
+    card.capabilities.streaming = Some(true);
+    let oracle = Oracle {
+        tasks: domain
+            .tasks
+            .iter()
+            .map(|t| (t.id.clone(), t.clone()))
+            .collect(),
+        sabotage: sabotage.map(str::to_owned),
+        state: Mutex::new(HashMap::new()),
+    };
+    let svc = AgentService::new(card, oracle, Arc::new(MemoryStore::default()));
+    let server = A2aServer::new().agent("/", svc);
+    let (stop, rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        server
+            .serve(listener, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    Served { base, _stop: stop }
+}
+
+/// The user says which task it is, dismisses its notification where the task has one
+/// (mock's user tools), and stops when the script ends.
+fn script(tasks: &[Task]) -> ScriptedUser {
+    ScriptedUser::new(
+        tasks
+            .iter()
+            .map(|t| {
+                let mut turns = Vec::new();
+                if t.id == "update_task_with_user_tools" {
+                    turns.push(
+                        serde_json::from_value::<ScriptTurn>(json!({"tool_calls": [
+                            {"name": "dismiss_notification", "arguments": {"notification_id": "notif_1"}}]}))
+                        .unwrap(),
+                    );
+                }
+                turns.push(ScriptTurn::Say(format!("[task:{}] Hello, I need help with this.", t.id)));
+                turns.push(ScriptTurn::Say("Thanks.".into()));
+                (t.id.clone(), turns)
+            })
+            .collect(),
+    )
+}
+
+async fn evaluate(
+    domain: Domain,
+    tasks: Vec<Task>,
+    sabotage: Option<&str>,
+    protocol: Option<ProtocolVersion>,
+    binding: Binding,
+    stream: bool,
+    dir: &std::path::Path,
+) -> Results {
+    let served = serve_oracle(&domain, sabotage).await;
+    let agent = A2aAgent::connect(A2aAgentConfig {
+        endpoint: served.base.clone(),
+        timeout: Duration::from_secs(30),
+        stream: Some(stream),
+        binding,
+        protocol,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let users = Arc::new(script(&tasks));
+    let cfg = EvalConfig {
+        domain,
+        tasks,
+        trials: 2,
+        concurrency: 4,
+        limits: Limits::default(),
+        max_retries: 1,
+        seed: 300,
+        save_to: Some(dir.to_owned()),
+    };
+    run(cfg, Arc::new(agent), users, None, |_| {})
+        .await
+        .unwrap()
+}
+
+fn rewards(r: &Results) -> HashMap<String, f64> {
+    r.simulations
+        .iter()
+        .map(|s| {
+            (
+                s.id.clone(),
+                s.reward_info.as_ref().map_or(0.0, |x| x.reward),
+            )
+        })
+        .collect()
+}
+
+fn by_task(r: &Results) -> HashMap<String, Vec<f64>> {
+    let mut out: HashMap<String, Vec<f64>> = HashMap::new();
+    for s in &r.simulations {
+        out.entry(s.task_id.clone())
+            .or_default()
+            .push(s.reward_info.as_ref().map_or(-1.0, |x| x.reward));
+    }
+    out
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("agentry-eval-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn assert_tau2_agrees(dir: &std::path::Path, ours: &Results) {
+    let Some(python) = tau2_python() else { return };
+    let theirs = tau2_check(
+        &python,
+        &["rescore", dir.join("results.json").to_str().unwrap()],
+    );
+    let ours = rewards(ours);
+    assert_eq!(theirs.as_object().unwrap().len(), ours.len());
+    for (id, r) in &ours {
+        assert_eq!(
+            theirs[id].as_f64(),
+            Some(*r),
+            "simulation {id}: agentry scored {r}, tau2 {}",
+            theirs[id]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mock_domain_over_a2a_v1_streaming_scores_as_tau2_scores_it() {
+    let domain = Domain::builtin("mock").unwrap();
+    let tasks = domain.select(&[], None, None).unwrap();
+    assert_eq!(tasks.len(), 10);
+    let dir = tempdir("mock");
+    let results = evaluate(
+        domain,
+        tasks,
+        Some("update_task_1"),
+        None,
+        Binding::JsonRpc,
+        true,
+        &dir,
+    )
+    .await;
+    assert_eq!(results.simulations.len(), 20);
+    let per_task = by_task(&results);
+    for (task, rewards) in &per_task {
+        let want = match task.as_str() {
+            // Sabotaged: the wrong task's status changed.
+            "update_task_1" => 0.0,
+            // tau2's own task bug: gold replays only the agent's action, so the user's
+            // dismissed notification differs from gold whatever the agent does.
+            "update_task_with_user_tools" => 0.0,
+            // The task has no expected actions, only an assertion the oracle cannot see.
+            "update_task_with_history_and_env_assertions" => 0.0,
+            _ => 1.0,
+        };
+        assert_eq!(rewards, &vec![want, want], "task {task}");
+    }
+    for s in &results.simulations {
+        assert_eq!(s.termination_reason, Termination::UserStop);
+        // A conversation starts with tau2's greeting, or with the task's own history.
+        if !s.task_id.contains("history") {
+            assert_eq!(s.messages[0].text(), "Hi! How can I help you today?");
+        }
+    }
+    let m = metrics::compute(&results.simulations, 2);
+    assert_eq!(m.pass_hat_k.len(), 2);
+    assert!((m.pass_hat_k[0].value - 0.7).abs() < 1e-9);
+    assert!(
+        m.time_to_first_event.count > 0,
+        "streamed turns are timed to their first event"
+    );
+    assert!(m.tokens.estimated_turns > 0 && m.tokens.reported_turns == 0);
+    // The run is resumable: a second run over the same folder has nothing left to do.
+    let again = Results::load(&dir.join("results.json")).unwrap();
+    assert_eq!(again.simulations.len(), 20);
+    assert_tau2_agrees(&dir, &results);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retail_tasks_over_a2a_v03_and_rest_score_as_tau2_scores_them() {
+    let Some(domain) = retail() else { return };
+    let ids: Vec<String> = ["0", "5", "11", "15", "17", "22", "30", "33", "35"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let tasks = domain.select(&ids, None, None).unwrap();
+    let dir = tempdir("retail03");
+    let results = evaluate(
+        domain.clone(),
+        tasks.clone(),
+        Some("15"),
+        Some(ProtocolVersion::V0_3),
+        Binding::JsonRpc,
+        false,
+        &dir,
+    )
+    .await;
+    let per_task = by_task(&results);
+    for (task, rewards) in &per_task {
+        let want = if task == "15" { 0.0 } else { 1.0 };
+        assert_eq!(rewards, &vec![want, want], "task {task}");
+    }
+    assert_tau2_agrees(&dir, &results);
+
+    let dir = tempdir("retailrest");
+    let results = evaluate(
+        domain,
+        tasks[..3].to_vec(),
+        None,
+        Some(ProtocolVersion::V1_0),
+        Binding::HttpJson,
+        false,
+        &dir,
+    )
+    .await;
+    assert!(
+        results
+            .simulations
+            .iter()
+            .all(|s| s.reward_info.as_ref().unwrap().reward == 1.0)
+    );
+    assert!(
+        results.info["agent_info"]["protocol"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP+JSON")
+    );
+}
+
+/// The same oracle on the official Python SDK (a2a-sdk 1.3.0), answering with artifacts.
+async fn sdk_agent(tasks_file: &std::path::Path) -> Option<(tokio::process::Child, String)> {
+    let python = agentry_testkit::require_path(
+        agentry_testkit::Peer::Interop,
+        std::env::var_os("AGENTRY_INTEROP1_PYTHON")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| agentry_testkit::repo_root().join(".venv-a2a1/bin/python")),
+        "a2a-sdk 1.3.0 is installed into .venv-a2a1 by scripts/test.sh",
+    )?;
+    let port = agentry_testkit::free_port();
+    let child = tokio::process::Command::new(python)
+        .arg(
+            agentry_testkit::repo_root()
+                .join("crates/agentry-eval/tests/interop/tau2_sdk_agent.py"),
+        )
+        .env("A2A_PORT", port.to_string())
+        .env("TAU2_TASKS", tasks_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Some((child, format!("http://127.0.0.1:{port}/")))
+}
+
+async fn connect_when_up(cfg: A2aAgentConfig) -> A2aAgent {
+    for _ in 0..150 {
+        if let Ok(a) = A2aAgent::connect(cfg.clone()).await {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the SDK agent did not come up at {}", cfg.endpoint);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_on_the_official_python_sdk_is_evaluated_over_both_generations() {
+    let mock = Domain::builtin("mock").unwrap();
+    let tasks_file =
+        agentry_testkit::repo_root().join("crates/agentry-eval/domains/mock/tasks.json");
+    let Some((_child, base)) = sdk_agent(&tasks_file).await else {
+        return;
+    };
+    for (protocol, stream, name) in [
+        (Some(ProtocolVersion::V1_0), true, "sdk-v1"),
+        (Some(ProtocolVersion::V0_3), false, "sdk-v03"),
+    ] {
+        let agent = connect_when_up(A2aAgentConfig {
+            endpoint: base.clone(),
+            timeout: Duration::from_secs(30),
+            stream: Some(stream),
+            protocol,
+            ..Default::default()
+        })
+        .await;
+        let tasks = mock.select(&[], None, None).unwrap();
+        let dir = tempdir(name);
+        let cfg = EvalConfig {
+            domain: mock.clone(),
+            tasks: tasks.clone(),
+            trials: 1,
+            concurrency: 2,
+            limits: Limits::default(),
+            max_retries: 1,
+            seed: 300,
+            save_to: Some(dir.clone()),
+        };
+        let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
+            .await
+            .unwrap();
+        let per_task = by_task(&results);
+        for (task, rewards) in &per_task {
+            let want = match task.as_str() {
+                "update_task_with_user_tools" | "update_task_with_history_and_env_assertions" => {
+                    0.0
+                }
+                _ => 1.0,
+            };
+            assert_eq!(rewards, &vec![want], "{name}: task {task}");
+        }
+        assert_tau2_agrees(&dir, &results);
+    }
+}
