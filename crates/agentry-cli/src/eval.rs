@@ -39,6 +39,19 @@ enum EvalCommand {
         /// The run's directory (its --save-to) or its results.json.
         dir: PathBuf,
     },
+    /// Replay a recorded run offline (the recorded agent and user turns against a fresh
+    /// environment, the judge's recorded verdicts) and check that every score comes out as
+    /// recorded; fails otherwise.
+    Replay {
+        /// The run's directory or its results.json.
+        dir: PathBuf,
+        /// The domain, when the recording's (`mock`, `retail`) is not found by name.
+        #[arg(long)]
+        domain: Option<String>,
+        /// The toolkit of a domain directory not named after one.
+        #[arg(long)]
+        toolkit: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -138,8 +151,14 @@ fn model(spec: &str, base_url: Option<&str>) -> Result<Arc<dyn DynLlmProvider>, 
 }
 
 pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
-    if let Some(EvalCommand::View { dir }) = args.view {
-        return view(&dir);
+    match args.view {
+        Some(EvalCommand::View { dir }) => return view(&dir),
+        Some(EvalCommand::Replay {
+            dir,
+            domain,
+            toolkit,
+        }) => return replay(&dir, domain, toolkit).await,
+        None => {}
     }
     let a = args.run;
     let endpoint = a.agent_a2a_endpoint.clone().ok_or_else(|| {
@@ -241,13 +260,52 @@ pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-fn view(dir: &std::path::Path) -> Result<(), CliError> {
+fn results_at(dir: &std::path::Path) -> Result<Results, CliError> {
     let path = if dir.is_dir() {
         dir.join("results.json")
     } else {
         dir.to_owned()
     };
-    let results = Results::load(&path).map_err(failed)?;
+    Results::load(&path).map_err(failed)
+}
+
+async fn replay(
+    dir: &std::path::Path,
+    domain: Option<String>,
+    toolkit: Option<String>,
+) -> Result<(), CliError> {
+    let recorded = results_at(dir)?;
+    let name = domain.unwrap_or_else(|| {
+        recorded.info["environment_info"]["domain_name"]
+            .as_str()
+            .unwrap_or("mock")
+            .to_owned()
+    });
+    let domain = Domain::resolve(&name, toolkit.as_deref()).map_err(failed)?;
+    let replayed = agentry::eval::run::replay::replay(&recorded, &domain)
+        .await
+        .map_err(failed)?;
+    let diff = agentry::eval::run::replay::differences(&recorded, &replayed);
+    let scored = recorded
+        .simulations
+        .iter()
+        .filter(|s| s.termination_reason != agentry::eval::score::Termination::InfrastructureError)
+        .count();
+    if diff.is_empty() {
+        println!("replayed {scored} simulations offline: every reward reproduced exactly");
+        return Ok(());
+    }
+    for (task, trial, was, now) in &diff {
+        println!("task {task} trial {trial}: recorded {was}, replayed {now}");
+    }
+    Err(CliError::Failed(format!(
+        "{} of {scored} replayed rewards differ from the recording",
+        diff.len()
+    )))
+}
+
+fn view(dir: &std::path::Path) -> Result<(), CliError> {
+    let results = results_at(dir)?;
     let trials = results.info["num_trials"].as_u64().unwrap_or(1) as usize;
     let m = metrics::compute(&results.simulations, trials);
     print!("{}", report::summary(&results, &m));

@@ -5,6 +5,7 @@
 
 mod cli;
 mod crash;
+mod eval;
 mod governance;
 mod main_job;
 mod security;

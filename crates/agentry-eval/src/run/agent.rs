@@ -88,9 +88,9 @@ pub trait AgentSession: Send {
 
 /// Starts a conversation per simulation.
 pub trait AgentFactory: Send + Sync {
-    /// A new conversation for `task` (fresh context: nothing carries over between
-    /// simulations, retries included).
-    fn start(&self, domain: &Domain, task: &Task) -> Box<dyn AgentSession>;
+    /// A new conversation for `task`, trial `trial` (fresh context: nothing carries over
+    /// between simulations, retries included).
+    fn start(&self, domain: &Domain, task: &Task, trial: usize) -> Box<dyn AgentSession>;
     /// What results.json says about the agent.
     fn info(&self) -> Value;
 }
@@ -177,7 +177,7 @@ impl A2aAgent {
 }
 
 impl AgentFactory for A2aAgent {
-    fn start(&self, domain: &Domain, task: &Task) -> Box<dyn AgentSession> {
+    fn start(&self, domain: &Domain, task: &Task, _trial: usize) -> Box<dyn AgentSession> {
         Box::new(A2aSession {
             client: self.client.clone(),
             stream: self.stream,

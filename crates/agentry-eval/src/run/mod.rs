@@ -8,16 +8,16 @@
 
 pub mod agent;
 pub mod judge;
+pub mod replay;
 pub mod sim;
 pub mod user;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::domain::Domain;
@@ -244,8 +244,8 @@ async fn simulate_with_retries(
         attempts += 1;
         let sim_start = agentry_a2a::time::now_rfc3339();
         let t0 = Instant::now();
-        let mut agent = agents.start(&cfg.domain, task);
-        let mut user = users.start(&cfg.domain, task, seed);
+        let mut agent = agents.start(&cfg.domain, task, trial);
+        let mut user = users.start(&cfg.domain, task, trial, seed);
         let outcome =
             match sim::simulate(&cfg.domain, task, agent.as_mut(), user.as_mut(), cfg.limits).await
             {
@@ -316,41 +316,4 @@ async fn simulate_with_retries(
             "failed_after_attempts": attempts,
         }),
     }
-}
-
-/// Task ids by how their trials ended, for a summary.
-pub fn outcomes(results: &Results) -> BTreeMap<String, Vec<(usize, f64)>> {
-    let mut out: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
-    for s in &results.simulations {
-        out.entry(s.task_id.clone())
-            .or_default()
-            .push((s.trial, s.reward_info.as_ref().map_or(0.0, |r| r.reward)));
-    }
-    out
-}
-
-/// Re-scores saved simulations (after a judge is configured, or to check a file).
-pub async fn rescore(
-    domain: &Domain,
-    results: &mut Results,
-    judge: Option<&dyn Judge>,
-) -> Result<(), Value> {
-    for s in &mut results.simulations {
-        if s.termination_reason == Termination::InfrastructureError {
-            continue;
-        }
-        let Some(task) = domain.task(&s.task_id) else {
-            continue;
-        };
-        s.reward_info = Some(
-            score(domain, task, &s.messages, s.termination_reason, judge)
-                .await
-                .unwrap_or_else(|e| RewardInfo {
-                    reward: 0.0,
-                    info: Some(json!({"note": format!("evaluation failed: {e}")})),
-                    ..Default::default()
-                }),
-        );
-    }
-    Ok(())
 }

@@ -76,7 +76,9 @@ pub async fn simulate(
     let mut messages: Vec<Message> = history.clone();
     let mut next = match history.last() {
         None => {
-            messages.push(Message::assistant(GREETING));
+            let mut greeting = Message::assistant(GREETING);
+            greeting.timestamp = Some(agentry_a2a::time::now_rfc3339());
+            messages.push(greeting);
             Next::User
         }
         Some(m) => match m.role {
@@ -165,6 +167,9 @@ pub async fn simulate(
                 }
             }
         };
+        let mut msg = msg;
+        msg.timestamp
+            .get_or_insert_with(agentry_a2a::time::now_rfc3339);
         let speaker = next;
         steps += 1;
         let stop = speaker == Next::User && !msg.is_tool_call() && is_stop(&msg);
@@ -187,7 +192,8 @@ pub async fn simulate(
                 if domain.tools.tool_type(&call.name).is_none() {
                     hallucinated += 1;
                 }
-                let r = env.respond(call);
+                let mut r = env.respond(call);
+                r.timestamp = Some(agentry_a2a::time::now_rfc3339());
                 if r.error == Some(true) {
                     errors += 1;
                 }

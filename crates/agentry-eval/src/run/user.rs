@@ -32,8 +32,8 @@ pub trait UserSession: Send {
 
 /// Starts a user per simulation.
 pub trait UserFactory: Send + Sync {
-    /// A user for `task`, trial `seed`.
-    fn start(&self, domain: &Domain, task: &Task, seed: u64) -> Box<dyn UserSession>;
+    /// A user for `task`, trial `trial` (whose seed is `seed`).
+    fn start(&self, domain: &Domain, task: &Task, trial: usize, seed: u64) -> Box<dyn UserSession>;
     /// What results.json says about the user.
     fn info(&self) -> Value;
 }
@@ -55,7 +55,13 @@ impl LlmUser {
 }
 
 impl UserFactory for LlmUser {
-    fn start(&self, domain: &Domain, task: &Task, _seed: u64) -> Box<dyn UserSession> {
+    fn start(
+        &self,
+        domain: &Domain,
+        task: &Task,
+        _trial: usize,
+        _seed: u64,
+    ) -> Box<dyn UserSession> {
         let guidelines = domain.user_guidelines().replace("<PERSONA_GUIDELINES>", "");
         let system = format!(
             "{guidelines}\n\n<scenario>\n{}\n</scenario>",
@@ -121,18 +127,39 @@ impl UserSession for LlmUserSession {
                     Role::System => {}
                 }
             }
-            let req = ChatRequest {
+            let mut req = ChatRequest {
                 messages,
                 tools: self.tools.clone(),
                 temperature: Some(0.0),
                 ..Default::default()
             };
             let started = std::time::Instant::now();
-            let resp = self
+            let mut resp = self
                 .provider
-                .chat_dyn(req)
+                .chat_dyn(req.clone())
                 .await
                 .map_err(|e| format!("user simulator model: {e}"))?;
+            // A weak model can call the same tool again and again on the same result; the
+            // second identical call in a row is replaced by asking it to speak instead.
+            let previous = view
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::User)
+                .and_then(|m| m.tool_calls.as_ref());
+            let same = |prev: &Vec<ToolCall>| {
+                prev.len() == resp.message.tool_calls.len()
+                    && prev.iter().zip(&resp.message.tool_calls).all(|(a, b)| {
+                        a.name == b.name && Value::Object(a.arguments.clone()) == b.arguments
+                    })
+            };
+            if !resp.message.tool_calls.is_empty() && previous.is_some_and(same) {
+                req.tools.clear();
+                resp = self
+                    .provider
+                    .chat_dyn(req)
+                    .await
+                    .map_err(|e| format!("user simulator model: {e}"))?;
+            }
             let calls: Vec<ToolCall> = resp
                 .message
                 .tool_calls
@@ -213,7 +240,13 @@ impl ScriptedUser {
 }
 
 impl UserFactory for ScriptedUser {
-    fn start(&self, _domain: &Domain, task: &Task, _seed: u64) -> Box<dyn UserSession> {
+    fn start(
+        &self,
+        _domain: &Domain,
+        task: &Task,
+        _trial: usize,
+        _seed: u64,
+    ) -> Box<dyn UserSession> {
         Box::new(ScriptedSession {
             turns: self
                 .scripts

@@ -19,7 +19,7 @@ use agentry_eval::results::Results;
 use agentry_eval::run::agent::{A2aAgent, A2aAgentConfig};
 use agentry_eval::run::sim::Limits;
 use agentry_eval::run::user::{ScriptTurn, ScriptedUser};
-use agentry_eval::run::{EvalConfig, run};
+use agentry_eval::run::{EvalConfig, replay, run};
 use agentry_eval::score::Termination;
 use agentry_eval::task::Task;
 use serde_json::{Value, json};
@@ -30,9 +30,13 @@ use crate::common::{retail, tau2_check, tau2_python};
 /// An agent that knows the answers: told the task by the user's first words (`[task:ID]`), it
 /// makes all the task's expected calls in one reply, then says the information the task
 /// wants communicated. With `sabotage`, it changes one argument of the last write.
-struct Oracle {
+pub(crate) struct Oracle {
     tasks: HashMap<String, Task>,
     sabotage: Option<String>,
+    /// Fails the task whose id this is (the agent's own failure).
+    pub(crate) fail: Option<String>,
+    /// Takes this long over every turn of this task.
+    pub(crate) slow: Option<(String, Duration)>,
     /// context id -> (task id, turns taken)
     state: Mutex<HashMap<String, (String, usize)>>,
 }
@@ -90,16 +94,56 @@ impl Oracle {
 impl AgentExecutor for Oracle {
     async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), ExecutorError> {
         let reply = self.reply(&ctx.context_id, &ctx.message.text_content());
+        let task = self.task_of(&ctx.context_id);
+        if let Some((slow, wait)) = &self.slow
+            && task.as_deref() == Some(slow.as_str())
+        {
+            tokio::time::sleep(*wait).await;
+        }
+        if task.is_some() && task == self.fail {
+            return events
+                .fail(Some(events.agent_text("I cannot handle this one.")))
+                .await;
+        }
         events.complete(Some(events.agent_text(reply))).await
     }
 }
 
-struct Served {
-    base: String,
+impl Oracle {
+    pub(crate) fn new(domain: &Domain, sabotage: Option<&str>) -> Oracle {
+        Oracle {
+            tasks: domain
+                .tasks
+                .iter()
+                .map(|t| (t.id.clone(), t.clone()))
+                .collect(),
+            sabotage: sabotage.map(str::to_owned),
+            fail: None,
+            slow: None,
+            state: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn task_of(&self, context: &str) -> Option<String> {
+        self.state
+            .lock()
+            .unwrap()
+            .get(context)
+            .map(|(t, _)| t.clone())
+    }
+}
+
+pub(crate) struct Served {
+    pub(crate) base: String,
     _stop: oneshot::Sender<()>,
 }
 
 async fn serve_oracle(domain: &Domain, sabotage: Option<&str>) -> Served {
+    serve(Oracle::new(domain, sabotage)).await
+}
+
+/// Serves `oracle` on agentry's A2A server (both generations, both bindings).
+pub(crate) async fn serve(oracle: Oracle) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
     let mut card = AgentCard::new(
@@ -108,15 +152,6 @@ async fn serve_oracle(domain: &Domain, sabotage: Option<&str>) -> Served {
         &base,
     );
     card.capabilities.streaming = Some(true);
-    let oracle = Oracle {
-        tasks: domain
-            .tasks
-            .iter()
-            .map(|t| (t.id.clone(), t.clone()))
-            .collect(),
-        sabotage: sabotage.map(str::to_owned),
-        state: Mutex::new(HashMap::new()),
-    };
     let svc = AgentService::new(card, oracle, Arc::new(MemoryStore::default()));
     let server = A2aServer::new().agent("/", svc);
     let (stop, rx) = oneshot::channel::<()>();
@@ -133,7 +168,7 @@ async fn serve_oracle(domain: &Domain, sabotage: Option<&str>) -> Served {
 
 /// The user says which task it is, dismisses its notification where the task has one
 /// (mock's user tools), and stops when the script ends.
-fn script(tasks: &[Task]) -> ScriptedUser {
+pub(crate) fn script(tasks: &[Task]) -> ScriptedUser {
     ScriptedUser::new(
         tasks
             .iter()
@@ -202,7 +237,7 @@ fn rewards(r: &Results) -> HashMap<String, f64> {
         .collect()
 }
 
-fn by_task(r: &Results) -> HashMap<String, Vec<f64>> {
+pub(crate) fn by_task(r: &Results) -> HashMap<String, Vec<f64>> {
     let mut out: HashMap<String, Vec<f64>> = HashMap::new();
     for s in &r.simulations {
         out.entry(s.task_id.clone())
@@ -212,7 +247,7 @@ fn by_task(r: &Results) -> HashMap<String, Vec<f64>> {
     out
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
+pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("agentry-eval-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -287,6 +322,26 @@ async fn the_mock_domain_over_a2a_v1_streaming_scores_as_tau2_scores_it() {
     let again = Results::load(&dir.join("results.json")).unwrap();
     assert_eq!(again.simulations.len(), 20);
     assert_tau2_agrees(&dir, &results);
+
+    // Replayed offline (no agent, no user), the recording scores exactly as it did.
+    let mock = Domain::builtin("mock").unwrap();
+    let replayed = replay::replay(&again, &mock).await.unwrap();
+    assert_eq!(replayed.simulations.len(), 20);
+    assert!(replay::differences(&again, &replayed).is_empty());
+    // A recording that was changed does not: the create_task calls now name another title.
+    let mut tampered = again.clone();
+    for s in &mut tampered.simulations {
+        for m in &mut s.messages {
+            for c in m.tool_calls.iter_mut().flatten() {
+                if c.name == "create_task" {
+                    c.arguments.insert("title".into(), json!("Something else"));
+                }
+            }
+        }
+    }
+    let diff = replay::differences(&tampered, &replay::replay(&tampered, &mock).await.unwrap());
+    let changed: std::collections::BTreeSet<&str> = diff.iter().map(|d| d.0.as_str()).collect();
+    assert!(changed.contains("create_task_1"), "{diff:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

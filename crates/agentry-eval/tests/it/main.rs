@@ -4,5 +4,6 @@
 
 mod common;
 mod e2e;
+mod faults;
 mod port;
 mod scoring;

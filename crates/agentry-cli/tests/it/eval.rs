@@ -1,0 +1,174 @@
+//! `agentry eval` end to end through the binary: a served agent evaluated with a scripted
+//! user, every report written, `eval view` and `eval replay` on the result; and the embedded
+//! model as the agent under test and as the user (the score does not matter, the path does).
+
+use std::process::{Command, Stdio};
+
+use crate::support::{BIN, Server, free_port, run, serve, stdout, wait_for};
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("agentry-cli-eval-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn eval_writes_tau2_results_and_reports_that_view_and_replay_read() {
+    let (_server, base) = serve("echo", &[]);
+    let dir = tempdir("echo");
+    let script = dir.join("script.json");
+    std::fs::write(
+        &script,
+        r#"{"create_task_1": ["Create a task called Important Meeting for user_1."],
+            "update_task_1": ["Mark task_1 as completed.", "Is it done?"]}"#,
+    )
+    .unwrap();
+    let save = dir.join("run");
+    let o = run(&[
+        "eval",
+        "--agent-a2a-endpoint",
+        &base,
+        "--domain",
+        "mock",
+        "--task-ids",
+        "create_task_1,update_task_1",
+        "--num-trials",
+        "2",
+        "--user-llm",
+        &format!("scripted:{}", script.display()),
+        "--save-to",
+        save.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The echo agent repeats what it is told: it performs nothing, so every task fails.
+    assert!(
+        out.contains("4 simulations (2 tasks x 2 trials): 4 scored"),
+        "{out}"
+    );
+    assert!(out.contains("pass^2"), "{out}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(save.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["simulations"].as_array().unwrap().len(), 4);
+    assert_eq!(results["info"]["environment_info"]["domain_name"], "mock");
+    let sim = &results["simulations"][0];
+    assert_eq!(
+        sim["messages"][0]["content"],
+        "Hi! How can I help you today?"
+    );
+    assert_eq!(sim["termination_reason"], "user_stop");
+    assert_eq!(sim["reward_info"]["reward"], 0.0);
+    let junit = std::fs::read_to_string(save.join("junit.xml")).unwrap();
+    assert!(junit.contains(r#"tests="2" failures="2""#), "{junit}");
+    let prom = std::fs::read_to_string(save.join("metrics.prom")).unwrap();
+    assert!(
+        prom.contains(r#"agentry_eval_pass_hat_k{domain="mock",k="1"} 0"#),
+        "{prom}"
+    );
+    let html = std::fs::read_to_string(save.join("report.html")).unwrap();
+    assert!(
+        html.contains("Mark task_1 as completed."),
+        "the conversations are in the page"
+    );
+    let events = std::fs::read_to_string(save.join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().count(), 4);
+
+    let o = run(&["eval", "view", save.to_str().unwrap()]);
+    assert!(stdout(&o).contains("update_task_1"), "{}", stdout(&o));
+    let o = run(&["eval", "replay", save.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("every reward reproduced"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Bad input is a clear error: an unknown task, a domain that is not there.
+    let o = run(&["eval", "--agent-a2a-endpoint", &base, "--task-ids", "nope"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no task \"nope\""));
+    let o = run(&["eval", "--agent-a2a-endpoint", &base, "--domain", "airline"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no domain \"airline\""));
+}
+
+#[test]
+fn the_embedded_model_as_agent_and_as_user() {
+    let models = std::env::var_os("AGENTRY_MODELS").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/agentry/models")
+        },
+        std::path::PathBuf::from,
+    );
+    if agentry_testkit::require_path(
+        agentry_testkit::Peer::Models,
+        models.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "run scripts/fetch-models.sh",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let port = free_port();
+    let config = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/agents/eval-local.toml");
+    let _server = Server(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--config",
+                config.to_str().unwrap(),
+                "--port",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let save = tempdir("local").join("run");
+    let o = run(&[
+        "eval",
+        "--agent-a2a-endpoint",
+        &format!("http://127.0.0.1:{port}/support"),
+        "--domain",
+        "mock",
+        "--task-ids",
+        "create_task_1",
+        "--user-llm",
+        "local",
+        "--max-steps",
+        "6",
+        "--save-to",
+        save.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(save.join("results.json")).unwrap()).unwrap();
+    let sim = &results["simulations"][0];
+    assert_ne!(sim["termination_reason"], "infrastructure_error", "{sim}");
+    let msgs = sim["messages"].as_array().unwrap();
+    assert!(
+        msgs.iter()
+            .any(|m| m["role"] == "user" && m["content"].as_str().is_some_and(|c| !c.is_empty())),
+        "the embedded model spoke as the user: {sim}"
+    );
+    assert!(
+        msgs.iter().filter(|m| m["role"] == "assistant").count() >= 2,
+        "and as the agent: {sim}"
+    );
+    assert!(results["info"]["user_info"]["llm"] == "local");
+}
