@@ -12,8 +12,8 @@ use agentry::core::llm::{DynLlmProvider, OpenAiConfig};
 use agentry::eval::domain::Domain;
 use agentry::eval::metrics;
 use agentry::eval::report;
-use agentry::eval::results::Results;
-use agentry::eval::run::agent::{A2aAgent, A2aAgentConfig};
+use agentry::eval::results::{Results, Simulation};
+use agentry::eval::run::agent::{A2aAgent, A2aAgentConfig, ToolExposure};
 use agentry::eval::run::judge::LlmJudge;
 use agentry::eval::run::sim::Limits;
 use agentry::eval::run::user::{LlmUser, ScriptedUser, UserFactory};
@@ -68,6 +68,11 @@ struct RunArgs {
     /// Prefer HTTP+JSON when the card offers it (JSON-RPC otherwise).
     #[arg(long)]
     agent_a2a_rest: bool,
+    /// How the agent gets the domain's tools: `text` (an <available_tools> section, calls
+    /// written as JSON) or `data` (the same, plus the schemas and results in data parts;
+    /// calls may come back in a data part).
+    #[arg(long, default_value = "text", value_parser = ["text", "data"])]
+    tools: String,
     /// Stream turns (message/stream) or not; by default, when the card says it can.
     #[arg(long)]
     agent_a2a_stream: Option<bool>,
@@ -122,6 +127,10 @@ struct RunArgs {
     /// Where results.json, events.jsonl and the reports go; a run there resumes.
     #[arg(long)]
     save_to: Option<PathBuf>,
+    /// Serve the run's figures so far as Prometheus text at http://127.0.0.1:PORT/metrics
+    /// while it runs.
+    #[arg(long)]
+    metrics_port: Option<u16>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -194,6 +203,11 @@ pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
         },
         retries: 3,
         protocol: None,
+        tools: if a.tools == "data" {
+            ToolExposure::Data
+        } else {
+            ToolExposure::Text
+        },
     })
     .await
     .map_err(|e| CliError::Failed(format!("cannot reach the agent under test: {e}")))?;
@@ -221,7 +235,25 @@ pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
         seed: a.seed,
         save_to: a.save_to.clone(),
     };
+    // The figures so far, for --metrics-port: what a resumed run already holds, then each
+    // simulation as it finishes.
+    let live: Arc<std::sync::Mutex<Vec<Simulation>>> = Arc::new(std::sync::Mutex::new(
+        a.save_to
+            .as_ref()
+            .and_then(|d| Results::load(&d.join("results.json")).ok())
+            .map(|r| r.simulations)
+            .unwrap_or_default(),
+    ));
+    if let Some(port) = a.metrics_port {
+        serve_metrics(port, live.clone(), cfg.domain.name.clone(), a.num_trials).await?;
+    }
+    let sink = live.clone();
     let results = run(cfg, Arc::new(agent), users, judge, move |p| {
+        if let Some(s) = &p.simulation {
+            let mut all = sink.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|x| !(x.task_id == s.task_id && x.trial == s.trial));
+            all.push(s.clone());
+        }
         if quiet {
             return;
         }
@@ -257,6 +289,30 @@ pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
             dir.display()
         );
     }
+    Ok(())
+}
+
+/// `GET /metrics` on 127.0.0.1:`port`: Prometheus text of the simulations so far.
+async fn serve_metrics(
+    port: u16,
+    live: Arc<std::sync::Mutex<Vec<Simulation>>>,
+    domain: String,
+    trials: usize,
+) -> Result<(), CliError> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| CliError::Failed(format!("--metrics-port {port}: {e}")))?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let sims = live.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let text = report::prometheus_text(&domain, &metrics::compute(&sims, trials));
+            async move { ([("content-type", "text/plain; version=0.0.4")], text) }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
     Ok(())
 }
 

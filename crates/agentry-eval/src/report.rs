@@ -199,6 +199,11 @@ pub fn prometheus(results: &Results, m: &Metrics) -> String {
     let domain = results.info["environment_info"]["domain_name"]
         .as_str()
         .unwrap_or("");
+    prometheus_text(domain, m)
+}
+
+/// [`prometheus`] for a run in progress (its domain and its figures so far).
+pub fn prometheus_text(domain: &str, m: &Metrics) -> String {
     let l = format!("domain=\"{domain}\"");
     let mut s = String::new();
     let mut gauge = |name: &str, help: &str, lines: Vec<(String, f64)>| {

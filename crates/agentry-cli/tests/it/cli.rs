@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output, Stdio};
 
-use crate::support::{BIN, Server, free_port, post_json, run, serve, stdout, wait_for};
+use crate::support::{BIN, Server, free_port, http_get, post_json, run, serve, stdout, wait_for};
 
 #[test]
 fn serve_then_card_send_stream_get_cancel() {
@@ -496,19 +496,6 @@ fn have_models() -> bool {
         ),
     )
     .is_some()
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 #[test]

@@ -98,6 +98,60 @@ fn eval_writes_tau2_results_and_reports_that_view_and_replay_read() {
 }
 
 #[test]
+fn a_running_evaluation_serves_its_figures_to_prometheus() {
+    let (_server, base) = serve("echo", &[]);
+    let dir = tempdir("prom");
+    // Long conversations, so that the run is still going when the endpoint is read.
+    let turns: Vec<String> = (0..40).map(|i| format!("\"message {i}\"")).collect();
+    let script: Vec<String> = [
+        "create_task_1",
+        "update_task_1",
+        "impossible_task_1",
+        "create_task_1_nl_eval",
+    ]
+    .iter()
+    .map(|t| format!("\"{t}\": [{}]", turns.join(",")))
+    .collect();
+    std::fs::write(dir.join("script.json"), format!("{{{}}}", script.join(","))).unwrap();
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args([
+            "eval",
+            "--agent-a2a-endpoint",
+            &base,
+            "--num-trials",
+            "8",
+            "--max-concurrency",
+            "1",
+        ])
+        .args([
+            "--task-ids",
+            "create_task_1,update_task_1,impossible_task_1,create_task_1_nl_eval",
+        ])
+        .args(["--metrics-port", &port.to_string(), "--quiet"])
+        .arg(format!(
+            "--user-llm=scripted:{}",
+            dir.join("script.json").display()
+        ))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(port);
+    let body = crate::support::http_get(port, "/metrics");
+    let _ = child.wait();
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(
+        body.contains("# TYPE agentry_eval_simulations gauge"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"agentry_eval_simulations{domain="mock"}"#),
+        "{body}"
+    );
+}
+
+#[test]
 fn the_embedded_model_as_agent_and_as_user() {
     let models = std::env::var_os("AGENTRY_MODELS").map_or_else(
         || {

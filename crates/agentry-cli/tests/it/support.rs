@@ -147,3 +147,17 @@ pub(crate) fn models_present() -> bool {
         .join("all-minilm-l6-v2/model.safetensors")
         .exists()
 }
+
+/// A plain HTTP GET to `127.0.0.1:port`; the raw response.
+pub(crate) fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}

@@ -112,6 +112,21 @@ pub struct A2aAgentConfig {
     pub retries: u32,
     /// Speak this protocol generation; `None`: the newest both sides speak.
     pub protocol: Option<ProtocolVersion>,
+    /// How the agent is given the domain's tools.
+    pub tools: ToolExposure,
+}
+
+/// How the agent under test is given the domain's tools and their results.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolExposure {
+    /// As text (`<available_tools>`), calls written as JSON in the reply (tau2-bench's A2A
+    /// pull request's convention).
+    #[default]
+    Text,
+    /// The text as well, plus the tools as OpenAI function schemas in a data part
+    /// (`{"tools": [...]}`) and results in one (`{"tool_results": [...]}`); calls may come
+    /// back as a data part (`{"tool_calls": [{"name", "arguments"}]}`) or as text.
+    Data,
 }
 
 impl Default for A2aAgentConfig {
@@ -124,6 +139,7 @@ impl Default for A2aAgentConfig {
             binding: Binding::JsonRpc,
             retries: 3,
             protocol: None,
+            tools: ToolExposure::Text,
         }
     }
 }
@@ -184,6 +200,14 @@ impl AgentFactory for A2aAgent {
             timeout: self.cfg.timeout,
             retries: self.cfg.retries,
             preamble: Some(preamble(&domain.policy, &domain.tools.schemas, task)),
+            tool_data: (self.cfg.tools == ToolExposure::Data).then(|| {
+                domain
+                    .tools
+                    .schemas
+                    .iter()
+                    .map(|t| json!({"type": "function", "function": t}))
+                    .collect()
+            }),
             context_id: None,
             task_id: None,
             calls: 0,
@@ -316,6 +340,8 @@ struct A2aSession {
     timeout: Duration,
     retries: u32,
     preamble: Option<String>,
+    /// With [`ToolExposure::Data`]: the tools' schemas, sent once in a data part.
+    tool_data: Option<Vec<Value>>,
     context_id: Option<String>,
     /// A task left `input-required`: the next message continues it.
     task_id: Option<String>,
@@ -342,9 +368,24 @@ struct Reply {
 impl A2aSession {
     async fn turn_inner(&mut self, new: &[Message]) -> Result<AgentTurn, AgentFailure> {
         let mut text = String::new();
+        let mut data = serde_json::Map::new();
+        let data_mode = self.tool_data.is_some();
         if let Some(p) = self.preamble.take() {
             text.push_str(&p);
             text.push('\n');
+            if let Some(tools) = self.tool_data.clone() {
+                data.insert("tools".into(), Value::Array(tools));
+            }
+        }
+        if data_mode {
+            let results: Vec<Value> = new
+                .iter()
+                .filter(|m| m.role == Role::Tool)
+                .map(|m| json!({"id": m.id, "content": m.text(), "error": m.error == Some(true)}))
+                .collect();
+            if !results.is_empty() {
+                data.insert("tool_results".into(), Value::Array(results));
+            }
         }
         let body: Vec<String> = new
             .iter()
@@ -354,7 +395,11 @@ impl A2aSession {
             })
             .collect();
         text.push_str(&body.join("\n"));
-        let mut msg = A2aMessage::text(A2aRole::User, text.clone());
+        let mut parts = vec![Part::text(text.clone())];
+        if !data.is_empty() {
+            parts.push(Part::data(data));
+        }
+        let mut msg = A2aMessage::new(A2aRole::User, parts);
         msg.context_id = self.context_id.clone();
         msg.task_id = self.task_id.clone();
 

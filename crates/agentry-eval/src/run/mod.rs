@@ -72,6 +72,8 @@ pub struct Progress {
     pub total: usize,
     /// The one that just finished.
     pub last: Option<(String, usize, f64, Termination)>,
+    /// The simulation that just finished, whole (for live metrics).
+    pub simulation: Option<Simulation>,
 }
 
 /// Runs the evaluation. `progress` is called after each simulation.
@@ -149,6 +151,7 @@ pub async fn run(
         done: total - jobs.len(),
         total,
         last: None,
+        simulation: None,
     });
     let progress = Arc::new(progress);
     let gate = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
@@ -189,6 +192,7 @@ pub async fn run(
             });
             let termination = sim.termination_reason;
             let (task_id, trial) = (sim.task_id.clone(), sim.trial);
+            let finished = sim.clone();
             let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
             guard.0.simulations.push(sim);
             guard.1 += 1;
@@ -203,6 +207,7 @@ pub async fn run(
                 done,
                 total,
                 last: Some((task_id, trial, reward, termination)),
+                simulation: Some(finished),
             });
             save.transpose()
         }));

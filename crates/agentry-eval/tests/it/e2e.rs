@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentry_a2a::client::Binding;
-use agentry_a2a::model::AgentCard;
+use agentry_a2a::model::{AgentCard, Part};
 use agentry_a2a::server::{
     A2aServer, AgentExecutor, AgentService, EventSink, ExecutorError, RequestContext,
 };
@@ -16,7 +16,7 @@ use agentry_a2a::version::ProtocolVersion;
 use agentry_eval::domain::Domain;
 use agentry_eval::metrics;
 use agentry_eval::results::Results;
-use agentry_eval::run::agent::{A2aAgent, A2aAgentConfig};
+use agentry_eval::run::agent::{A2aAgent, A2aAgentConfig, ToolExposure};
 use agentry_eval::run::sim::Limits;
 use agentry_eval::run::user::{ScriptTurn, ScriptedUser};
 use agentry_eval::run::{EvalConfig, replay, run};
@@ -104,6 +104,23 @@ impl AgentExecutor for Oracle {
             return events
                 .fail(Some(events.agent_text("I cannot handle this one.")))
                 .await;
+        }
+        // Given the tools as data, it calls them with a data part (and no JSON in its text).
+        let data_mode = ctx.message.parts.iter().any(|p| {
+            matches!(p, Part::Data(d) if d.data.contains_key("tools") || d.data.contains_key("tool_results"))
+        });
+        if data_mode && let Some(start) = reply.find("```json\n") {
+            let end = reply.rfind("\n```").unwrap();
+            let v: Value = serde_json::from_str(&reply[start + 8..end]).unwrap();
+            let calls: Vec<Value> = v["tool_calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["tool_call"].clone())
+                .collect();
+            let data = json!({"tool_calls": calls}).as_object().unwrap().clone();
+            let parts = vec![Part::text("Calling the tools."), Part::data(data)];
+            return events.complete(Some(events.agent_message(parts))).await;
         }
         events.complete(Some(events.agent_text(reply))).await
     }
@@ -475,4 +492,52 @@ async fn an_agent_on_the_official_python_sdk_is_evaluated_over_both_generations(
         }
         assert_tau2_agrees(&dir, &results);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tools_given_as_data_parts_are_called_with_data_parts() {
+    let domain = Domain::builtin("mock").unwrap();
+    let ids: Vec<String> = ["create_task_1", "update_task_1", "impossible_task_1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let tasks = domain.select(&ids, None, None).unwrap();
+    let served = serve_oracle(&domain, None).await;
+    let agent = A2aAgent::connect(A2aAgentConfig {
+        endpoint: served.base.clone(),
+        stream: Some(false),
+        tools: ToolExposure::Data,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempdir("data");
+    let cfg = EvalConfig {
+        domain,
+        tasks: tasks.clone(),
+        trials: 1,
+        concurrency: 2,
+        limits: Limits::default(),
+        max_retries: 0,
+        seed: 300,
+        save_to: Some(dir.clone()),
+    };
+    let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
+        .await
+        .unwrap();
+    for s in &results.simulations {
+        assert_eq!(
+            s.reward_info.as_ref().unwrap().reward,
+            1.0,
+            "task {}",
+            s.task_id
+        );
+        let call = s.messages.iter().find(|m| m.is_tool_call()).unwrap();
+        // The reply's text had no JSON: the calls came from its data part.
+        assert_eq!(
+            call.raw_data.as_ref().unwrap()["status"]["message"]["parts"][0]["text"],
+            "Calling the tools."
+        );
+    }
+    assert_tau2_agrees(&dir, &results);
 }
