@@ -69,9 +69,10 @@ struct RunArgs {
     #[arg(long)]
     agent_a2a_rest: bool,
     /// How the agent gets the domain's tools: `text` (an <available_tools> section, calls
-    /// written as JSON) or `data` (the same, plus the schemas and results in data parts;
-    /// calls may come back in a data part).
-    #[arg(long, default_value = "text", value_parser = ["text", "data"])]
+    /// written as JSON), `data` (the same, plus the schemas and results in data parts; calls
+    /// may come back in a data part), or `mcp` (served by the harness over MCP, one endpoint
+    /// per simulation; the agent's calls are observed there).
+    #[arg(long, default_value = "text", value_parser = ["text", "data", "mcp"])]
     tools: String,
     /// Stream turns (message/stream) or not; by default, when the card says it can.
     #[arg(long)]
@@ -203,10 +204,16 @@ pub(crate) async fn run_cmd(args: EvalArgs) -> Result<(), CliError> {
         },
         retries: 3,
         protocol: None,
-        tools: if a.tools == "data" {
-            ToolExposure::Data
-        } else {
-            ToolExposure::Text
+        tools: match a.tools.as_str() {
+            "data" => ToolExposure::Data,
+            #[cfg(feature = "mcp")]
+            "mcp" => ToolExposure::Mcp,
+            "text" => ToolExposure::Text,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "--tools {other} needs a build with the `mcp` feature"
+                )));
+            }
         },
     })
     .await

@@ -176,6 +176,9 @@ impl Tools {
     }
 }
 
+/// An environment shared between the orchestrator and the MCP endpoint the agent calls.
+pub type SharedEnv = Arc<std::sync::Mutex<Environment>>;
+
 /// The databases of one simulation and the tools over them.
 ///
 /// tau2 lets the two toolkits end up sharing one database object (initialization data for

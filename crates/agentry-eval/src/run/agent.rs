@@ -21,7 +21,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::domain::Domain;
-use crate::env::ToolSchema;
+use crate::env::{SharedEnv, ToolSchema};
 use crate::message::{Message, Requestor, Role, ToolCall, Usage};
 use crate::task::Task;
 
@@ -30,6 +30,9 @@ use crate::task::Task;
 pub struct AgentTurn {
     /// The agent's message (text, tool calls, or both empty).
     pub message: Message,
+    /// Calls the agent made during the turn through a channel the harness serves (MCP),
+    /// each already answered: the call's message and its result, in order.
+    pub observed: Vec<(Message, Message)>,
     /// How it went.
     pub measure: TurnMeasure,
 }
@@ -81,9 +84,13 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// One conversation with the agent under test.
 pub trait AgentSession: Send {
     /// The agent's next message, given what is new since its last one: the user's text, or
-    /// the results of its tool calls.
-    fn turn<'a>(&'a mut self, new: &'a [Message])
-    -> BoxFuture<'a, Result<AgentTurn, AgentFailure>>;
+    /// the results of its tool calls. `env` is the simulation's environment, for agents that
+    /// reach the tools through the harness (MCP) rather than by writing calls.
+    fn turn<'a>(
+        &'a mut self,
+        new: &'a [Message],
+        env: &'a SharedEnv,
+    ) -> BoxFuture<'a, Result<AgentTurn, AgentFailure>>;
 }
 
 /// Starts a conversation per simulation.
@@ -127,6 +134,11 @@ pub enum ToolExposure {
     /// (`{"tools": [...]}`) and results in one (`{"tool_results": [...]}`); calls may come
     /// back as a data part (`{"tool_calls": [{"name", "arguments"}]}`) or as text.
     Data,
+    /// Served over MCP (Streamable HTTP) by the harness, one endpoint per simulation whose
+    /// URL the first message gives; calls are observed there, not parsed. Replies are the
+    /// agent's words to the user.
+    #[cfg(feature = "mcp")]
+    Mcp,
 }
 
 impl Default for A2aAgentConfig {
@@ -199,7 +211,16 @@ impl AgentFactory for A2aAgent {
             stream: self.stream,
             timeout: self.cfg.timeout,
             retries: self.cfg.retries,
-            preamble: Some(preamble(&domain.policy, &domain.tools.schemas, task)),
+            preamble: Some(preamble(
+                &domain.policy,
+                &domain.tools.schemas,
+                task,
+                self.cfg.tools,
+            )),
+            schemas: domain.tools.schemas.clone(),
+            exposure: self.cfg.tools,
+            #[cfg(feature = "mcp")]
+            bridge: None,
             tool_data: (self.cfg.tools == ToolExposure::Data).then(|| {
                 domain
                     .tools
@@ -236,10 +257,18 @@ Try to be helpful and always follow the policy.";
 const CALL_FORMAT: &str = "To use a tool, respond with JSON: {\"tool_call\": {\"name\": \"tool_name\", \"arguments\": {\"param1\": \"value\"}}}\n\
 To make several calls at once: {\"tool_calls\": [{\"tool_call\": {...}}, ...]}";
 
+#[cfg(feature = "mcp")]
+const MCP_FORMAT: &str = "These tools are served over MCP (Streamable HTTP) at the URL in <mcp_server>: call them there, and reply to the user in plain text.";
+
 /// The first message's head: instructions, policy, tools and the conversation so far.
-fn preamble(policy: &str, tools: &[ToolSchema], task: &Task) -> String {
+fn preamble(policy: &str, tools: &[ToolSchema], task: &Task, exposure: ToolExposure) -> String {
+    let how = match exposure {
+        #[cfg(feature = "mcp")]
+        ToolExposure::Mcp => MCP_FORMAT,
+        _ => CALL_FORMAT,
+    };
     let mut s = format!(
-        "<instructions>\n{INSTRUCTIONS}\n</instructions>\n<policy>\n{policy}\n</policy>\n<available_tools>\n{}\n</available_tools>\n{CALL_FORMAT}\n",
+        "<instructions>\n{INSTRUCTIONS}\n</instructions>\n<policy>\n{policy}\n</policy>\n<available_tools>\n{}\n</available_tools>\n{how}\n",
         describe_tools(tools)
     );
     let history = task.message_history();
@@ -340,6 +369,10 @@ struct A2aSession {
     timeout: Duration,
     retries: u32,
     preamble: Option<String>,
+    schemas: Vec<ToolSchema>,
+    exposure: ToolExposure,
+    #[cfg(feature = "mcp")]
+    bridge: Option<super::mcp::McpBridge>,
     /// With [`ToolExposure::Data`]: the tools' schemas, sent once in a data part.
     tool_data: Option<Vec<Value>>,
     context_id: Option<String>,
@@ -352,8 +385,9 @@ impl AgentSession for A2aSession {
     fn turn<'a>(
         &'a mut self,
         new: &'a [Message],
+        env: &'a SharedEnv,
     ) -> BoxFuture<'a, Result<AgentTurn, AgentFailure>> {
-        Box::pin(self.turn_inner(new))
+        Box::pin(self.turn_inner(new, env))
     }
 }
 
@@ -366,10 +400,23 @@ struct Reply {
 }
 
 impl A2aSession {
-    async fn turn_inner(&mut self, new: &[Message]) -> Result<AgentTurn, AgentFailure> {
+    async fn turn_inner(
+        &mut self,
+        new: &[Message],
+        env: &SharedEnv,
+    ) -> Result<AgentTurn, AgentFailure> {
         let mut text = String::new();
         let mut data = serde_json::Map::new();
         let data_mode = self.tool_data.is_some();
+        #[cfg(feature = "mcp")]
+        if self.exposure == ToolExposure::Mcp && self.bridge.is_none() {
+            let bridge = super::mcp::McpBridge::start(env.clone(), &self.schemas)
+                .await
+                .map_err(|e| AgentFailure::Infrastructure(format!("the MCP endpoint: {e}")))?;
+            text.push_str(&format!("<mcp_server>{}</mcp_server>\n", bridge.url));
+            self.bridge = Some(bridge);
+        }
+        let _ = (env, &self.schemas, self.exposure);
         if let Some(p) = self.preamble.take() {
             text.push_str(&p);
             text.push('\n');
@@ -451,6 +498,14 @@ impl A2aSession {
                     .collect();
             }
         }
+        #[allow(unused_mut)]
+        let mut observed = Vec::new();
+        #[cfg(feature = "mcp")]
+        if let Some(b) = &self.bridge {
+            // Over MCP the calls were made (and answered) during the turn; the reply is words.
+            observed = b.drain();
+            calls.clear();
+        }
         if !calls.is_empty() {
             // The prose around a call is the agent's reasoning, not a message to the user.
             content = None;
@@ -468,7 +523,11 @@ impl A2aSession {
         });
         message.generation_time_seconds = Some(measure.latency_s);
         message.raw_data = Some(reply.raw);
-        Ok(AgentTurn { message, measure })
+        Ok(AgentTurn {
+            message,
+            observed,
+            measure,
+        })
     }
 
     fn params(&self, msg: A2aMessage) -> MessageSendParams {

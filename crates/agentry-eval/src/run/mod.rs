@@ -8,6 +8,8 @@
 
 pub mod agent;
 pub mod judge;
+#[cfg(feature = "mcp")]
+mod mcp;
 pub mod replay;
 pub mod sim;
 pub mod user;

@@ -84,6 +84,7 @@ impl AgentSession for ReplayAgentSession {
     fn turn<'a>(
         &'a mut self,
         _new: &'a [Message],
+        _env: &'a crate::env::SharedEnv,
     ) -> BoxFuture<'a, Result<AgentTurn, AgentFailure>> {
         let next = self.turns.pop_front();
         Box::pin(async move {
@@ -93,6 +94,7 @@ impl AgentSession for ReplayAgentSession {
             })?;
             Ok(AgentTurn {
                 message,
+                observed: Vec::new(),
                 measure: TurnMeasure::default(),
             })
         })

@@ -7,12 +7,14 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Value, json};
 
 use super::agent::{AgentFailure, AgentSession};
 use super::user::{UserSession, is_stop};
 use crate::domain::Domain;
-use crate::env::EnvError;
+use crate::env::{EnvError, SharedEnv};
 use crate::message::{Message, Role};
 use crate::score::Termination;
 use crate::task::Task;
@@ -69,9 +71,10 @@ pub async fn simulate(
     limits: Limits,
 ) -> Result<Outcome, EnvError> {
     let started = Instant::now();
-    let mut env = domain.environment();
+    let mut fresh = domain.environment();
     let history = task.message_history().to_vec();
-    env.set_state(task.initial_state.as_ref(), &history)?;
+    fresh.set_state(task.initial_state.as_ref(), &history)?;
+    let env: SharedEnv = Arc::new(Mutex::new(fresh));
 
     let mut messages: Vec<Message> = history.clone();
     let mut next = match history.last() {
@@ -138,9 +141,17 @@ pub async fn simulate(
             }
             Next::Agent => {
                 let inbox = std::mem::take(&mut agent_inbox);
-                match agent.turn(&inbox).await {
+                match agent.turn(&inbox, &env).await {
                     Ok(t) => {
                         turns.push(serde_json::to_value(&t.measure).unwrap_or(Value::Null));
+                        // Calls made through the harness's MCP endpoint during the turn, each
+                        // already answered: a hop of the agent and one of the environment.
+                        for (call, result) in t.observed {
+                            errors += usize::from(result.error == Some(true));
+                            steps += 2;
+                            messages.push(call);
+                            messages.push(result);
+                        }
                         t.message
                     }
                     Err(AgentFailure::Infrastructure(e)) => {
@@ -192,7 +203,7 @@ pub async fn simulate(
                 if domain.tools.tool_type(&call.name).is_none() {
                     hallucinated += 1;
                 }
-                let mut r = env.respond(call);
+                let mut r = env.lock().unwrap_or_else(|p| p.into_inner()).respond(call);
                 r.timestamp = Some(agentry_a2a::time::now_rfc3339());
                 if r.error == Some(true) {
                     errors += 1;

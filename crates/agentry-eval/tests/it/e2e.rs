@@ -37,6 +37,9 @@ pub(crate) struct Oracle {
     pub(crate) fail: Option<String>,
     /// Takes this long over every turn of this task.
     pub(crate) slow: Option<(String, Duration)>,
+    /// context id -> the MCP endpoint the harness named
+    #[cfg(feature = "mcp")]
+    mcp: Mutex<HashMap<String, String>>,
     /// context id -> (task id, turns taken)
     state: Mutex<HashMap<String, (String, usize)>>,
 }
@@ -105,6 +108,41 @@ impl AgentExecutor for Oracle {
                 .fail(Some(events.agent_text("I cannot handle this one.")))
                 .await;
         }
+        // Given an MCP endpoint, it makes its calls there during the turn, then speaks.
+        #[cfg(feature = "mcp")]
+        {
+            let text = ctx.message.text_content();
+            if let Some(i) = text.find("<mcp_server>") {
+                let url = text[i + 12..]
+                    .split("</mcp_server>")
+                    .next()
+                    .unwrap_or_default();
+                self.mcp
+                    .lock()
+                    .unwrap()
+                    .insert(ctx.context_id.clone(), url.to_owned());
+            }
+            let url = self.mcp.lock().unwrap().get(&ctx.context_id).cloned();
+            if let (Some(url), Some(start)) = (url, reply.find("```json\n")) {
+                let end = reply.rfind("\n```").unwrap();
+                let v: Value = serde_json::from_str(&reply[start + 8..end]).unwrap();
+                let client = agentry_mcp::McpClient::connect(
+                    agentry_mcp::McpServerSpec::http("tau2", &url),
+                    &agentry_mcp::LaunchPolicy::default(),
+                )
+                .await
+                .map_err(|e| ExecutorError::Failed(e.to_string()))?;
+                for c in v["tool_calls"].as_array().unwrap() {
+                    let c = &c["tool_call"];
+                    let args = c["arguments"].as_object().cloned().unwrap_or_default();
+                    // A tool that raises is an MCP tool error; the oracle goes on, as tau2's
+                    // expected actions do.
+                    let _ = client.call(c["name"].as_str().unwrap(), args).await;
+                }
+                let closing = self.reply(&ctx.context_id, "");
+                return events.complete(Some(events.agent_text(closing))).await;
+            }
+        }
         // Given the tools as data, it calls them with a data part (and no JSON in its text).
         let data_mode = ctx.message.parts.iter().any(|p| {
             matches!(p, Part::Data(d) if d.data.contains_key("tools") || d.data.contains_key("tool_results"))
@@ -137,6 +175,8 @@ impl Oracle {
             sabotage: sabotage.map(str::to_owned),
             fail: None,
             slow: None,
+            #[cfg(feature = "mcp")]
+            mcp: Mutex::new(HashMap::new()),
             state: Mutex::new(HashMap::new()),
         }
     }
@@ -539,5 +579,60 @@ async fn tools_given_as_data_parts_are_called_with_data_parts() {
             "Calling the tools."
         );
     }
+    assert_tau2_agrees(&dir, &results);
+}
+
+/// The domain's tools served over MCP by the harness: the agent calls them with an MCP client
+/// during its turn, the harness records each call and its result, and the run scores (and is
+/// re-scored by tau2) as if the calls had been written.
+#[cfg(feature = "mcp")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tools_served_over_mcp_are_observed_and_scored() {
+    let domain = Domain::builtin("mock").unwrap();
+    let tasks = domain.select(&[], None, None).unwrap();
+    let served = serve_oracle(&domain, Some("update_task_1")).await;
+    let agent = A2aAgent::connect(A2aAgentConfig {
+        endpoint: served.base.clone(),
+        stream: Some(true),
+        tools: ToolExposure::Mcp,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempdir("mcp");
+    let cfg = EvalConfig {
+        domain,
+        tasks: tasks.clone(),
+        trials: 1,
+        concurrency: 3,
+        limits: Limits::default(),
+        max_retries: 0,
+        seed: 300,
+        save_to: Some(dir.clone()),
+    };
+    let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
+        .await
+        .unwrap();
+    for (task, rewards) in by_task(&results) {
+        let want = match task.as_str() {
+            "update_task_1"
+            | "update_task_with_user_tools"
+            | "update_task_with_history_and_env_assertions" => 0.0,
+            _ => 1.0,
+        };
+        assert_eq!(rewards, vec![want], "task {task}");
+    }
+    let create = results
+        .simulations
+        .iter()
+        .find(|s| s.task_id == "create_task_1")
+        .unwrap();
+    let call = create.messages.iter().find(|m| m.is_tool_call()).unwrap();
+    assert!(
+        call.tool_calls.as_ref().unwrap()[0]
+            .id
+            .starts_with("mcp_call_"),
+        "observed over MCP"
+    );
     assert_tau2_agrees(&dir, &results);
 }
