@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use agentry_a2a::client::{A2aClient, Auth, Binding, ClientConfig};
+use agentry_a2a::envelope::Envelope;
 use agentry_a2a::model::{
     Message as A2aMessage, MessageSendConfiguration, MessageSendParams, Part, Role as A2aRole,
     SendMessageResult, StreamEvent, Task as A2aTask, TaskState,
@@ -205,9 +206,14 @@ impl A2aAgent {
 }
 
 impl AgentFactory for A2aAgent {
-    fn start(&self, domain: &Domain, task: &Task, _trial: usize) -> Box<dyn AgentSession> {
+    fn start(&self, domain: &Domain, task: &Task, trial: usize) -> Box<dyn AgentSession> {
+        // One correlation id per simulation (agentry servers audit every turn under it), and
+        // W3C baggage carrying it for any server that traces.
+        let correlation = format!("eval:{}:{}:{trial}", uuid::Uuid::new_v4(), task.id);
         Box::new(A2aSession {
-            client: self.client.clone(),
+            client: self.client.with_correlation(Some(&correlation)),
+            correlation,
+            turns: 0,
             stream: self.stream,
             timeout: self.cfg.timeout,
             retries: self.cfg.retries,
@@ -365,6 +371,8 @@ fn render(m: &Message) -> String {
 
 struct A2aSession {
     client: A2aClient,
+    correlation: String,
+    turns: u64,
     stream: bool,
     timeout: Duration,
     retries: u32,
@@ -449,6 +457,14 @@ impl A2aSession {
         let mut msg = A2aMessage::new(A2aRole::User, parts);
         msg.context_id = self.context_id.clone();
         msg.task_id = self.task_id.clone();
+        // agentry's task envelope: the simulation's correlation id, and an idempotency key
+        // per turn, so that a turn retried after a lost answer is not executed twice by a
+        // server that honours it (others ignore the metadata).
+        self.turns += 1;
+        let mut envelope = Envelope::default();
+        envelope.correlation_id = Some(self.correlation.clone());
+        envelope.idempotency_key = Some(format!("{}:{}", self.correlation, self.turns));
+        envelope.attach(&mut msg);
 
         let started = Instant::now();
         let mut measure = TurnMeasure::default();

@@ -37,6 +37,9 @@ pub(crate) struct Oracle {
     pub(crate) fail: Option<String>,
     /// Takes this long over every turn of this task.
     pub(crate) slow: Option<(String, Duration)>,
+    /// Does each task's work once: a first turn run again answers without calls.
+    pub(crate) once: bool,
+    first_turns: Mutex<HashMap<String, usize>>,
     /// context id -> the MCP endpoint the harness named
     #[cfg(feature = "mcp")]
     mcp: Mutex<HashMap<String, String>>,
@@ -53,6 +56,13 @@ impl Oracle {
                 .next()
                 .unwrap_or_default()
                 .to_owned();
+            // A task's first turn run a second time (in a new context) finds the work done.
+            let mut runs = self.first_turns.lock().unwrap();
+            let n = runs.entry(id.clone()).or_insert(0);
+            *n += 1;
+            if self.once && *n > 1 {
+                return "That is already done.".into();
+            }
             state.insert(context.to_owned(), (id, 0));
         }
         let Some((id, turn)) = state.get_mut(context) else {
@@ -175,6 +185,8 @@ impl Oracle {
             sabotage: sabotage.map(str::to_owned),
             fail: None,
             slow: None,
+            once: false,
+            first_turns: Mutex::new(HashMap::new()),
             #[cfg(feature = "mcp")]
             mcp: Mutex::new(HashMap::new()),
             state: Mutex::new(HashMap::new()),

@@ -33,6 +33,10 @@ struct Front {
     every: usize,
     poisoned: Option<String>,
     poisoned_on: AtomicBool,
+    /// The first POST of each conversation (the one naming its task) reaches the agent, but
+    /// its answer is replaced by a 502.
+    lose: bool,
+    lost: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 async fn handle(
@@ -51,6 +55,21 @@ async fn handle(
                 .is_some_and(|p| String::from_utf8_lossy(&body).contains(p.as_str()));
         if poisoned || (f.every > 0 && n % f.every == 0) {
             return (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response();
+        }
+        let marker = String::from_utf8_lossy(&body)
+            .split("[task:")
+            .nth(1)
+            .map(|rest| rest.split(']').next().unwrap_or_default().to_owned());
+        let first = marker.is_some_and(|m| f.lost.lock().unwrap().insert(m));
+        if f.lose && first {
+            let mut req = f.http.post(&url).body(body);
+            for (k, v) in &headers {
+                if k != "host" && k != "content-length" {
+                    req = req.header(k, v);
+                }
+            }
+            let _ = req.send().await.unwrap().bytes().await;
+            return (StatusCode::BAD_GATEWAY, "the answer was lost").into_response();
         }
     }
     let mut req = f.http.request(method, &url).body(body);
@@ -84,6 +103,15 @@ async fn front(
     every: usize,
     poisoned: Option<&str>,
 ) -> (Arc<Front>, oneshot::Sender<()>) {
+    front_losing(backend, every, poisoned, false).await
+}
+
+async fn front_losing(
+    backend: &Served,
+    every: usize,
+    poisoned: Option<&str>,
+    lose: bool,
+) -> (Arc<Front>, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
     let f = Arc::new(Front {
@@ -94,6 +122,8 @@ async fn front(
         every,
         poisoned: poisoned.map(|p| format!("[task:{p}]")),
         poisoned_on: AtomicBool::new(true),
+        lose,
+        lost: Default::default(),
     });
     let app = axum::Router::new().fallback(handle).with_state(f.clone());
     let (stop, rx) = oneshot::channel::<()>();
@@ -293,4 +323,37 @@ async fn a_slow_agent_times_out_and_a_failed_task_is_the_agents_failure() {
         (m.avg_reward - 0.5).abs() < 1e-9,
         "the failed task counts, the timed-out one does not"
     );
+}
+
+/// A turn whose answer is lost after the agent ran it is sent again with the same idempotency
+/// key (agentry's task envelope): an agentry server answers with the first run's task instead
+/// of running the turn twice. The oracle counts its turns, so a second run of its first turn
+/// would skip the tool calls and fail every task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retried_turn_is_not_run_twice_by_a_server_that_honours_idempotency_keys() {
+    let domain = Domain::builtin("mock").unwrap();
+    let mut oracle = Oracle::new(&domain, None);
+    oracle.once = true;
+    let backend = serve(oracle).await;
+    let (f, _stop) = front_losing(&backend, 0, None, true).await;
+    let dir = tempdir("lost");
+    let tasks = tasks(&domain);
+    let results = run(
+        config(&domain, tasks.clone(), &dir),
+        Arc::new(agent(&f.base, Duration::from_secs(10)).await),
+        Arc::new(script(&tasks)),
+        None,
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let m = metrics::compute(&results.simulations, 1);
+    assert_eq!(
+        m.retries, 3,
+        "each conversation's first answer was lost once"
+    );
+    assert_eq!(m.infrastructure_errors, 0);
+    for (task, rewards) in by_task(&results) {
+        assert_eq!(rewards, vec![1.0], "task {task}: a turn ran twice");
+    }
 }
