@@ -22,7 +22,7 @@ const SYSTEM: &str = r#"
         - `reasoning`: a short explanation for your classification
         - `metExpectation`: `true` if the agent satisfies the expected outcomes, `false` otherwise
         - `expectedOutcome`: repeat the expectation from the input that you are grading
-
+        
         Example response structure:
         {
             "results": [
@@ -47,9 +47,14 @@ impl LlmJudge {
     }
 }
 
+/// The system and user prompts tau2 sends its judge.
+pub fn prompts(trajectory: &[Message], assertions: &[String]) -> (String, String) {
+    (SYSTEM.to_owned(), prompt(trajectory, assertions))
+}
+
 /// The user prompt: every message as `role: content` (`None` for a pure tool call, as
 /// Python prints it), then the statements as a Python list.
-pub fn prompt(trajectory: &[Message], assertions: &[String]) -> String {
+fn prompt(trajectory: &[Message], assertions: &[String]) -> String {
     let convo: Vec<String> = trajectory
         .iter()
         .map(|m| {
@@ -144,4 +149,24 @@ pub fn parse(text: &str) -> Result<Vec<NlAssertionCheck>, JudgeError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn verdicts_are_read_bare_or_fenced_and_a_bad_answer_is_an_error() {
+        let bare = r#"{"results": [{"expectedOutcome": "a", "reasoning": "r", "metExpectation": true},
+                                    {"expectedOutcome": "b", "reasoning": "s", "metExpectation": false}]}"#;
+        let v = parse(bare).unwrap();
+        assert_eq!((v[0].met, v[1].met), (true, false));
+        assert_eq!(v[1].nl_assertion, "b");
+        let fenced = format!("```json\n{bare}\n```");
+        assert_eq!(parse(&fenced).unwrap(), v);
+        assert!(parse("It is met.").is_err());
+        assert!(
+            parse(r#"{"results": [{"expectedOutcome": "a", "metExpectation": "yes"}]}"#).is_err()
+        );
+    }
 }

@@ -4,6 +4,8 @@
                                  {task_id: {"db": hash, "user_db": hash, "outputs": [...]}}
   tau2_check.py rescore FILE     tau2's own re-scorer (`tau2 evaluate-trajs`) on a
                                  results.json: {simulation_id: reward}
+  tau2_check.py judge FILE       the prompt tau2's NL-assertion judge is sent for
+                                 {"messages": [...], "assertions": [...]}: {"system", "user"}
 
 TAU2_DATA_DIR must hold tau2/domains/<domain>.
 """
@@ -43,5 +45,25 @@ def rescore(path):
     json.dump({s.id: s.reward_info.reward for s in scored.simulations}, sys.stdout)
 
 
+def judge(path):
+    from pydantic import TypeAdapter
+
+    import tau2.evaluator.evaluator_nl_assertions as nl
+    from tau2.data_model.message import AssistantMessage, Message
+
+    case = json.load(open(path))
+    messages = TypeAdapter(list[Message]).validate_python(case["messages"])
+    sent = {}
+
+    def fake_generate(model, messages, **kwargs):
+        sent["system"] = messages[0].content
+        sent["user"] = messages[1].content
+        return AssistantMessage(role="assistant", content='{"results": []}')
+
+    nl.generate = fake_generate
+    nl.NLAssertionsEvaluator.evaluate_nl_assertions(messages, case["assertions"])
+    json.dump(sent, sys.stdout)
+
+
 if __name__ == "__main__":
-    {"actions": actions, "rescore": rescore}[sys.argv[1]](sys.argv[2])
+    {"actions": actions, "rescore": rescore, "judge": judge}[sys.argv[1]](sys.argv[2])

@@ -375,3 +375,43 @@ fn pass_hat_k_over_crafted_trials_excludes_infrastructure_errors() {
     assert_eq!(m.retries, 13);
     assert_eq!(m.tokens.estimated_turns, 13);
 }
+
+/// The judge is asked exactly what tau2's judge is asked (system and user prompt), for a
+/// conversation with tool calls, quotes and newlines.
+#[test]
+fn the_judge_prompt_is_tau2s() {
+    let Some(python) = crate::common::tau2_python() else {
+        return;
+    };
+    let messages = vec![
+        Message::assistant("Hi! How can I help you today?"),
+        Message::user("I'd like my order \"#W1\" cancelled,\nplease."),
+        Message::with_calls(
+            Role::Assistant,
+            None,
+            vec![call("c1", "get_order_details", json!({"order_id": "#W1"}))],
+        ),
+        Message::tool(
+            "c1",
+            Requestor::Assistant,
+            "{\"status\": \"pending\"}".into(),
+            false,
+        ),
+        Message::assistant("Done, it's cancelled."),
+    ];
+    let assertions = vec![
+        "The agent cancels the order".to_owned(),
+        "The agent says it's done".to_owned(),
+        "Quotes \"and\" apostrophes' both".to_owned(),
+    ];
+    let case = std::env::temp_dir().join(format!("agentry-judge-{}.json", std::process::id()));
+    std::fs::write(
+        &case,
+        json!({"messages": messages, "assertions": assertions}).to_string(),
+    )
+    .unwrap();
+    let theirs = crate::common::tau2_check(&python, &["judge", case.to_str().unwrap()]);
+    let (system, user) = agentry_eval::run::judge::prompts(&messages, &assertions);
+    assert_eq!(theirs["system"].as_str().unwrap(), system);
+    assert_eq!(theirs["user"].as_str().unwrap(), user);
+}
