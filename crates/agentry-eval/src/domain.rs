@@ -249,9 +249,9 @@ impl Domain {
         Ok(out)
     }
 
-    /// The user simulator's guidelines: with tools when the domain's users have some.
-    pub fn user_guidelines(&self) -> &'static str {
-        if self.tools.user_schemas.is_empty() {
+    /// The user simulator's guidelines: the ones for users with tools, or without.
+    pub fn user_guidelines(&self, with_tools: bool) -> &'static str {
+        if !with_tools {
             include_str!("../domains/simulation_guidelines.md")
         } else {
             include_str!("../domains/simulation_guidelines_tools.md")

@@ -20,6 +20,8 @@ pub struct Task {
     pub initial_state: Option<InitialState>,
     /// What the run is scored on; `None` scores 1.
     pub evaluation_criteria: Option<EvaluationCriteria>,
+    /// The user tools the simulated user gets (`None`: all the domain has; `[]`: none).
+    pub user_tools: Option<Vec<String>>,
     /// The task as read.
     pub raw: Value,
 }
@@ -236,6 +238,8 @@ impl Task {
             initial_state: Option<InitialState>,
             #[serde(default)]
             evaluation_criteria: Option<EvaluationCriteria>,
+            #[serde(default)]
+            user_tools: Option<Vec<String>>,
         }
         let id_of = |raw: &Value| match raw.get("id") {
             Some(Value::String(s)) => s.clone(),
@@ -254,6 +258,7 @@ impl Task {
             user_scenario: wire.user_scenario,
             initial_state: wire.initial_state,
             evaluation_criteria: wire.evaluation_criteria,
+            user_tools: wire.user_tools,
             raw,
         })
     }

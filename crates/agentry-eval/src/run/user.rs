@@ -38,6 +38,31 @@ pub trait UserFactory: Send + Sync {
     fn info(&self) -> Value;
 }
 
+/// The user simulator's system prompt and tools, as tau2 builds them: the guidelines (those
+/// for users with tools when the task leaves the user any), the persona slot emptied, and the
+/// scenario.
+pub fn user_prompt(domain: &Domain, task: &Task) -> (String, Vec<crate::env::ToolSchema>) {
+    let tools: Vec<crate::env::ToolSchema> = domain
+        .tools
+        .user_schemas
+        .iter()
+        .filter(|t| {
+            task.user_tools
+                .as_ref()
+                .is_none_or(|names| names.contains(&t.name))
+        })
+        .cloned()
+        .collect();
+    let guidelines = domain
+        .user_guidelines(!tools.is_empty())
+        .replace("<PERSONA_GUIDELINES>", "");
+    let system = format!(
+        "{guidelines}\n\n<scenario>\n{}\n</scenario>",
+        task.user_scenario.render()
+    );
+    (system.trim().to_owned(), tools)
+}
+
 /// A user played by a chat model.
 pub struct LlmUser {
     provider: Arc<dyn DynLlmProvider>,
@@ -62,14 +87,8 @@ impl UserFactory for LlmUser {
         _trial: usize,
         _seed: u64,
     ) -> Box<dyn UserSession> {
-        let guidelines = domain.user_guidelines().replace("<PERSONA_GUIDELINES>", "");
-        let system = format!(
-            "{guidelines}\n\n<scenario>\n{}\n</scenario>",
-            task.user_scenario.render()
-        );
-        let tools = domain
-            .tools
-            .user_schemas
+        let (system, schemas) = user_prompt(domain, task);
+        let tools = schemas
             .iter()
             .map(|t| ToolSpec {
                 name: t.name.clone(),

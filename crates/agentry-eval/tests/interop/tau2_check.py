@@ -4,6 +4,8 @@
                                  {task_id: {"db": hash, "user_db": hash, "outputs": [...]}}
   tau2_check.py rescore FILE     tau2's own re-scorer (`tau2 evaluate-trajs`) on a
                                  results.json: {simulation_id: reward}
+  tau2_check.py user DOMAIN      the user simulator's system prompt for every task:
+                                 {task_id: {"system": ..., "tools": [names]}}
   tau2_check.py judge FILE       the prompt tau2's NL-assertion judge is sent for
                                  {"messages": [...], "assertions": [...]}: {"system", "user"}
 
@@ -45,6 +47,21 @@ def rescore(path):
     json.dump({s.id: s.reward_info.reward for s in scored.simulations}, sys.stdout)
 
 
+def user(domain):
+    from tau2.user.user_simulator import UserSimulator
+
+    env = registry.get_env_constructor(domain)()
+    out = {}
+    for task in registry.get_tasks_loader(domain)(None):
+        try:
+            tools = env.get_user_tools(include=task.user_tools) or None
+        except Exception:
+            tools = None
+        sim = UserSimulator(llm="none", instructions=str(task.user_scenario), tools=tools)
+        out[task.id] = {"system": sim.system_prompt, "tools": [t.name for t in tools or []]}
+    json.dump(out, sys.stdout)
+
+
 def judge(path):
     from pydantic import TypeAdapter
 
@@ -66,4 +83,4 @@ def judge(path):
 
 
 if __name__ == "__main__":
-    {"actions": actions, "rescore": rescore, "judge": judge}[sys.argv[1]](sys.argv[2])
+    {"actions": actions, "rescore": rescore, "judge": judge, "user": user}[sys.argv[1]](sys.argv[2])

@@ -119,3 +119,35 @@ fn every_retail_task_ends_in_tau2s_state() {
     let Some(retail) = retail() else { return };
     compare(&retail, &python);
 }
+
+fn compare_user_prompts(domain: &Domain, python: &std::path::PathBuf) {
+    let theirs = tau2_check(python, &["user", &domain.name]);
+    for task in &domain.tasks {
+        let (system, tools) = agentry_eval::run::user::user_prompt(domain, task);
+        let t = &theirs[&task.id];
+        assert_eq!(
+            t["system"].as_str().unwrap(),
+            system,
+            "{} task {}",
+            domain.name,
+            task.id
+        );
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            t["tools"],
+            serde_json::json!(names),
+            "{} task {}",
+            domain.name,
+            task.id
+        );
+    }
+}
+
+/// The simulated user is told exactly what tau2's is told, for every task of both domains.
+#[test]
+fn the_user_simulators_prompt_is_tau2s() {
+    let Some(python) = tau2_python() else { return };
+    compare_user_prompts(&Domain::builtin("mock").unwrap(), &python);
+    let Some(retail) = retail() else { return };
+    compare_user_prompts(&retail, &python);
+}
