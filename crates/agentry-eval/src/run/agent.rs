@@ -569,24 +569,34 @@ impl A2aSession {
                 self.task_id = None;
                 Ok(Ok(from_message(&m)))
             }
-            SendMessageResult::Task(mut t) => {
-                // Follow a task that is still running to the end of its turn.
-                let deadline = Instant::now() + self.timeout;
-                let mut wait = Duration::from_millis(50);
-                while matches!(t.status.state, TaskState::Submitted | TaskState::Working) {
-                    if Instant::now() >= deadline {
-                        return Err(A2aError::Timeout {
-                            what: format!("task {} still {:?}", t.id, t.status.state),
-                            after_ms: self.timeout.as_millis() as u64,
-                        });
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(1));
-                    t = self.client.get_task(&t.id, None).await?;
-                }
+            SendMessageResult::Task(t) => {
+                let t = self.follow(t, false).await?;
                 Ok(self.read_task(t))
             }
         }
+    }
+
+    /// Follows a task to the end of its turn with `tasks/get` (backing off to once a second),
+    /// within the turn's timeout. `refresh` reads it again first (a snapshot from a stream
+    /// that broke may lack what came after).
+    async fn follow(&self, mut t: A2aTask, refresh: bool) -> Result<A2aTask, A2aError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut wait = Duration::from_millis(50);
+        if refresh {
+            t = self.client.get_task(&t.id, None).await?;
+        }
+        while matches!(t.status.state, TaskState::Submitted | TaskState::Working) {
+            if Instant::now() >= deadline {
+                return Err(A2aError::Timeout {
+                    what: format!("task {} still {:?}", t.id, t.status.state),
+                    after_ms: self.timeout.as_millis() as u64,
+                });
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(1));
+            t = self.client.get_task(&t.id, None).await?;
+        }
+        Ok(t)
     }
 
     async fn streamed(
@@ -608,6 +618,8 @@ impl A2aSession {
                     after_ms: self.timeout.as_millis() as u64,
                 })?;
             let Some(event) = next else { break };
+            // A stream that breaks is resubscribed by the client while its task runs; what
+            // still fails is retried as a whole turn (with the same idempotency key).
             let event = event?;
             if measure.first_event_s.is_none() {
                 measure.first_event_s = Some(started.elapsed().as_secs_f64());
@@ -655,11 +667,10 @@ impl A2aSession {
             }
         }
         match task {
+            // The stream ended before the task did: follow it with tasks/get.
             Some(t) if matches!(t.status.state, TaskState::Submitted | TaskState::Working) => {
-                Err(A2aError::Request {
-                    url: self.client.endpoint().to_owned(),
-                    reason: format!("the stream ended with task {} still working", t.id),
-                })
+                let t = self.follow(t, true).await?;
+                Ok(self.read_task(t))
             }
             Some(t) => Ok(self.read_task(t)),
             None if !streamed_text.is_empty() => Ok(Ok(Reply {

@@ -37,6 +37,9 @@ struct Front {
     /// its answer is replaced by a 502.
     lose: bool,
     lost: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The stream of each conversation's first turn is cut after its first event.
+    cut: bool,
+    cuts: AtomicUsize,
 }
 
 async fn handle(
@@ -61,6 +64,40 @@ async fn handle(
             .nth(1)
             .map(|rest| rest.split(']').next().unwrap_or_default().to_owned());
         let first = marker.is_some_and(|m| f.lost.lock().unwrap().insert(m));
+        let text = String::from_utf8_lossy(&body);
+        let streaming = text.contains(r#""method":"message/stream""#)
+            || text.contains(r#""method":"SendStreamingMessage""#);
+        if f.cut && first && streaming {
+            let mut req = f.http.post(&url).body(body);
+            for (k, v) in &headers {
+                if k != "host" && k != "content-length" {
+                    req = req.header(k, v);
+                }
+            }
+            let resp = req.send().await.unwrap();
+            let ctype = resp.headers().get("content-type").cloned();
+            let mut stream = resp.bytes_stream();
+            let mut got = Vec::new();
+            use futures_util::StreamExt;
+            while let Some(Ok(chunk)) = stream.next().await {
+                got.extend_from_slice(&chunk);
+                if let Some(end) = got.windows(2).position(|w| w == b"\n\n") {
+                    got.truncate(end + 2);
+                    break;
+                }
+            }
+            f.cuts.fetch_add(1, Ordering::SeqCst);
+            // The first event, then the connection breaks (not a clean end of the stream).
+            let body = futures_util::stream::iter(vec![
+                Ok::<_, std::io::Error>(Bytes::from(got)),
+                Err(std::io::Error::other("connection reset")),
+            ]);
+            let mut r = (StatusCode::OK, axum::body::Body::from_stream(body)).into_response();
+            if let Some(c) = ctype {
+                r.headers_mut().insert("content-type", c);
+            }
+            return r;
+        }
         if f.lose && first {
             let mut req = f.http.post(&url).body(body);
             for (k, v) in &headers {
@@ -103,14 +140,15 @@ async fn front(
     every: usize,
     poisoned: Option<&str>,
 ) -> (Arc<Front>, oneshot::Sender<()>) {
-    front_losing(backend, every, poisoned, false).await
+    front_with(backend, every, poisoned, false, false).await
 }
 
-async fn front_losing(
+async fn front_with(
     backend: &Served,
     every: usize,
     poisoned: Option<&str>,
     lose: bool,
+    cut: bool,
 ) -> (Arc<Front>, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/", listener.local_addr().unwrap());
@@ -124,6 +162,8 @@ async fn front_losing(
         poisoned_on: AtomicBool::new(true),
         lose,
         lost: Default::default(),
+        cut,
+        cuts: AtomicUsize::new(0),
     });
     let app = axum::Router::new().fallback(handle).with_state(f.clone());
     let (stop, rx) = oneshot::channel::<()>();
@@ -335,7 +375,7 @@ async fn a_retried_turn_is_not_run_twice_by_a_server_that_honours_idempotency_ke
     let mut oracle = Oracle::new(&domain, None);
     oracle.once = true;
     let backend = serve(oracle).await;
-    let (f, _stop) = front_losing(&backend, 0, None, true).await;
+    let (f, _stop) = front_with(&backend, 0, None, true, false).await;
     let dir = tempdir("lost");
     let tasks = tasks(&domain);
     let results = run(
@@ -355,5 +395,47 @@ async fn a_retried_turn_is_not_run_twice_by_a_server_that_honours_idempotency_ke
     assert_eq!(m.infrastructure_errors, 0);
     for (task, rewards) in by_task(&results) {
         assert_eq!(rewards, vec![1.0], "task {task}: a turn ran twice");
+    }
+}
+
+/// A stream whose connection breaks after its first event (the agent's task named, its answer
+/// not yet sent) is not the agent's failure: the turn is sent again with the same idempotency
+/// key, and the agent (which does each task's work once) is not made to run it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dropped_stream_is_followed_to_the_end_of_the_turn() {
+    let domain = Domain::builtin("mock").unwrap();
+    let mut oracle = Oracle::new(&domain, None);
+    oracle.once = true;
+    let backend = serve(oracle).await;
+    let (f, _stop) = front_with(&backend, 0, None, false, true).await;
+    let dir = tempdir("cut");
+    let tasks = tasks(&domain);
+    let agent = A2aAgent::connect(A2aAgentConfig {
+        endpoint: f.base.clone(),
+        timeout: Duration::from_secs(10),
+        stream: Some(true),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let results = run(
+        config(&domain, tasks.clone(), &dir),
+        Arc::new(agent),
+        Arc::new(script(&tasks)),
+        None,
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        f.cuts.load(Ordering::SeqCst),
+        3,
+        "each conversation's first stream was cut"
+    );
+    let m = metrics::compute(&results.simulations, 1);
+    assert_eq!(m.infrastructure_errors, 0);
+    assert_eq!(m.retries, 3, "each broken turn was sent once more");
+    for (task, rewards) in by_task(&results) {
+        assert_eq!(rewards, vec![1.0], "task {task}");
     }
 }
