@@ -544,6 +544,42 @@ async fn an_agent_on_the_official_python_sdk_is_evaluated_over_both_generations(
         }
         assert_tau2_agrees(&dir, &results);
     }
+    // Some retail tasks, with the same SDK agent told retail's answers.
+    let Some(retail) = retail() else { return };
+    let tasks_file = agentry_testkit::shared_dir().join("tau2/domains/retail/tasks.json");
+    let Some((_child, base)) = sdk_agent(&tasks_file).await else {
+        return;
+    };
+    let agent = connect_when_up(A2aAgentConfig {
+        endpoint: base.clone(),
+        timeout: Duration::from_secs(30),
+        stream: Some(false),
+        ..Default::default()
+    })
+    .await;
+    let ids: Vec<String> = ["0", "5", "11", "17", "33"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let tasks = retail.select(&ids, None, None).unwrap();
+    let dir = tempdir("sdk-retail");
+    let cfg = EvalConfig {
+        domain: retail,
+        tasks: tasks.clone(),
+        trials: 1,
+        concurrency: 2,
+        limits: Limits::default(),
+        max_retries: 1,
+        seed: 300,
+        save_to: Some(dir.clone()),
+    };
+    let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
+        .await
+        .unwrap();
+    for (task, rewards) in by_task(&results) {
+        assert_eq!(rewards, vec![1.0], "retail over the SDK: task {task}");
+    }
+    assert_tau2_agrees(&dir, &results);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
