@@ -400,6 +400,7 @@ impl AgentSession for A2aSession {
 }
 
 /// What came back from one turn, before it becomes a tau2 message.
+#[derive(Debug)]
 struct Reply {
     text: String,
     data_calls: Vec<ToolCall>,
@@ -686,57 +687,63 @@ impl A2aSession {
         }
     }
 
-    /// The reply a finished (or interrupted) task carries: its artifacts' text, else its
-    /// status message, else the agent's last message in its history.
+    /// Keeps the task's context (and the task itself when it waits for input) for the next
+    /// turn, and reads its reply.
     fn read_task(&mut self, t: A2aTask) -> Result<Reply, AgentFailure> {
         self.context_id = Some(t.context_id.clone());
         self.task_id = matches!(t.status.state, TaskState::InputRequired).then(|| t.id.clone());
-        let raw = serde_json::to_value(&t).unwrap_or(Value::Null);
-        match t.status.state {
-            TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
-                let why = t
-                    .status
-                    .message
-                    .as_ref()
-                    .map(|m| parts_text(&m.parts))
-                    .unwrap_or_default();
-                return Err(AgentFailure::Agent {
-                    code: format!("task {}", format!("{:?}", t.status.state).to_lowercase()),
-                    message: why,
-                });
-            }
-            TaskState::AuthRequired => {
-                return Err(AgentFailure::Agent {
-                    code: "task auth-required".into(),
-                    message: "the agent asked for authorization mid-task".into(),
-                });
-            }
-            _ => {}
-        }
-        let mut parts: Vec<Part> = t.artifacts.iter().flat_map(|a| a.parts.clone()).collect();
-        if parts.is_empty()
-            && let Some(m) = &t.status.message
-        {
-            parts = m.parts.clone();
-        }
-        if parts.is_empty()
-            && let Some(m) = t.history.iter().rev().find(|m| m.role == A2aRole::Agent)
-        {
-            parts = m.parts.clone();
-        }
-        let usage = usage_of(t.metadata.as_ref()).or_else(|| {
-            t.status
+        task_reply(&t)
+    }
+}
+
+/// The reply a finished (or interrupted) task carries: its artifacts, else its status
+/// message, else the agent's last message in its history. A failed, rejected or canceled
+/// task, or one asking for authorization, is the agent's failure.
+fn task_reply(t: &A2aTask) -> Result<Reply, AgentFailure> {
+    match t.status.state {
+        TaskState::Failed | TaskState::Rejected | TaskState::Canceled => {
+            let why = t
+                .status
                 .message
                 .as_ref()
-                .and_then(|m| usage_of(m.metadata.as_ref()))
-        });
-        Ok(Reply {
-            text: parts_text(&parts),
-            data_calls: data_calls(&parts),
-            usage,
-            raw,
-        })
+                .map(|m| parts_text(&m.parts))
+                .unwrap_or_default();
+            return Err(AgentFailure::Agent {
+                code: format!("task {}", format!("{:?}", t.status.state).to_lowercase()),
+                message: why,
+            });
+        }
+        TaskState::AuthRequired => {
+            return Err(AgentFailure::Agent {
+                code: "task auth-required".into(),
+                message: "the agent asked for authorization mid-task".into(),
+            });
+        }
+        _ => {}
     }
+    let mut parts: Vec<Part> = t.artifacts.iter().flat_map(|a| a.parts.clone()).collect();
+    if parts.is_empty()
+        && let Some(m) = &t.status.message
+    {
+        parts = m.parts.clone();
+    }
+    if parts.is_empty()
+        && let Some(m) = t.history.iter().rev().find(|m| m.role == A2aRole::Agent)
+    {
+        parts = m.parts.clone();
+    }
+    let usage = usage_of(t.metadata.as_ref()).or_else(|| {
+        t.status
+            .message
+            .as_ref()
+            .and_then(|m| usage_of(m.metadata.as_ref()))
+    });
+    Ok(Reply {
+        text: parts_text(&parts),
+        data_calls: data_calls(&parts),
+        usage,
+        raw: serde_json::to_value(t).unwrap_or(Value::Null),
+    })
 }
 
 fn from_message(m: &A2aMessage) -> Reply {
@@ -820,5 +827,105 @@ fn classify(e: A2aError) -> AgentFailure {
             message: body.chars().take(300).collect(),
         },
         _ => AgentFailure::Infrastructure(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentry_a2a::model::{Artifact, TaskStatus};
+
+    fn task(state: TaskState) -> A2aTask {
+        A2aTask {
+            id: "t1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus::now(state, None),
+            history: Vec::new(),
+            artifacts: Vec::new(),
+            metadata: None,
+            owner: None,
+            parked: false,
+        }
+    }
+
+    fn agent_says(text: &str) -> A2aMessage {
+        A2aMessage::text(A2aRole::Agent, text)
+    }
+
+    #[test]
+    fn every_reply_shape_is_read() {
+        // Artifacts first.
+        let mut t = task(TaskState::Completed);
+        t.artifacts.push(Artifact::new(
+            Some("a"),
+            vec![Part::text("from the artifact")],
+        ));
+        t.status.message = Some(agent_says("from the status"));
+        assert_eq!(task_reply(&t).unwrap().text, "from the artifact");
+        // Then the status message.
+        t.artifacts.clear();
+        assert_eq!(task_reply(&t).unwrap().text, "from the status");
+        // Then the agent's last message in the history.
+        t.status.message = None;
+        t.history = vec![
+            A2aMessage::text(A2aRole::User, "hi"),
+            agent_says("from the history"),
+        ];
+        assert_eq!(task_reply(&t).unwrap().text, "from the history");
+        // An empty reply stays empty (and is scored as one).
+        t.history.clear();
+        assert_eq!(task_reply(&t).unwrap().text, "");
+        // A direct message, with calls in a data part and usage in its metadata.
+        let mut m = A2aMessage::new(
+            A2aRole::Agent,
+            vec![Part::data(
+                json!({"tool_calls": [{"name": "get_users", "arguments": {}}]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )],
+        );
+        m.metadata = Some(
+            json!({"usage": {"input_tokens": 12, "output_tokens": 3}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let r = from_message(&m);
+        assert_eq!(r.data_calls[0].name, "get_users");
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                prompt_tokens: 12,
+                completion_tokens: 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_failed_or_refused_task_is_the_agents_failure() {
+        for (state, code) in [
+            (TaskState::Failed, "task failed"),
+            (TaskState::Rejected, "task rejected"),
+            (TaskState::Canceled, "task canceled"),
+            (TaskState::AuthRequired, "task auth-required"),
+        ] {
+            match task_reply(&task(state)) {
+                Err(AgentFailure::Agent { code: c, .. }) => assert_eq!(c, code),
+                other => panic!("{state:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            classify(A2aError::InvalidResponse("x".into())),
+            AgentFailure::Agent { .. }
+        ));
+        assert!(matches!(
+            classify(A2aError::Http {
+                status: 503,
+                url: String::new(),
+                body: String::new()
+            }),
+            AgentFailure::Infrastructure(_)
+        ));
     }
 }

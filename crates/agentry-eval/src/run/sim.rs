@@ -262,3 +262,113 @@ fn user_view(messages: &[Message]) -> Vec<Message> {
         .cloned()
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, VecDeque};
+
+    use super::*;
+    use crate::message::{Requestor, ToolCall};
+    use crate::run::agent::{AgentTurn, BoxFuture, TurnMeasure};
+    use crate::run::user::{ScriptTurn, ScriptedUser, UserFactory};
+
+    /// An agent that says what it is given, in order, then repeats its last message.
+    struct Canned(VecDeque<Message>, Message);
+    impl AgentSession for Canned {
+        fn turn<'a>(
+            &'a mut self,
+            _new: &'a [Message],
+            _env: &'a SharedEnv,
+        ) -> BoxFuture<'a, Result<AgentTurn, AgentFailure>> {
+            let m = self.0.pop_front().unwrap_or_else(|| self.1.clone());
+            Box::pin(async move {
+                Ok(AgentTurn {
+                    message: m,
+                    observed: Vec::new(),
+                    measure: TurnMeasure::default(),
+                })
+            })
+        }
+    }
+
+    fn unknown_call() -> Message {
+        Message::with_calls(
+            Role::Assistant,
+            None,
+            vec![ToolCall {
+                id: "x".into(),
+                name: "delete_everything".into(),
+                arguments: Default::default(),
+                requestor: Requestor::Assistant,
+            }],
+        )
+    }
+
+    async fn simulate_with(agent: &mut Canned, turns: Vec<ScriptTurn>, limits: Limits) -> Outcome {
+        let domain = Domain::builtin("mock").unwrap();
+        let task = domain.task("create_task_1").unwrap().clone();
+        let users = ScriptedUser::new(BTreeMap::from([(task.id.clone(), turns)]));
+        let mut user = users.start(&domain, &task, 0, 0);
+        simulate(&domain, &task, agent, user.as_mut(), limits)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn hallucinated_tools_and_empty_replies_are_kept_as_they_happened() {
+        let mut agent = Canned(
+            VecDeque::from([unknown_call(), Message::assistant("")]),
+            Message::assistant("Bye."),
+        );
+        let out = simulate_with(
+            &mut agent,
+            vec![ScriptTurn::Say("Delete all my tasks.".into())],
+            Limits::default(),
+        )
+        .await;
+        assert_eq!(out.termination, Termination::UserStop);
+        assert_eq!(out.info["agentry"]["hallucinated_tool_calls"], 1);
+        let result = out.messages.iter().find(|m| m.role == Role::Tool).unwrap();
+        assert_eq!(result.text(), "Error: Tool 'delete_everything' not found.");
+        assert_eq!(result.error, Some(true));
+        assert!(
+            out.messages
+                .iter()
+                .any(|m| m.role == Role::Assistant && m.content.as_deref() == Some("")),
+            "the empty reply is in the trajectory as it came"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_error_and_step_limits_end_a_conversation() {
+        let mut agent = Canned(VecDeque::new(), unknown_call());
+        let out = simulate_with(
+            &mut agent,
+            vec![ScriptTurn::Say("Hello.".into())],
+            Limits {
+                max_errors: 3,
+                ..Limits::default()
+            },
+        )
+        .await;
+        assert_eq!(out.termination, Termination::TooManyErrors);
+        assert_eq!(out.info["agentry"]["hallucinated_tool_calls"], 3);
+
+        let mut agent = Canned(VecDeque::new(), Message::assistant("Anything else?"));
+        let chatter = (0..50)
+            .map(|i| ScriptTurn::Say(format!("message {i}")))
+            .collect();
+        let out = simulate_with(
+            &mut agent,
+            chatter,
+            Limits {
+                max_steps: 7,
+                ..Limits::default()
+            },
+        )
+        .await;
+        assert_eq!(out.termination, Termination::MaxSteps);
+        // The greeting, then seven hops.
+        assert_eq!(out.messages.len(), 8);
+    }
+}
