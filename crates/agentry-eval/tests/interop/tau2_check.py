@@ -4,6 +4,8 @@
                                  {task_id: {"db": hash, "user_db": hash, "outputs": [...]}}
   tau2_check.py rescore FILE     tau2's own re-scorer (`tau2 evaluate-trajs`) on a
                                  results.json: {simulation_id: reward}
+  tau2_check.py metrics FILE     what `tau2 view` shows as the agent's metrics for a
+                                 results.json: {"avg_reward", "pass_hat_ks", "infra_error_count"}
   tau2_check.py user DOMAIN      the user simulator's system prompt for every task:
                                  {task_id: {"system": ..., "tools": [names]}}
   tau2_check.py judge FILE       the prompt tau2's NL-assertion judge is sent for
@@ -47,6 +49,17 @@ def rescore(path):
     json.dump({s.id: s.reward_info.reward for s in scored.simulations}, sys.stdout)
 
 
+def metrics(path):
+    from tau2.data_model.simulation import Results
+    from tau2.metrics.agent_metrics import compute_metrics
+
+    m = compute_metrics(Results.load(path))
+    json.dump(
+        {"avg_reward": m.avg_reward, "pass_hat_ks": m.pass_hat_ks, "infra_error_count": m.infra_error_count},
+        sys.stdout,
+    )
+
+
 def user(domain):
     from tau2.user.user_simulator import UserSimulator
 
@@ -83,4 +96,4 @@ def judge(path):
 
 
 if __name__ == "__main__":
-    {"actions": actions, "rescore": rescore, "judge": judge, "user": user}[sys.argv[1]](sys.argv[2])
+    {"actions": actions, "rescore": rescore, "judge": judge, "user": user, "metrics": metrics}[sys.argv[1]](sys.argv[2])

@@ -323,8 +323,28 @@ pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
     d
 }
 
-fn assert_tau2_agrees(dir: &std::path::Path, ours: &Results) {
+pub(crate) fn assert_tau2_agrees(dir: &std::path::Path, ours: &Results) {
     let Some(python) = tau2_python() else { return };
+    // The metrics `tau2 view` shows for the file: average reward, pass^k, infra errors.
+    let file = dir.join("results.json");
+    let theirs = tau2_check(&python, &["metrics", file.to_str().unwrap()]);
+    let trials = ours.info["num_trials"].as_u64().unwrap() as usize;
+    let m = agentry_eval::metrics::compute(&ours.simulations, trials);
+    assert!((theirs["avg_reward"].as_f64().unwrap() - m.avg_reward).abs() < 1e-9);
+    assert_eq!(theirs["infra_error_count"], m.infrastructure_errors);
+    assert_eq!(
+        theirs["pass_hat_ks"].as_object().unwrap().len(),
+        m.pass_hat_k.len()
+    );
+    for p in &m.pass_hat_k {
+        let t = theirs["pass_hat_ks"][p.k.to_string()].as_f64().unwrap();
+        assert!(
+            (t - p.value).abs() < 1e-9,
+            "pass^{}: tau2 {t}, agentry {}",
+            p.k,
+            p.value
+        );
+    }
     let theirs = tau2_check(
         &python,
         &["rescore", dir.join("results.json").to_str().unwrap()],

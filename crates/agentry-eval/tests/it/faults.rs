@@ -269,6 +269,8 @@ async fn a_turn_that_never_succeeds_is_an_infrastructure_error_and_a_resume_redo
         m.pass_hat_k[0].value, 1.0,
         "the failed simulation is not in the score"
     );
+    // tau2 reads the placeholder as its own and leaves it out of its metrics too.
+    crate::e2e::assert_tau2_agrees(&dir, &first);
 
     // The agent recovers; the resumed run redoes the failed simulation only.
     f.poisoned_on.store(false, Ordering::SeqCst);
