@@ -152,6 +152,42 @@ fn a_running_evaluation_serves_its_figures_to_prometheus() {
 }
 
 #[test]
+fn an_agent_behind_a_token_is_evaluated_with_it_and_refuses_without() {
+    let (_server, base) = serve("echo", &["--token", "s3cret"]);
+    let dir = tempdir("token");
+    let script = dir.join("script.json");
+    std::fs::write(&script, r#"{"create_task_1": ["Create a task."]}"#).unwrap();
+    let user = format!("scripted:{}", script.display());
+    let eval = |save: &str, extra: &[&str]| {
+        let save = dir.join(save);
+        let mut args = vec![
+            "eval",
+            "--agent-a2a-endpoint",
+            &base,
+            "--task-ids",
+            "create_task_1",
+            "--user-llm",
+            &user,
+            "--max-retries",
+            "0",
+            "--quiet",
+            "--save-to",
+            save.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        stdout(&run(&args))
+    };
+    let out = eval("with", &["--agent-a2a-auth-token", "s3cret"]);
+    assert!(out.contains("1 scored, 0 infrastructure errors"), "{out}");
+    let out = eval("without", &[]);
+    assert!(out.contains("0 scored, 1 infrastructure errors"), "{out}");
+    assert!(
+        out.contains("authentication required"),
+        "the reason is listed: {out}"
+    );
+}
+
+#[test]
 fn the_embedded_model_as_agent_and_as_user() {
     let models = std::env::var_os("AGENTRY_MODELS").map_or_else(
         || {
