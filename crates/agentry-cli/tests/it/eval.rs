@@ -235,7 +235,7 @@ fn the_embedded_model_as_agent_and_as_user() {
         "--user-llm",
         "local",
         "--max-steps",
-        "6",
+        "4",
         "--save-to",
         save.to_str().unwrap(),
         "--quiet",
