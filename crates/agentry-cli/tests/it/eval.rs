@@ -262,3 +262,79 @@ fn the_embedded_model_as_agent_and_as_user() {
     );
     assert!(results["info"]["user_info"]["llm"] == "local");
 }
+
+/// Natural-language assertions judged by a model on an OpenAI-compatible endpoint (here
+/// `agentry model serve`, the embedded model): the verdicts are recorded, not "unjudged".
+/// The verdicts' quality does not matter; the path does.
+#[test]
+fn a_judge_on_an_openai_compatible_endpoint_judges_statements() {
+    let models = std::env::var_os("AGENTRY_MODELS").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/agentry/models")
+        },
+        std::path::PathBuf::from,
+    );
+    let Some(_) = agentry_testkit::require_path(
+        agentry_testkit::Peer::Models,
+        models.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "run scripts/fetch-models.sh",
+    ) else {
+        return;
+    };
+    let Some(retail) = agentry_testkit::require_path(
+        agentry_testkit::Peer::Interop,
+        agentry_testkit::shared_dir().join("tau2/domains/retail"),
+        "the tau2 retail domain is in ../shared/tau2",
+    ) else {
+        return;
+    };
+    let port = free_port();
+    let _judge = Server(
+        Command::new(BIN)
+            .args(["model", "serve", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(port);
+    let (_agent, base) = serve("echo", &[]);
+    let dir = tempdir("judge");
+    let script = dir.join("script.json");
+    std::fs::write(&script, r#"{"2": ["I want to return some items."]}"#).unwrap();
+    let save = dir.join("run");
+    let o = run(&[
+        "eval",
+        "--agent-a2a-endpoint",
+        &base,
+        "--domain",
+        retail.to_str().unwrap(),
+        "--task-ids",
+        "2",
+        "--user-llm",
+        &format!("scripted:{}", script.display()),
+        "--judge-llm",
+        "any",
+        "--judge-llm-base-url",
+        &format!("http://127.0.0.1:{port}/v1"),
+        "--save-to",
+        save.to_str().unwrap(),
+        "--quiet",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("0 unjudged"), "{out}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(save.join("results.json")).unwrap()).unwrap();
+    let info = &results["simulations"][0]["reward_info"];
+    let verdicts = info["nl_assertions"].as_array();
+    assert!(
+        verdicts.is_some_and(|v| v.iter().all(|c| c["met"].is_boolean())),
+        "the judge's verdicts are recorded: {info}"
+    );
+}

@@ -111,6 +111,22 @@ impl Judge for LlmJudge {
                     ChatMessage::user(prompt(trajectory, assertions)),
                 ],
                 temperature: Some(0.0),
+                // tau2 asks without a JSON mode; the schema of the answer it expects is given
+                // to servers that can constrain output to it (agentry's embedded model, most
+                // OpenAI-compatible servers), so small models answer in the format too.
+                json_schema: Some(serde_json::json!({
+                    "type": "object",
+                    "properties": {"results": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "expectedOutcome": {"type": "string"},
+                            "reasoning": {"type": "string"},
+                            "metExpectation": {"type": "boolean"}
+                        },
+                        "required": ["expectedOutcome", "reasoning", "metExpectation"]
+                    }}},
+                    "required": ["results"]
+                })),
                 ..Default::default()
             };
             let resp = self
