@@ -43,8 +43,10 @@ use crate::version::{self, ProtocolVersion};
 /// How a client authenticates.
 #[derive(Debug, Clone, Default)]
 pub enum Auth {
+    /// No credentials.
     #[default]
     None,
+    /// `Authorization: Bearer <token>`.
     Bearer(String),
     /// Header name and key.
     ApiKey(String, String),
@@ -53,13 +55,17 @@ pub enum Auth {
 /// Client timeouts, retries and credentials.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
+    /// How long to wait for a connection.
     pub connect_timeout: Duration,
+    /// How long to wait for an answer (a stream: for its first bytes).
     pub request_timeout: Duration,
     /// A stream with no bytes (not even a keep-alive) for this long is broken.
     pub stream_idle_timeout: Duration,
     /// Attempts after the first one.
     pub retries: u32,
+    /// The first retry's wait; doubled after each.
     pub backoff: Duration,
+    /// The credentials sent with every call.
     pub auth: Auth,
     /// Resubscribe when a stream closes cleanly before its final event.
     pub auto_resubscribe: bool,
@@ -94,8 +100,10 @@ impl std::fmt::Debug for ClientTls {
 /// How requests travel: JSON-RPC 2.0 envelopes, or the v1.0 HTTP+JSON (REST) resources.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Binding {
+    /// JSON-RPC 2.0 over HTTP POST, streams as SSE.
     #[default]
     JsonRpc,
+    /// The v1.0 REST binding (`POST /message:send`, `GET /tasks/{id}`, ...).
     HttpJson,
 }
 
@@ -150,8 +158,11 @@ struct Fallback {
 /// The interface a client uses, chosen from a card.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Interface {
+    /// Where to send requests.
     pub url: String,
+    /// The protocol version to speak there.
     pub version: ProtocolVersion,
+    /// The binding to speak there.
     pub binding: Binding,
     /// A v0.3 JSON-RPC URL to fall back to when the chosen v1.0 one refuses v1.0.
     pub fallback: Option<String>,
@@ -510,6 +521,7 @@ impl A2aClient {
         }
     }
 
+    /// The card the client was made from (`None` for [`A2aClient::new`]).
     pub fn card(&self) -> Option<&AgentCard> {
         self.card.as_ref()
     }
@@ -531,6 +543,7 @@ impl A2aClient {
         c
     }
 
+    /// The URL requests go to.
     pub fn endpoint(&self) -> &str {
         self.route().0
     }

@@ -58,8 +58,10 @@ pub struct Envelope {
     /// Retries of one request carry the same key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// How urgent (servers may order admission by it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<Priority>,
+    /// Wait for the result, return at once, or call back when done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_mode: Option<ResponseMode>,
     /// Where `callback` mode delivers the task (as a push notification).
@@ -85,9 +87,12 @@ pub struct Envelope {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
+    /// Background work.
     Low,
+    /// The default.
     #[default]
     Normal,
+    /// Ahead of the others.
     High,
 }
 

@@ -22,30 +22,50 @@ use crate::version::ProtocolVersion;
 
 /// v0.3 method names.
 pub mod method {
+    /// Send a message, get a task or a message.
     pub const SEND: &str = "message/send";
+    /// Send a message, get its events as SSE.
     pub const STREAM: &str = "message/stream";
+    /// Read a task.
     pub const GET: &str = "tasks/get";
+    /// Cancel a task.
     pub const CANCEL: &str = "tasks/cancel";
+    /// Stream a running task's events again.
     pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+    /// Add a task's push config.
     pub const PUSH_SET: &str = "tasks/pushNotificationConfig/set";
+    /// Read a task's push config.
     pub const PUSH_GET: &str = "tasks/pushNotificationConfig/get";
+    /// List a task's push configs.
     pub const PUSH_LIST: &str = "tasks/pushNotificationConfig/list";
+    /// Delete a task's push config.
     pub const PUSH_DELETE: &str = "tasks/pushNotificationConfig/delete";
+    /// Read the card for authenticated callers.
     pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
 }
 
 /// A decoded request, independent of the wire version it came in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Request {
+    /// `message/send`.
     SendMessage(MessageSendParams),
+    /// `message/stream`.
     StreamMessage(MessageSendParams),
+    /// `tasks/get`.
     GetTask(TaskQueryParams),
+    /// `tasks/cancel`.
     CancelTask(TaskIdParams),
+    /// `tasks/resubscribe`.
     Resubscribe(TaskIdParams),
+    /// `tasks/pushNotificationConfig/set`.
     SetPushConfig(TaskPushNotificationConfig),
+    /// `tasks/pushNotificationConfig/get`.
     GetPushConfig(GetTaskPushNotificationConfigParams),
+    /// `tasks/pushNotificationConfig/list`.
     ListPushConfigs(TaskIdParams),
+    /// `tasks/pushNotificationConfig/delete`.
     DeletePushConfig(DeleteTaskPushNotificationConfigParams),
+    /// `agent/getAuthenticatedExtendedCard`.
     GetExtendedCard,
     /// v1.0 only (`ListTasks`).
     ListTasks(ListTasksParams),
@@ -377,9 +397,12 @@ pub fn encode_error(id: &Value, error: &RpcError) -> Vec<u8> {
 /// A response as a client reads it.
 #[derive(Debug, Deserialize)]
 pub struct Response<T> {
+    /// The request's id.
     #[serde(default)]
     pub id: Value,
+    /// The result, on success.
     pub result: Option<T>,
+    /// The error, on failure.
     pub error: Option<RpcError>,
 }
 

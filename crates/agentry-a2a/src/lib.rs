@@ -15,6 +15,7 @@
 //! - [`client`] (feature `client`): discover and call any A2A agent.
 //!
 //! Features: `server`, `client`, `sqlite` (all on by default).
+#![warn(missing_docs)]
 
 pub mod credential;
 pub mod envelope;

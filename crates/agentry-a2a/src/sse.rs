@@ -8,6 +8,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
+    /// A parser with nothing buffered.
     pub fn new() -> Self {
         Self::default()
     }

@@ -28,18 +28,30 @@ use crate::model::*;
 
 /// v1.0 method names.
 pub mod method {
+    /// Send a message.
     pub const SEND: &str = "SendMessage";
+    /// Send a message, stream its events.
     pub const STREAM: &str = "SendStreamingMessage";
+    /// Read a task.
     pub const GET: &str = "GetTask";
+    /// List tasks.
     pub const LIST: &str = "ListTasks";
+    /// Cancel a task.
     pub const CANCEL: &str = "CancelTask";
+    /// Stream a task's events.
     pub const SUBSCRIBE: &str = "SubscribeToTask";
+    /// Add a task's push config.
     pub const PUSH_CREATE: &str = "CreateTaskPushNotificationConfig";
+    /// Read a task's push config.
     pub const PUSH_GET: &str = "GetTaskPushNotificationConfig";
+    /// List a task's push configs.
     pub const PUSH_LIST: &str = "ListTaskPushNotificationConfigs";
+    /// Delete a task's push config.
     pub const PUSH_DELETE: &str = "DeleteTaskPushNotificationConfig";
+    /// Read the extended card.
     pub const EXTENDED_CARD: &str = "GetExtendedAgentCard";
 
+    /// Every v1.0 method.
     pub const ALL: [&str; 11] = [
         SEND,
         STREAM,
@@ -382,10 +394,12 @@ pub fn stream_event(e: &StreamEvent) -> Value {
     }
 }
 
+/// A task in v1.0's wire form.
 pub fn task(t: &Task) -> Value {
     task_down(to_value(t))
 }
 
+/// A message in v1.0's wire form.
 pub fn message(m: &Message) -> Value {
     message_down(to_value(m))
 }
@@ -418,10 +432,12 @@ pub fn push_config(c: &TaskPushNotificationConfig) -> Value {
     Value::Object(o)
 }
 
+/// A task's push configs as `ListTaskPushNotificationConfigs` returns them.
 pub fn push_config_list(list: &[TaskPushNotificationConfig]) -> Value {
     json!({ "configs": list.iter().map(push_config).collect::<Vec<_>>(), "nextPageToken": "" })
 }
 
+/// A page of tasks as `ListTasks` returns it.
 pub fn list_tasks(r: &ListTasksResult) -> Value {
     json!({
         "tasks": r.tasks.iter().map(task).collect::<Vec<_>>(),
@@ -527,10 +543,12 @@ pub fn stream_event_from(v: Value) -> Result<StreamEvent, String> {
     )
 }
 
+/// A task from v1.0's wire form.
 pub fn task_from(v: Value) -> Result<Task, String> {
     from_up(task_up(v)?)
 }
 
+/// A push config from v1.0's wire form.
 pub fn push_config_from(v: Value) -> Result<TaskPushNotificationConfig, String> {
     let mut c: TaskPushNotificationConfig = from_up(push_config_up(into_object(v, "config")?)?)?;
     // Bookkeeping of the side that stores configs, not something an answer carries.
@@ -538,6 +556,7 @@ pub fn push_config_from(v: Value) -> Result<TaskPushNotificationConfig, String> 
     Ok(c)
 }
 
+/// The push configs of a `ListTaskPushNotificationConfigs` answer.
 pub fn push_configs_from(v: Value) -> Result<Vec<TaskPushNotificationConfig>, String> {
     let mut o = into_object(v, "result")?;
     match o.remove("configs") {
@@ -547,6 +566,7 @@ pub fn push_configs_from(v: Value) -> Result<Vec<TaskPushNotificationConfig>, St
     }
 }
 
+/// A page of tasks from a `ListTasks` answer.
 pub fn list_tasks_from(v: Value) -> Result<ListTasksResult, String> {
     let mut o = into_object(v, "result")?;
     let tasks = match o.remove("tasks") {

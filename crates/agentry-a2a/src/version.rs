@@ -22,7 +22,9 @@ pub const EXTENSIONS_HEADER: &str = "A2A-Extensions";
 /// A protocol generation this crate speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ProtocolVersion {
+    /// The 0.3 generation (`message/send`, kebab-case states).
     V0_3,
+    /// The 1.0 generation (`SendMessage`, ProtoJSON shapes).
     V1_0,
 }
 

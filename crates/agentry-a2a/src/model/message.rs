@@ -10,7 +10,9 @@ pub type Metadata = Map<String, Value>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The client (a user or a calling agent).
     User,
+    /// The agent answering.
     Agent,
 }
 
@@ -18,17 +20,25 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", rename = "message")]
 pub struct Message {
+    /// Who wrote it.
     pub role: Role,
+    /// Its content: text, files, structured data.
     pub parts: Vec<Part>,
+    /// Unique per message, chosen by its sender.
     pub message_id: String,
+    /// The task it belongs to (set to continue a task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// The conversation it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
+    /// Other tasks it refers to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reference_task_ids: Vec<String>,
+    /// URIs of the extensions its metadata uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
+    /// Extension data, by extension URI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -84,12 +94,16 @@ pub fn join_text(parts: &[Part]) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Part {
+    /// Text.
     Text(TextPart),
+    /// A file, inline or by URI.
     File(FilePart),
+    /// A JSON object.
     Data(DataPart),
 }
 
 impl Part {
+    /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
         Part::Text(TextPart {
             text: text.into(),
@@ -97,6 +111,7 @@ impl Part {
         })
     }
 
+    /// A data part.
     pub fn data(data: Map<String, Value>) -> Self {
         Part::Data(DataPart {
             data,
@@ -104,6 +119,7 @@ impl Part {
         })
     }
 
+    /// A file part.
     pub fn file(file: File) -> Self {
         Part::File(FilePart {
             file,
@@ -112,23 +128,32 @@ impl Part {
     }
 }
 
+/// A part holding text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TextPart {
+    /// The text.
     pub text: String,
+    /// Extension data for this part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
 
+/// A part holding a JSON object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DataPart {
+    /// The object.
     pub data: Map<String, Value>,
+    /// Extension data for this part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
 
+/// A part holding a file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FilePart {
+    /// The file.
     pub file: File,
+    /// Extension data for this part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -136,8 +161,11 @@ pub struct FilePart {
 /// A file carried inline (base64 bytes) or by reference (URI); exactly one of the two.
 #[derive(Debug, Clone, PartialEq)]
 pub struct File {
+    /// Its bytes or where to get them.
     pub content: FileContent,
+    /// Its media type.
     pub mime_type: Option<String>,
+    /// Its file name.
     pub name: Option<String>,
 }
 
@@ -146,6 +174,7 @@ pub struct File {
 pub enum FileContent {
     /// Base64-encoded bytes, as on the wire.
     Bytes(String),
+    /// A URI to fetch the bytes from.
     Uri(String),
 }
 
@@ -205,14 +234,20 @@ impl<'de> Deserialize<'de> for File {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Artifact {
+    /// Unique within its task.
     pub artifact_id: String,
+    /// A name for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Its content.
     pub parts: Vec<Part>,
+    /// URIs of the extensions its metadata uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
+    /// Extension data, by extension URI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }

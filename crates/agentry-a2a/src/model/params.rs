@@ -10,14 +10,18 @@ use super::task::{Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageSendParams {
+    /// The message.
     pub message: Message,
+    /// How to answer: output modes, history, push notifications, blocking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<MessageSendConfiguration>,
+    /// Extension data for the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
 
 impl MessageSendParams {
+    /// A request for `message` with no configuration.
     pub fn new(message: Message) -> Self {
         MessageSendParams {
             message,
@@ -27,14 +31,17 @@ impl MessageSendParams {
     }
 }
 
+/// How the client wants a sent message answered.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageSendConfiguration {
+    /// Media types the client accepts in the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_output_modes: Option<Vec<String>>,
     /// Signed on the wire so that a negative value is a clear -32602, not a type error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i64>,
+    /// A webhook to notify of the task's changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_notification_config: Option<PushNotificationConfig>,
     /// Wait for the task to finish its turn (default `true`).
@@ -45,11 +52,15 @@ pub struct MessageSendConfiguration {
 /// A webhook that receives the task on every state change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PushNotificationConfig {
+    /// Its id among the task's configs (the server picks one when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// Where notifications are POSTed.
     pub url: String,
+    /// Sent back with each notification, for the receiver to check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// How the server authenticates to the webhook.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<PushNotificationAuthenticationInfo>,
     /// The protocol version whose notification body the webhook gets: `Some("1.0")` (a
@@ -63,17 +74,23 @@ pub struct PushNotificationConfig {
     pub body_version: Option<String>,
 }
 
+/// How the server authenticates to a webhook.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PushNotificationAuthenticationInfo {
+    /// The schemes (`Bearer`, ...).
     pub schemes: Vec<String>,
+    /// The credentials to send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<String>,
 }
 
+/// A push config together with the task it belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPushNotificationConfig {
+    /// The task.
     pub task_id: String,
+    /// The config.
     pub push_notification_config: PushNotificationConfig,
 }
 
@@ -81,9 +98,12 @@ pub struct TaskPushNotificationConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskQueryParams {
+    /// The task.
     pub id: String,
+    /// At most this many history messages, most recent last (0: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i64>,
+    /// Extension data for the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -91,7 +111,9 @@ pub struct TaskQueryParams {
 /// Parameters of `tasks/cancel`, `tasks/resubscribe` and push-config listing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskIdParams {
+    /// The task.
     pub id: String,
+    /// Extension data for the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -100,9 +122,12 @@ pub struct TaskIdParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GetTaskPushNotificationConfigParams {
+    /// The task.
     pub id: String,
+    /// The config (the task's only or first one when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_notification_config_id: Option<String>,
+    /// Extension data for the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -111,8 +136,11 @@ pub struct GetTaskPushNotificationConfigParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteTaskPushNotificationConfigParams {
+    /// The task.
     pub id: String,
+    /// The config.
     pub push_notification_config_id: String,
+    /// Extension data for the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -121,7 +149,9 @@ pub struct DeleteTaskPushNotificationConfigParams {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum SendMessageResult {
+    /// The task the message started or continued.
     Task(Task),
+    /// A direct answer, with no task.
     Message(Message),
 }
 
@@ -129,9 +159,13 @@ pub enum SendMessageResult {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum StreamEvent {
+    /// The task as it stands (first event of a stream).
     Task(Task),
+    /// A direct answer, with no task (the stream's only event).
     Message(Message),
+    /// A change of the task's status.
     StatusUpdate(TaskStatusUpdateEvent),
+    /// A new or extended artifact.
     ArtifactUpdate(TaskArtifactUpdateEvent),
 }
 
@@ -214,8 +248,10 @@ impl<'de> Deserialize<'de> for StreamEvent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListTasksParams {
+    /// Only tasks of this conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
+    /// Only tasks in this state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<super::task::TaskState>,
     /// 1 to 100; absent or 0 means 50.
@@ -224,17 +260,21 @@ pub struct ListTasksParams {
     /// The `nextPageToken` of the previous page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
+    /// At most this many history messages per task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history_length: Option<i64>,
     /// Only tasks whose status changed after this RFC 3339 instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_timestamp_after: Option<String>,
+    /// Include each task's artifacts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include_artifacts: Option<bool>,
 }
 
 impl ListTasksParams {
+    /// The page size when the request gives none.
     pub const DEFAULT_PAGE_SIZE: usize = 50;
+    /// The largest page size served.
     pub const MAX_PAGE_SIZE: usize = 100;
 }
 
@@ -242,12 +282,15 @@ impl ListTasksParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListTasksResult {
+    /// This page's tasks, newest first.
     pub tasks: Vec<Task>,
     /// Empty on the last page.
     #[serde(default)]
     pub next_page_token: String,
+    /// The page size used.
     #[serde(default)]
     pub page_size: i64,
+    /// How many tasks match, over all pages.
     #[serde(default)]
     pub total_size: i64,
 }

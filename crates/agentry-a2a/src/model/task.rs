@@ -11,18 +11,28 @@ use super::message::{Artifact, Message, Metadata};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskState {
+    /// Accepted, not started.
     Submitted,
+    /// Being worked on.
     Working,
+    /// Waiting for the client's next message.
     InputRequired,
+    /// Done (final).
     Completed,
+    /// Canceled by the client (final).
     Canceled,
+    /// Ended in an error (final).
     Failed,
+    /// Refused by the agent (final).
     Rejected,
+    /// Waiting for the client to authenticate.
     AuthRequired,
+    /// A state this version does not know.
     Unknown,
 }
 
 impl TaskState {
+    /// Every state, in declaration order.
     pub const ALL: [TaskState; 9] = [
         TaskState::Submitted,
         TaskState::Working,
@@ -70,6 +80,7 @@ impl TaskState {
         }
     }
 
+    /// The v0.3 wire name (`input-required`).
     pub fn as_str(self) -> &'static str {
         use TaskState::*;
         match self {
@@ -96,14 +107,18 @@ impl std::fmt::Display for TaskState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("invalid task state transition {from} -> {to}")]
 pub struct InvalidTransition {
+    /// The state the task was in.
     pub from: TaskState,
+    /// The state asked for.
     pub to: TaskState,
 }
 
 /// The current state of a task, with an optional message from the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskStatus {
+    /// The state.
     pub state: TaskState,
+    /// What the agent says with it (a question for `input-required`, a reason for `failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Message>,
     /// RFC 3339 UTC timestamp.
@@ -126,13 +141,19 @@ impl TaskStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", rename = "task")]
 pub struct Task {
+    /// Unique per task, chosen by the server.
     pub id: String,
+    /// The conversation it belongs to.
     pub context_id: String,
+    /// Where it stands.
     pub status: TaskStatus,
+    /// Its messages, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Message>,
+    /// What it produced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<Artifact>,
+    /// Extension data (agentry keeps the task envelope here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
     /// Who the task belongs to: the authenticated principal that created it, when the server
@@ -162,6 +183,7 @@ impl Task {
         }
     }
 
+    /// The current state.
     pub fn state(&self) -> TaskState {
         self.status.state
     }
@@ -217,12 +239,16 @@ impl Task {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", rename = "status-update")]
 pub struct TaskStatusUpdateEvent {
+    /// The task.
     pub task_id: String,
+    /// Its conversation.
     pub context_id: String,
+    /// The new status.
     pub status: TaskStatus,
     /// The last event of this stream.
     #[serde(rename = "final", default)]
     pub is_final: bool,
+    /// Extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }
@@ -231,13 +257,19 @@ pub struct TaskStatusUpdateEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "kind", rename = "artifact-update")]
 pub struct TaskArtifactUpdateEvent {
+    /// The task.
     pub task_id: String,
+    /// Its conversation.
     pub context_id: String,
+    /// The artifact, or the chunk of it this event adds.
     pub artifact: Artifact,
+    /// Append to the artifact with the same id instead of replacing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub append: Option<bool>,
+    /// The artifact's last chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_chunk: Option<bool>,
+    /// Extension data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
 }

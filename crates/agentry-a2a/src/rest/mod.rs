@@ -25,8 +25,11 @@ pub mod v03;
 /// One operation as an HTTP request: method, path (with its query) and JSON body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RestCall {
+    /// The HTTP method.
     pub method: http::Method,
+    /// The path, with its query.
     pub path: String,
+    /// The JSON body, for methods that take one.
     pub body: Option<Value>,
 }
 

@@ -118,6 +118,7 @@ pub fn answer_from_v1(v: Value, final_flag: bool) -> Value {
     })
 }
 
+/// A v1.0 task in v0.3's shape.
 pub fn task_from_v1(t: Value) -> Value {
     on_object(t, |o| {
         map_field(o, "status", status_from_v1);

@@ -35,15 +35,19 @@ pub enum ExecutorError {
     /// The task already reached a final state (e.g. it was canceled): stop working.
     #[error("task {0} is closed")]
     TaskClosed(String),
+    /// A state change the task's state machine refuses.
     #[error(transparent)]
     InvalidTransition(#[from] InvalidTransition),
+    /// The agent failed; the task fails with this text.
     #[error("{0}")]
     Failed(String),
+    /// The agent refuses the task; it ends `rejected` with this text.
     #[error("rejected: {0}")]
     Rejected(String),
 }
 
 impl ExecutorError {
+    /// A failure with this text.
     pub fn failed(msg: impl Into<String>) -> Self {
         ExecutorError::Failed(msg.into())
     }
@@ -52,13 +56,17 @@ impl ExecutorError {
 /// What an agent is asked to do.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
+    /// The task this run belongs to.
     pub task_id: String,
+    /// Its conversation.
     pub context_id: String,
     /// The incoming message (also the last entry of the task's history).
     pub message: Message,
     /// The task as it stood before this message (`None` for a new task).
     pub previous: Option<Task>,
+    /// How the client wants the answer.
     pub configuration: Option<MessageSendConfiguration>,
+    /// The request's extension data.
     pub metadata: Option<Metadata>,
     /// The request's task envelope ([`crate::envelope`]): correlation id, idempotency key,
     /// priority, response mode, trigger. `None` when the client sent none.
@@ -128,10 +136,12 @@ impl EventSink {
         EventSink { hub }
     }
 
+    /// The task this run belongs to.
     pub fn task_id(&self) -> &str {
         &self.hub.task_id
     }
 
+    /// Its conversation.
     pub fn context_id(&self) -> &str {
         &self.hub.context_id
     }
@@ -157,14 +167,17 @@ impl EventSink {
             .await
     }
 
+    /// Marks the task `working`, with an optional progress message.
     pub async fn working(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Working, message).await
     }
 
+    /// Completes the task, with an optional final message.
     pub async fn complete(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Completed, message).await
     }
 
+    /// Ends the turn waiting for the client (a question in `message`).
     pub async fn input_required(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::InputRequired, message).await
     }
@@ -184,10 +197,12 @@ impl EventSink {
             .await
     }
 
+    /// Fails the task, saying why in `message`.
     pub async fn fail(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Failed, message).await
     }
 
+    /// Refuses the task, saying why in `message`.
     pub async fn reject(&self, message: Option<Message>) -> Result<(), ExecutorError> {
         self.status(TaskState::Rejected, message).await
     }
@@ -218,6 +233,7 @@ impl EventSink {
 
 /// An agent, as the server runs it. See the module docs.
 pub trait AgentExecutor: Send + Sync + 'static {
+    /// Runs one turn of a task: reads `ctx.message`, reports through `events`.
     fn execute(
         &self,
         ctx: RequestContext,
@@ -233,11 +249,13 @@ pub trait AgentExecutor: Send + Sync + 'static {
 
 /// The object-safe twin of [`AgentExecutor`], for registries and the server.
 pub trait DynAgentExecutor: Send + Sync + 'static {
+    /// [`AgentExecutor::execute`], boxed.
     fn execute_dyn(
         &self,
         ctx: RequestContext,
         events: EventSink,
     ) -> BoxFuture<'_, Result<(), ExecutorError>>;
+    /// [`AgentExecutor::cancel`], boxed.
     fn cancel_dyn<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, ()>;
 }
 

@@ -46,9 +46,11 @@ use crate::store::TaskStore;
 /// in the API-key header.
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
+    /// Accepted bearer tokens.
     pub bearer_tokens: Vec<String>,
     /// Header name and accepted values, e.g. `X-API-Key`.
     pub api_key_header: Option<String>,
+    /// Accepted API keys (in `api_key_header`).
     pub api_keys: Vec<String>,
     /// Require credentials on every call, not only for the extended card.
     pub required_for_all: bool,
@@ -333,10 +335,15 @@ fn ct_eq(a: &str, b: &str) -> bool {
 
 /// One agent as served: its card, its executor, its store.
 pub struct AgentService {
+    /// The public card.
     pub card: AgentCard,
+    /// The card for authenticated callers.
     pub extended_card: Option<AgentCard>,
+    /// The agent.
     pub executor: Arc<dyn DynAgentExecutor>,
+    /// Where its tasks are kept.
     pub store: Arc<dyn TaskStore>,
+    /// Credentials callers must present (`None`: open).
     pub credentials: Option<Credentials>,
     /// Where every authorization decision is recorded before the request is served.
     pub access_log: Option<Arc<dyn AccessLog>>,
@@ -346,6 +353,7 @@ pub struct AgentService {
 }
 
 impl AgentService {
+    /// Serves `executor` with `card`, its tasks in `store`, open to anyone.
     pub fn new(card: AgentCard, executor: impl AgentExecutor, store: Arc<dyn TaskStore>) -> Self {
         AgentService {
             card,
@@ -380,6 +388,7 @@ impl AgentService {
         self
     }
 
+    /// Requires `credentials` on every call.
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
         self
@@ -395,6 +404,7 @@ pub struct ServerConfig {
     pub keep_alive: Duration,
     /// Events buffered per task for slow stream subscribers before they skip ahead.
     pub stream_buffer: usize,
+    /// Push-notification delivery.
     pub push: PushSettings,
     /// Host names the server answers (the `Host` header without its port, compared
     /// case-insensitively; IPv6 in brackets); others get 421. `None` answers any. A loopback
@@ -448,10 +458,12 @@ pub struct A2aServer {
 }
 
 impl A2aServer {
+    /// A server with default settings and no agent yet.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Uses `config`.
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
         self

@@ -28,9 +28,11 @@ use crate::store::{OutgoingPush, TaskStore};
 pub struct PushSettings {
     /// Allow webhooks on loopback and private networks (tests, trusted deployments).
     pub allow_private: bool,
+    /// How long one delivery may take.
     pub timeout: Duration,
     /// Attempts after the first one.
     pub retries: u32,
+    /// The first retry's wait; doubled after each.
     pub backoff: Duration,
     /// Notifications waiting for delivery, all tasks together.
     pub queue: usize,
@@ -255,6 +257,7 @@ impl PushSender {
         }
     }
 
+    /// The settings in force.
     pub fn settings(&self) -> &PushSettings {
         &self.settings
     }

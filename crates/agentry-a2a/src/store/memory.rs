@@ -48,6 +48,7 @@ impl MemoryStore {
         self.lock().tasks.len()
     }
 
+    /// Whether it holds no task.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -30,14 +30,18 @@ pub enum StoreError {
     /// The database (or the file system under it) failed.
     #[error("store backend: {context}: {source}")]
     Backend {
+        /// What was being done.
         context: String,
+        /// The backend's error.
         #[source]
         source: BoxError,
     },
     /// A stored record does not decode.
     #[error("stored data is corrupt: {context}: {source}")]
     Corrupt {
+        /// Which record.
         context: String,
+        /// The decoding error.
         #[source]
         source: BoxError,
     },
@@ -70,20 +74,26 @@ impl StoreError {
 /// A filter over stored tasks, newest status first (ties: newest id first).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskQuery {
+    /// Only tasks of this conversation.
     pub context_id: Option<String>,
+    /// Only tasks in this state.
     pub state: Option<TaskState>,
     /// Only tasks whose status timestamp is later than this RFC 3339 UTC instant.
     pub status_after: Option<String>,
     /// Only tasks of this owner ([`Task::owner`]); `None`: only tasks without one.
     pub owner: Option<String>,
+    /// Matches to skip.
     pub offset: usize,
+    /// Matches to return at most.
     pub limit: usize,
 }
 
 /// One page of a [`TaskQuery`], with the number of tasks the filter matches in all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskPage {
+    /// The page.
     pub tasks: Vec<Task>,
+    /// How many tasks match in all.
     pub total: usize,
 }
 
@@ -108,7 +118,9 @@ pub(crate) fn matches(q: &TaskQuery, t: &Task) -> bool {
 /// only the ones a client will rely on, such as the end of a turn. The server never writes an
 /// invalid state change, because changes go through [`Task::transition`].
 pub trait TaskStore: Send + Sync + 'static {
+    /// The task with this id.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
+    /// Writes the task (insert or replace).
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>>;
     /// The tasks matching `query`, newest status first.
     fn list<'a>(&'a self, query: &'a TaskQuery) -> BoxFuture<'a, Result<TaskPage, StoreError>>;
@@ -118,6 +130,7 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &'a str,
         config: &'a PushNotificationConfig,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// A task's push configs.
     fn list_push<'a>(
         &'a self,
         task_id: &'a str,
@@ -204,7 +217,9 @@ pub trait TaskStore: Send + Sync + 'static {
 /// and a digest of that request, to tell a retry from a different request under the same key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyClaim {
+    /// The task the key's first request started or continued.
     pub task_id: String,
+    /// A digest of that request.
     pub fingerprint: String,
 }
 
@@ -214,8 +229,11 @@ pub struct KeyClaim {
 pub struct OutgoingPush {
     /// Unique; what [`TaskStore::ack_push`] names.
     pub id: String,
+    /// The task it is about.
     pub task_id: String,
+    /// Where and with which credentials.
     pub config: PushNotificationConfig,
+    /// The body, as it will be POSTed.
     pub body: Vec<u8>,
 }
 
