@@ -742,8 +742,17 @@ fn task_reply(t: &A2aTask) -> Result<Reply, AgentFailure> {
         text: parts_text(&parts),
         data_calls: data_calls(&parts),
         usage,
-        raw: serde_json::to_value(t).unwrap_or(Value::Null),
+        raw: without_history(serde_json::to_value(t).unwrap_or(Value::Null)),
     })
+}
+
+/// A reply kept in the trajectory without the task's history: the conversation is already
+/// there, and a history that grows each turn would make results.json grow quadratically.
+fn without_history(mut raw: Value) -> Value {
+    if let Some(o) = raw.as_object_mut() {
+        o.remove("history");
+    }
+    raw
 }
 
 fn from_message(m: &A2aMessage) -> Reply {

@@ -135,7 +135,8 @@ pub async fn run(
         }
     }
     let total = cfg.tasks.len() * cfg.trials;
-    let state = Arc::new(Mutex::new((results, total - jobs.len())));
+    // (results, simulations done, when results.json was last written)
+    let state = Arc::new(Mutex::new((results, total - jobs.len(), Instant::now())));
     let events = match &cfg.save_to {
         Some(dir) => {
             let p = dir.join("events.jsonl");
@@ -198,7 +199,16 @@ pub async fn run(
             let mut guard = state.lock().unwrap_or_else(|p| p.into_inner());
             guard.0.simulations.push(sim);
             guard.1 += 1;
-            let save = path.as_ref().map(|p| guard.0.save(p));
+            // results.json is rewritten whole: at most every two seconds (and once at the
+            // end), so a long run does not spend its time rewriting it; an interruption loses
+            // at most the simulations of the last two seconds, which a resume runs again.
+            let save = match &path {
+                Some(p) if guard.2.elapsed() >= Duration::from_secs(2) => {
+                    guard.2 = Instant::now();
+                    Some(guard.0.save(p))
+                }
+                _ => None,
+            };
             let done = guard.1;
             drop(guard);
             if let Some(ev) = &events {
@@ -219,11 +229,11 @@ pub async fn run(
             r?;
         }
     }
-    let (mut results, _) = Arc::try_unwrap(state)
+    let (mut results, _, _) = Arc::try_unwrap(state)
         .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
         .unwrap_or_else(|arc| {
             let g = arc.lock().unwrap_or_else(|p| p.into_inner());
-            (g.0.clone(), g.1)
+            (g.0.clone(), g.1, g.2)
         });
     results
         .simulations
