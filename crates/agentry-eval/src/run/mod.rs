@@ -11,6 +11,7 @@ pub mod judge;
 #[cfg(feature = "mcp")]
 mod mcp;
 pub mod replay;
+pub mod seeds;
 pub mod sim;
 pub mod user;
 
@@ -45,7 +46,7 @@ pub struct EvalConfig {
     pub limits: Limits,
     /// Attempts of a simulation that fails for infrastructure reasons, after the first.
     pub max_retries: u32,
-    /// The run's seed (trial i uses `seed + i`).
+    /// The run's seed (trial i gets the i-th seed tau2 would draw from it).
     pub seed: u64,
     /// Where results.json and the event log go (`None`: memory only).
     pub save_to: Option<PathBuf>,
@@ -252,7 +253,7 @@ async fn simulate_with_retries(
     users: &dyn UserFactory,
     judge: Option<&dyn Judge>,
 ) -> Simulation {
-    let seed = cfg.seed + trial as u64;
+    let seed = seeds::trial_seeds(cfg.seed, trial + 1)[trial];
     let mut last_error = String::new();
     let mut attempts = 0;
     let start_time = agentry_a2a::time::now_rfc3339();
