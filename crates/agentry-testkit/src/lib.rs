@@ -4,7 +4,8 @@
 //!
 //! A gate passes when its peer is there. When it is not, the test fails if the test command
 //! requires that kind of peer (`AGENTRY_REQUIRE_MODELS`, `AGENTRY_REQUIRE_INTEROP`,
-//! `AGENTRY_REQUIRE_POSTGRES` set to `1`, as `scripts/test.sh` and CI set them), and otherwise
+//! `AGENTRY_REQUIRE_POSTGRES`, `AGENTRY_REQUIRE_SHARED` set to `1`, as `scripts/test.sh` and
+//! CI set them), and otherwise
 //! records a skip: a `SKIPPED:` line on stderr and one in the file `$AGENTRY_SKIP_LOG`, which
 //! the test command counts and prints at its end (a skip inside a passing test is otherwise
 //! invisible: the harness captures its output).
@@ -36,6 +37,9 @@ pub enum Peer {
     Interop,
     /// A PostgreSQL server at 127.0.0.1:5432.
     Postgres,
+    /// The shared folder beside the repository (`../shared`: the tau2 domains and source
+    /// archive, the conformance kits), which a clone on its own does not have.
+    Shared,
 }
 
 impl Peer {
@@ -45,6 +49,7 @@ impl Peer {
             Peer::Models => "AGENTRY_REQUIRE_MODELS",
             Peer::Interop => "AGENTRY_REQUIRE_INTEROP",
             Peer::Postgres => "AGENTRY_REQUIRE_POSTGRES",
+            Peer::Shared => "AGENTRY_REQUIRE_SHARED",
         }
     }
 

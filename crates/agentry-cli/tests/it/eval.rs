@@ -283,7 +283,7 @@ fn a_judge_on_an_openai_compatible_endpoint_judges_statements() {
         return;
     };
     let Some(retail) = agentry_testkit::require_path(
-        agentry_testkit::Peer::Interop,
+        agentry_testkit::Peer::Shared,
         agentry_testkit::shared_dir().join("tau2/domains/retail"),
         "the tau2 retail domain is in ../shared/tau2",
     ) else {

@@ -10,7 +10,7 @@ use agentry_testkit::{Peer, repo_root, require_path, shared_dir};
 /// tau2's retail domain from the shared folder (not shipped with agentry).
 pub(crate) fn retail() -> Option<Domain> {
     let dir = require_path(
-        Peer::Interop,
+        Peer::Shared,
         shared_dir().join("tau2/domains/retail"),
         "the tau2 retail domain is in ../shared/tau2 (or set AGENTRY_SHARED_DIR)",
     )?;
@@ -20,9 +20,9 @@ pub(crate) fn retail() -> Option<Domain> {
 /// tau2-bench's Python, installed by the test command from the pinned source archive.
 pub(crate) fn tau2_python() -> Option<PathBuf> {
     require_path(
-        Peer::Interop,
+        Peer::Shared,
         repo_root().join(".venv-tau2/bin/python"),
-        "tau2-bench is installed into .venv-tau2 by scripts/test.sh",
+        "tau2-bench is installed into .venv-tau2 by scripts/test.sh from ../shared/tau2",
     )
 }
 
@@ -31,10 +31,12 @@ pub(crate) fn tau2_data_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("agentry-tau2-data-{}", std::process::id()));
     let domains = dir.join("tau2/domains");
     std::fs::create_dir_all(&domains).unwrap();
-    let link = |from: PathBuf, to: PathBuf| {
-        if !to.exists() {
-            std::os::unix::fs::symlink(from, to).unwrap();
+    // Tests make it concurrently: a link another test made first is fine.
+    let link = |from: PathBuf, to: PathBuf| match std::os::unix::fs::symlink(from, &to) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            panic!("{}: {e}", to.display())
         }
+        _ => {}
     };
     link(
         repo_root().join("crates/agentry-eval/domains/mock"),
@@ -44,10 +46,15 @@ pub(crate) fn tau2_data_dir() -> PathBuf {
         shared_dir().join("tau2/domains/retail"),
         domains.join("retail"),
     );
-    link(
-        shared_dir().join("tau2/user_simulator"),
-        dir.join("tau2/user_simulator"),
-    );
+    // The user-simulation guidelines agentry ships (tau2's, unchanged).
+    let guidelines = dir.join("tau2/user_simulator");
+    std::fs::create_dir_all(&guidelines).unwrap();
+    for f in ["simulation_guidelines.md", "simulation_guidelines_tools.md"] {
+        link(
+            repo_root().join("crates/agentry-eval/domains").join(f),
+            guidelines.join(f),
+        );
+    }
     dir
 }
 
