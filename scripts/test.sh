@@ -46,8 +46,16 @@ fi
 SHARED=${AGENTRY_SHARED_DIR:-../shared}
 if [ -f "$SHARED/tau2/tau2-bench-src.tar.gz" ] && ! .venv-tau2/bin/python -c 'import tau2.registry, tau2.scripts.evaluate_trajectories' 2>/dev/null; then
   echo "==> installing tau2-bench (pinned source archive) into .venv-tau2"
-  PY312=$(command -v python3.12 || ls -d "$HOME"/.pyenv/versions/3.12*/bin/python 2>/dev/null | head -1)
-  [ -n "$PY312" ] || { echo "tau2-bench needs Python 3.12 (python3.12 or pyenv's 3.12)"; exit 1; }
+  # The first Python 3.12 that runs: a pyenv shim for python3.12 exists even when 3.12 is
+  # not the selected version, and then fails, so each candidate is tried.
+  PY312=""
+  for c in "$(command -v python3.12 2>/dev/null || true)" "$HOME"/.pyenv/versions/3.12*/bin/python /usr/bin/python3.12; do
+    if [ -n "$c" ] && [ -x "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+      PY312=$c
+      break
+    fi
+  done
+  [ -n "$PY312" ] || { echo "tau2-bench needs Python 3.12 (python3.12, or pyenv's 3.12 installed)"; exit 1; }
   rm -rf .agentry/tau2-src && mkdir -p .agentry/tau2-src
   tar -xzf "$SHARED/tau2/tau2-bench-src.tar.gz" -C .agentry/tau2-src
   "$PY312" -m venv .venv-tau2
