@@ -273,6 +273,23 @@ fn count(list: &[String], x: &str) -> usize {
     list.iter().filter(|i| *i == x).count()
 }
 
+/// tau2's check that the order holds each item as many times as it is named (duplicates
+/// allowed), with the message each tool raises.
+fn missing_item(
+    order: &Value,
+    item_ids: &[String],
+    message: impl Fn(&str) -> Raised,
+) -> Result<(), Raised> {
+    let all = item_ids_of(order);
+    match item_ids
+        .iter()
+        .find(|id| count(item_ids, id) > count(&all, id))
+    {
+        Some(id) => Err(message(id)),
+        None => Ok(()),
+    }
+}
+
 fn cancel_pending_order(
     db: &mut Value,
     order_id: Option<&Value>,
@@ -321,12 +338,7 @@ fn exchange(
         return Err("Non-delivered order cannot be exchanged".into());
     }
     let item_ids = texts(item_ids, "item_ids")?;
-    let all = item_ids_of(o);
-    for id in &item_ids {
-        if count(&item_ids, id) > count(&all, id) {
-            return Err(format!("Number of {id} not found."));
-        }
-    }
+    missing_item(o, &item_ids, |id| format!("Number of {id} not found."))?;
     let new_item_ids = texts(new_item_ids, "new_item_ids")?;
     if item_ids.len() != new_item_ids.len() {
         return Err("The number of items to be exchanged should match.".into());
@@ -398,12 +410,7 @@ fn modify_items(
         return Err("Non-pending order cannot be modified".into());
     }
     let item_ids = texts(item_ids, "item_ids")?;
-    let all = item_ids_of(o);
-    for id in &item_ids {
-        if count(&item_ids, id) > count(&all, id) {
-            return Err(format!("{id} not found"));
-        }
-    }
+    missing_item(o, &item_ids, |id| format!("{id} not found"))?;
     let new_item_ids = texts(new_item_ids, "new_item_ids")?;
     if item_ids.len() != new_item_ids.len() {
         return Err("The number of items to be exchanged should match".into());
@@ -516,12 +523,7 @@ fn return_items(
         return Err("Payment method should be the original payment method".into());
     }
     let item_ids = texts(item_ids, "item_ids")?;
-    let all = item_ids_of(o);
-    for id in &item_ids {
-        if count(&item_ids, id) > count(&all, id) {
-            return Err("Some item not found".into());
-        }
-    }
+    missing_item(o, &item_ids, |_| "Some item not found".into())?;
     let mut sorted = item_ids;
     sorted.sort();
     let o = order_mut(db, order_id)?;

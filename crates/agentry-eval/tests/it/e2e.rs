@@ -133,17 +133,14 @@ impl AgentExecutor for Oracle {
                     .insert(ctx.context_id.clone(), url.to_owned());
             }
             let url = self.mcp.lock().unwrap().get(&ctx.context_id).cloned();
-            if let (Some(url), Some(start)) = (url, reply.find("```json\n")) {
-                let end = reply.rfind("\n```").unwrap();
-                let v: Value = serde_json::from_str(&reply[start + 8..end]).unwrap();
+            if let (Some(url), Some(calls)) = (url, fenced_calls(&reply)) {
                 let client = agentry_mcp::McpClient::connect(
                     agentry_mcp::McpServerSpec::http("tau2", &url),
                     &agentry_mcp::LaunchPolicy::default(),
                 )
                 .await
                 .map_err(|e| ExecutorError::Failed(e.to_string()))?;
-                for c in v["tool_calls"].as_array().unwrap() {
-                    let c = &c["tool_call"];
+                for c in &calls {
                     let args = c["arguments"].as_object().cloned().unwrap_or_default();
                     // A tool that raises is an MCP tool error; the oracle goes on, as tau2's
                     // expected actions do.
@@ -157,15 +154,7 @@ impl AgentExecutor for Oracle {
         let data_mode = ctx.message.parts.iter().any(|p| {
             matches!(p, Part::Data(d) if d.data.contains_key("tools") || d.data.contains_key("tool_results"))
         });
-        if data_mode && let Some(start) = reply.find("```json\n") {
-            let end = reply.rfind("\n```").unwrap();
-            let v: Value = serde_json::from_str(&reply[start + 8..end]).unwrap();
-            let calls: Vec<Value> = v["tool_calls"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["tool_call"].clone())
-                .collect();
+        if data_mode && let Some(calls) = fenced_calls(&reply) {
             let data = json!({"tool_calls": calls}).as_object().unwrap().clone();
             let parts = vec![Part::text("Calling the tools."), Part::data(data)];
             return events.complete(Some(events.agent_message(parts))).await;
@@ -200,6 +189,20 @@ impl Oracle {
             .get(context)
             .map(|(t, _)| t.clone())
     }
+}
+
+/// The calls of a reply the oracle wrote with a fenced `{"tool_calls": [{"tool_call": …}]}`.
+fn fenced_calls(reply: &str) -> Option<Vec<Value>> {
+    let start = reply.find("```json\n")? + 8;
+    let end = reply.rfind("\n```")?;
+    let v: Value = serde_json::from_str(&reply[start..end]).ok()?;
+    Some(
+        v["tool_calls"]
+            .as_array()?
+            .iter()
+            .map(|c| c["tool_call"].clone())
+            .collect(),
+    )
 }
 
 pub(crate) struct Served {

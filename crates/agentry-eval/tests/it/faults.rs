@@ -42,6 +42,23 @@ struct Front {
     cuts: AtomicUsize,
 }
 
+/// Sends the request on to the agent, with its headers (but the front's host and length).
+async fn forward(
+    http: &reqwest::Client,
+    method: axum::http::Method,
+    url: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> reqwest::Response {
+    let mut req = http.request(method, url).body(body);
+    for (k, v) in headers {
+        if k != "host" && k != "content-length" {
+            req = req.header(k, v);
+        }
+    }
+    req.send().await.unwrap()
+}
+
 async fn handle(
     State(f): State<Arc<Front>>,
     method: axum::http::Method,
@@ -68,13 +85,7 @@ async fn handle(
         let streaming = text.contains(r#""method":"message/stream""#)
             || text.contains(r#""method":"SendStreamingMessage""#);
         if f.cut && first && streaming {
-            let mut req = f.http.post(&url).body(body);
-            for (k, v) in &headers {
-                if k != "host" && k != "content-length" {
-                    req = req.header(k, v);
-                }
-            }
-            let resp = req.send().await.unwrap();
+            let resp = forward(&f.http, axum::http::Method::POST, &url, &headers, body).await;
             let ctype = resp.headers().get("content-type").cloned();
             let mut stream = resp.bytes_stream();
             let mut got = Vec::new();
@@ -99,23 +110,14 @@ async fn handle(
             return r;
         }
         if f.lose && first {
-            let mut req = f.http.post(&url).body(body);
-            for (k, v) in &headers {
-                if k != "host" && k != "content-length" {
-                    req = req.header(k, v);
-                }
-            }
-            let _ = req.send().await.unwrap().bytes().await;
+            let _ = forward(&f.http, axum::http::Method::POST, &url, &headers, body)
+                .await
+                .bytes()
+                .await;
             return (StatusCode::BAD_GATEWAY, "the answer was lost").into_response();
         }
     }
-    let mut req = f.http.request(method, &url).body(body);
-    for (k, v) in &headers {
-        if k != "host" && k != "content-length" {
-            req = req.header(k, v);
-        }
-    }
-    let resp = req.send().await.unwrap();
+    let resp = forward(&f.http, method, &url, &headers, body).await;
     let status = resp.status();
     let ctype = resp.headers().get("content-type").cloned();
     // The card names the backend's URL: point it at the front.
