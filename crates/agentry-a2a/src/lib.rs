@@ -3,8 +3,10 @@
 //! The A2A protocol (Agent-to-Agent, JSON-RPC 2.0 over HTTP with SSE) for agentry.
 //!
 //! - [`model`]: the protocol's data model, shaped after v0.3.0; no I/O.
+//! - [`request`]: a request independent of version and binding, what every codec decodes into.
+//! - [`wire`]: per-version wire types (v1.0's ProtoJSON) and their conversions to the model.
 //! - [`jsonrpc`]: the JSON-RPC binding: envelopes, the v0.3 codec, decoding with precise errors.
-//! - [`v1`]: the v1.0 codec (PascalCase methods, ProtoJSON shapes) onto the same model.
+//! - [`v1`]: the v1.0 codec (PascalCase methods onto [`wire::v1`]'s types).
 //! - [`version`]: the `A2A-Version` negotiation between the two.
 //! - [`rest`]: the v1.0 HTTP+JSON binding's wire rules (resources, `google.rpc.Status` errors).
 //! - [`trace`]: W3C trace context in and out, so one trace covers a multi-agent request.
@@ -24,12 +26,14 @@ pub mod error;
 pub mod fuzzing;
 pub mod jsonrpc;
 pub mod model;
+pub mod request;
 pub mod rest;
 pub mod store;
 pub mod time;
 pub mod trace;
 pub mod v1;
 pub mod version;
+pub mod wire;
 
 #[cfg(feature = "server")]
 #[cfg(feature = "client")]

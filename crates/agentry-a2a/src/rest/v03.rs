@@ -9,8 +9,6 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::v1::{map_field, map_list, on_object};
-
 /// A v0.3 `SendMessageRequest` body as v1.0 params. `blocking` is a plain proto3 bool here,
 /// so an absent one is `false` (the reference SDK's server reads it so, and its client leaves
 /// `false` out).
@@ -292,6 +290,33 @@ pub fn send_request_from_v1(v: Value) -> Value {
         }
     }
     Value::Object(p)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small tools for rewriting JSON objects in place.
+
+/// Replaces `o[key]` by `f` of it, when present.
+fn map_field(o: &mut Map<String, Value>, key: &str, f: impl FnOnce(Value) -> Value) {
+    if let Some(v) = o.remove(key) {
+        o.insert(key.into(), f(v));
+    }
+}
+
+/// Moves the list `o[from]` to `o[to]`, each element through `f` (a non-list stays as it is).
+fn map_list(o: &mut Map<String, Value>, from: &str, to: &str, f: fn(Value) -> Value) {
+    if !matches!(o.get(from), Some(Value::Array(_))) {
+        return;
+    }
+    if let Some(Value::Array(items)) = o.remove(from) {
+        o.insert(to.into(), Value::Array(items.into_iter().map(f).collect()));
+    }
+}
+
+/// Applies `f` to an object (anything else passes through).
+fn on_object(v: Value, f: impl FnOnce(&mut Map<String, Value>)) -> Value {
+    let Value::Object(mut o) = v else { return v };
+    f(&mut o);
+    Value::Object(o)
 }
 
 #[cfg(test)]

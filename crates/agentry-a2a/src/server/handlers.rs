@@ -9,6 +9,7 @@ use axum::extract::{DefaultBodyLimit, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde::Serialize;
 use serde_json::Value;
 use tracing::Instrument;
 
@@ -960,7 +961,7 @@ async fn dispatch(
             }
         },
         other => match unary(s, other, caller, admitted).await {
-            Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.encode(v))),
+            Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.body(v))),
             Err(e) => rpc_error(&id, &e, v),
         },
     }
@@ -1025,26 +1026,51 @@ pub(super) enum Answer {
     Deleted,
 }
 
+/// An answer's result in one version's wire form, serialized straight into the response.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(super) enum AnswerBody<'a> {
+    /// v0.3: the model's own serde form.
+    Send03(&'a SendMessageResult),
+    Task03(&'a Task),
+    Tasks03(&'a ListTasksResult),
+    Config03(TaskPushNotificationConfig),
+    Configs03(Vec<TaskPushNotificationConfig>),
+    /// v0.3's `null` (a deleted config).
+    Null(()),
+    Send(crate::wire::v1::SendMessageResponse<'a>),
+    Task(crate::wire::v1::Task<'a>),
+    Tasks(crate::wire::v1::ListTasksResponse<'a>),
+    Config(crate::wire::v1::PushConfig<'a>),
+    Configs(crate::wire::v1::ListPushConfigsResponse<'a>),
+    /// v1.0's `{}` (a deleted config).
+    Empty {},
+}
+
 impl Answer {
-    pub(super) fn encode(&self, v: ProtocolVersion) -> Value {
-        let json = |r: Result<Value, serde_json::Error>| r.unwrap_or(Value::Null);
+    /// The result in `v`'s wire form, borrowing from the answer.
+    pub(super) fn body(&self, v: ProtocolVersion) -> AnswerBody<'_> {
         match (v, self) {
-            (ProtocolVersion::V0_3, Answer::Send(r)) => json(serde_json::to_value(r)),
-            (ProtocolVersion::V0_3, Answer::Task(t)) => json(serde_json::to_value(t)),
-            (ProtocolVersion::V0_3, Answer::Tasks(l)) => json(serde_json::to_value(l)),
+            (ProtocolVersion::V0_3, Answer::Send(r)) => AnswerBody::Send03(r),
+            (ProtocolVersion::V0_3, Answer::Task(t)) => AnswerBody::Task03(t),
+            (ProtocolVersion::V0_3, Answer::Tasks(l)) => AnswerBody::Tasks03(l),
             (ProtocolVersion::V0_3, Answer::PushConfig(c)) => {
-                json(serde_json::to_value(wire_config(c.clone())))
+                AnswerBody::Config03(wire_config(c.clone()))
             }
-            (ProtocolVersion::V0_3, Answer::PushConfigs(l)) => json(serde_json::to_value(
-                l.iter().cloned().map(wire_config).collect::<Vec<_>>(),
-            )),
-            (ProtocolVersion::V0_3, Answer::Deleted) => Value::Null,
-            (ProtocolVersion::V1_0, Answer::Send(r)) => v1::send_result(r),
-            (ProtocolVersion::V1_0, Answer::Task(t)) => v1::task(t),
-            (ProtocolVersion::V1_0, Answer::Tasks(l)) => v1::list_tasks(l),
-            (ProtocolVersion::V1_0, Answer::PushConfig(c)) => v1::push_config(c),
-            (ProtocolVersion::V1_0, Answer::PushConfigs(l)) => v1::push_config_list(l),
-            (ProtocolVersion::V1_0, Answer::Deleted) => Value::Object(Default::default()),
+            (ProtocolVersion::V0_3, Answer::PushConfigs(l)) => {
+                AnswerBody::Configs03(l.iter().cloned().map(wire_config).collect())
+            }
+            (ProtocolVersion::V0_3, Answer::Deleted) => AnswerBody::Null(()),
+            (ProtocolVersion::V1_0, Answer::Send(r)) => AnswerBody::Send(v1::send_result(r)),
+            (ProtocolVersion::V1_0, Answer::Task(t)) => AnswerBody::Task(v1::task(t)),
+            (ProtocolVersion::V1_0, Answer::Tasks(l)) => AnswerBody::Tasks(v1::list_tasks(l)),
+            (ProtocolVersion::V1_0, Answer::PushConfig(c)) => {
+                AnswerBody::Config(v1::push_config(c))
+            }
+            (ProtocolVersion::V1_0, Answer::PushConfigs(l)) => {
+                AnswerBody::Configs(v1::push_config_list(l))
+            }
+            (ProtocolVersion::V1_0, Answer::Deleted) => AnswerBody::Empty {},
         }
     }
 }

@@ -275,7 +275,7 @@ impl PushSender {
             .map(|config| {
                 let body = if config.body_version.as_deref() == Some("1.0") {
                     v10.get_or_insert_with(|| {
-                        serde_json::to_vec(&serde_json::json!({ "task": crate::v1::task(task) }))
+                        serde_json::to_vec(&crate::wire::v1::StreamResponse::Task(task.into()))
                             .unwrap_or_default()
                     })
                 } else {

@@ -178,22 +178,57 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A body must say it is JSON.
+fn check_json(headers: &HeaderMap) -> Result<(), RpcError> {
+    match headers.get(header::CONTENT_TYPE) {
+        Some(ct) if handlers::is_json(ct) => Ok(()),
+        ct => {
+            let given = ct.map_or("none", |c| c.to_str().unwrap_or("?"));
+            Err(RpcError::content_type(given))
+        }
+    }
+}
+
 /// A JSON body as params; an empty body is `{}`.
 fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, RpcError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    match headers.get(header::CONTENT_TYPE) {
-        Some(ct) if handlers::is_json(ct) => {}
-        ct => {
-            let given = ct.map_or("none", |c| c.to_str().unwrap_or("?"));
-            return Err(RpcError::content_type(given));
-        }
-    }
+    check_json(headers)?;
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => Ok(o),
         Ok(_) => Err(RpcError::invalid_request("the body must be a JSON object")),
         Err(e) => Err(RpcError::parse(e)),
+    }
+}
+
+/// An operation's params before decoding: a v1.0 body decoded straight into the wire types,
+/// or JSON the route assembled from the path, the query and the body (and v0.3's form
+/// rewritten).
+enum Params {
+    Body(Bytes),
+    Json(Result<Map<String, Value>, RpcError>),
+}
+
+impl Params {
+    fn decode(self, headers: &HeaderMap, op: &str) -> Result<Request, RpcError> {
+        match self {
+            Params::Json(p) => p.and_then(|p| v1::decode_value(op, Value::Object(p))),
+            Params::Body(body) => {
+                if body.iter().all(u8::is_ascii_whitespace) {
+                    return v1::decode_params(op, None);
+                }
+                check_json(headers)?;
+                // Checked as JSON first, so a syntax error is a parse error (-32700), not a
+                // field's: the body is then decoded once, into the wire types.
+                let raw: &serde_json::value::RawValue =
+                    serde_json::from_slice(&body).map_err(RpcError::parse)?;
+                if !raw.get().starts_with('{') {
+                    return Err(RpcError::invalid_request("the body must be a JSON object"));
+                }
+                v1::decode_params(op, Some(raw.get()))
+            }
+        }
     }
 }
 
@@ -204,7 +239,7 @@ async fn call(
     headers: &HeaderMap,
     query: Option<&str>,
     op: &str,
-    params: Result<Map<String, Value>, RpcError>,
+    params: Params,
     legacy: bool,
 ) -> Response {
     let mut span = RequestSpan::new(&s.name, "http+json");
@@ -220,7 +255,7 @@ async fn call_in(
     headers: &HeaderMap,
     query: Option<&str>,
     op: &str,
-    params: Result<Map<String, Value>, RpcError>,
+    params: Params,
     legacy: bool,
     span: &mut RequestSpan,
 ) -> Response {
@@ -243,7 +278,7 @@ async fn call_in(
         Ok(a) => a,
         Err(e) => return error(&e),
     };
-    let mut req = match params.and_then(|p| v1::decode_value(op, Value::Object(p))) {
+    let mut req = match params.decode(headers, op) {
         Ok(r) => r,
         Err(e) => return error(&e),
     };
@@ -304,9 +339,10 @@ async fn call_in(
             },
             other => match handlers::unary(s, other, caller, admitted).await {
                 Ok(answer) => {
-                    let mut body = answer.encode(ProtocolVersion::V1_0);
-                    if legacy {
-                        body = match op {
+                    let body = answer.body(ProtocolVersion::V1_0);
+                    let mut r = if legacy {
+                        let body = serde_json::to_value(body).unwrap_or_default();
+                        let body = match op {
                             method::SEND => v03::answer_from_v1(body, false),
                             method::GET | method::CANCEL => v03::task_from_v1(body),
                             method::PUSH_CREATE | method::PUSH_GET => {
@@ -315,8 +351,10 @@ async fn call_in(
                             method::PUSH_LIST => v03::push_list_from_v1(body),
                             _ => body,
                         };
-                    }
-                    let mut r = handlers::json_body(serde_json::to_vec(&body).unwrap_or_default());
+                        handlers::json_body(serde_json::to_vec(&body).unwrap_or_default())
+                    } else {
+                        handlers::json_body(serde_json::to_vec(&body).unwrap_or_default())
+                    };
                     if op == method::PUSH_CREATE && !legacy {
                         *r.status_mut() = StatusCode::CREATED;
                     }
@@ -333,18 +371,13 @@ async fn call_in(
     r
 }
 
-/// A send body as v1.0 params (v0.3's is rewritten first).
-fn send_params(
-    headers: &HeaderMap,
-    body: &Bytes,
-    legacy: bool,
-) -> Result<Map<String, Value>, RpcError> {
-    let p = body_params(headers, body)?;
-    Ok(if legacy {
-        v03::send_request_to_v1(p)
+/// A send body's params (v0.3's is rewritten to v1.0's form first).
+fn send_params(headers: &HeaderMap, body: Bytes, legacy: bool) -> Params {
+    if legacy {
+        Params::Json(body_params(headers, &body).map(v03::send_request_to_v1))
     } else {
-        p
-    })
+        Params::Body(body)
+    }
 }
 
 async fn send<const V03: bool>(
@@ -357,7 +390,7 @@ async fn send<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = send_params(&headers, &body, V03);
+    let p = send_params(&headers, body, V03);
     call(&s, &headers, q.as_deref(), method::SEND, p, V03).await
 }
 
@@ -371,7 +404,7 @@ async fn send_streaming<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = send_params(&headers, &body, V03);
+    let p = send_params(&headers, body, V03);
     call(&s, &headers, q.as_deref(), method::STREAM, p, V03).await
 }
 
@@ -380,7 +413,7 @@ async fn list(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let p = Ok(query_params(q.as_deref()));
+    let p = Params::Json(Ok(query_params(q.as_deref())));
     call(&s, &headers, q.as_deref(), method::LIST, p, false).await
 }
 
@@ -400,7 +433,7 @@ async fn task_get<const V03: bool>(
         Some(id) => (id, method::SUBSCRIBE),
         None => (id.as_str(), method::GET),
     };
-    let p = Ok(with_id(query_params(q.as_deref()), "id", id));
+    let p = Params::Json(Ok(with_id(query_params(q.as_deref()), "id", id)));
     call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
@@ -426,10 +459,10 @@ async fn task_post<const V03: bool>(
         )));
     };
     // v0.3 sends `{"name": "tasks/{id}"}`: the path says it already.
-    let p = body_params(&headers, &body).map(|mut b| {
+    let p = Params::Json(body_params(&headers, &body).map(|mut b| {
         b.remove("name");
         with_id(b, "id", id)
-    });
+    }));
     call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
@@ -439,7 +472,7 @@ async fn push_list<const V03: bool>(
     RawQuery(q): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    let p = Ok(with_id(query_params(q.as_deref()), "taskId", &id));
+    let p = Params::Json(Ok(with_id(query_params(q.as_deref()), "taskId", &id)));
     call(&s, &headers, q.as_deref(), method::PUSH_LIST, p, V03).await
 }
 
@@ -454,13 +487,13 @@ async fn push_create<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = body_params(&headers, &body).map(|b| {
+    let p = Params::Json(body_params(&headers, &body).map(|b| {
         if V03 {
             v03::create_push_to_v1(b, &id)
         } else {
             with_id(b, "taskId", &id)
         }
-    });
+    }));
     call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, V03).await
 }
 
@@ -476,7 +509,11 @@ async fn push_one<const V03: bool, const DELETE: bool>(
     } else {
         method::PUSH_GET
     };
-    let p = Ok(with_id(with_id(Map::new(), "taskId", &id), "id", &config));
+    let p = Params::Json(Ok(with_id(
+        with_id(Map::new(), "taskId", &id),
+        "id",
+        &config,
+    )));
     call(&s, &headers, q.as_deref(), op, p, V03).await
 }
 
@@ -490,7 +527,7 @@ async fn extended_card(
         &headers,
         q.as_deref(),
         method::EXTENDED_CARD,
-        Ok(Map::new()),
+        Params::Json(Ok(Map::new())),
         false,
     )
     .await

@@ -403,7 +403,7 @@ proptest! {
         let req = jsonrpc::Request::SendMessage(MessageSendParams::new(m.clone()));
         let decoded = agentry_a2a::v1::decode_value("SendMessage", agentry_a2a::v1::encode_params(&req));
         prop_assert_eq!(decoded.unwrap(), req);
-        let result = agentry_a2a::v1::send_result(&SendMessageResult::Message(m.clone()));
+        let result = serde_json::to_value(agentry_a2a::v1::send_result(&SendMessageResult::Message(m.clone()))).unwrap();
         prop_assert!(!result.to_string().contains("\"kind\""));
         let back = agentry_a2a::v1::send_result_from(result).unwrap();
         prop_assert_eq!(back, SendMessageResult::Message(m));
