@@ -690,7 +690,9 @@ impl A2aClient {
             // Answers are read in v1.0 form (v0.3's REST bodies are rewritten to it).
             let v = match version {
                 ProtocolVersion::V1_0 => v,
-                ProtocolVersion::V0_3 => crate::rest::answer_to_v1(req, v),
+                ProtocolVersion::V0_3 => crate::rest::answer_to_v1(req, v).map_err(|e| {
+                    A2aError::InvalidResponse(format!("{} answer: {e}", req.method()))
+                })?,
             };
             return Ok((Some(v), ProtocolVersion::V1_0));
         }
@@ -1038,13 +1040,26 @@ fn rest_stream_item(v: Value, v03: bool) -> Response<Value> {
             error: Some(crate::rest::error_from(status, &body)),
         };
     }
+    if v03 {
+        return match crate::rest::v03::stream_item_to_v1(v) {
+            Ok(v) => Response {
+                id: Value::Null,
+                result: Some(v),
+                error: None,
+            },
+            Err(e) => Response {
+                id: Value::Null,
+                result: None,
+                error: Some(RpcError::new(
+                    crate::error::code::INVALID_AGENT_RESPONSE,
+                    format!("stream item: {e}"),
+                )),
+            },
+        };
+    }
     Response {
         id: Value::Null,
-        result: Some(if v03 {
-            crate::rest::v03::answer_to_v1(v)
-        } else {
-            v
-        }),
+        result: Some(v),
         error: None,
     }
 }

@@ -45,6 +45,11 @@ impl Request {
     }
 }
 
+/// A wire value that decoded but does not hold together, as the -32602 naming its path.
+pub(crate) fn invalid_params(e: crate::wire::v1::WireError) -> RpcError {
+    RpcError::invalid_params(format!("params.{e}"))
+}
+
 /// `raw` JSON params decoded as `T`; errors name the failing field's path.
 pub(crate) fn parse_str<T: DeserializeOwned>(raw: &str) -> Result<T, RpcError> {
     let de = &mut serde_json::Deserializer::from_str(raw);

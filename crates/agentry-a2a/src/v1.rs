@@ -124,11 +124,6 @@ impl Params<'_> {
     }
 }
 
-/// A wire value that decoded but does not hold together, as the -32602 naming its path.
-fn invalid(e: wire::WireError) -> RpcError {
-    RpcError::invalid_params(format!("params.{e}"))
-}
-
 /// Maps a v1.0 method name and its params to a [`Request`].
 pub fn decode_params(method: &str, params: Option<&str>) -> Result<Request, RpcError> {
     decode(method, Params::Raw(params))
@@ -144,7 +139,7 @@ fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
     Ok(match method {
         method::SEND | method::STREAM => {
             let w: wire::SendMessageRequest = p.parse()?;
-            let params = request::validate_send(w.into_model().map_err(invalid)?)?;
+            let params = request::validate_send(w.into_model().map_err(request::invalid_params)?)?;
             if method == method::SEND {
                 Request::SendMessage(params)
             } else {

@@ -141,33 +141,23 @@ pub fn request_as(req: &Request, version: ProtocolVersion) -> RestCall {
         Request::GetExtendedCard => "/v1/card".to_owned(),
         _ => format!("/v1{}", call.path),
     };
+    fn body<T: serde::Serialize>(v: T) -> Value {
+        serde_json::to_value(v).unwrap_or(Value::Null)
+    }
     call.body = match req {
-        Request::SendMessage(_) | Request::StreamMessage(_) => {
-            call.body.map(v03::send_request_from_v1)
+        Request::SendMessage(p) | Request::StreamMessage(p) => {
+            Some(body(crate::wire::v03::SendMessageRequest::from(p)))
         }
         Request::CancelTask(p) => Some(json!({ "name": format!("tasks/{}", p.id) })),
-        Request::SetPushConfig(p) => {
-            let cfg = v03::push_config_from_v1(v1::encode_params(req));
-            Some(json!({
-                "parent": format!("tasks/{}", p.task_id),
-                "configId": p.push_notification_config.id.clone().unwrap_or_default(),
-                "config": cfg,
-            }))
-        }
+        Request::SetPushConfig(p) => Some(body(crate::wire::v03::CreatePushRequest::from(p))),
         _ => call.body,
     };
     call
 }
 
 /// Reads a v0.3 HTTP+JSON answer to `req` into the v1.0 form the v1.0 decoders read.
-pub fn answer_to_v1(req: &Request, v: Value) -> Value {
-    match req {
-        Request::GetTask(_) | Request::CancelTask(_) => v03::task_to_v1(v),
-        Request::SetPushConfig(_) | Request::GetPushConfig(_) => v03::push_config_to_v1_answer(v),
-        Request::ListPushConfigs(_) => v03::push_list_to_v1(v),
-        Request::GetExtendedCard => v,
-        _ => v03::answer_to_v1(v),
-    }
+pub fn answer_to_v1(req: &Request, v: Value) -> Result<Value, String> {
+    v03::answer_to_v1(req, v)
 }
 
 /// The gRPC status name an error maps to (the `status` of `google.rpc.Status`).

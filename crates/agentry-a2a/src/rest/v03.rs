@@ -1,330 +1,92 @@
 //! The v0.3 HTTP+JSON binding: the same resources under `/v1/…`, with bodies in the ProtoJSON
-//! of the v0.3 proto. That form is v1.0's with older names: `Message.content` for `parts`,
-//! `Part.file{fileWithUri|fileWithBytes, mimeType, name}` and `Part.data{data}`,
-//! `configuration.blocking` and `.pushNotification`, push configs nested under a resource
-//! `name`, a `final` flag on status updates, and no `referenceTaskIds`. So these functions
-//! rewrite between the two and the v1.0 codec does the rest.
-//!
-//! v0.3 peers parse strictly (unknown fields fail), so what goes out carries only v0.3 fields.
+//! of the v0.3 proto ([`crate::wire::v03`]'s types). The server decodes v0.3 bodies straight
+//! into those types and answers from borrowed views of the model; a client reading a v0.3
+//! server gets its answers as the v1.0 JSON the client's decoders read (typed both ways: the
+//! v0.3 answer into the model, the model into v1.0's wire form).
 
-use serde_json::{Map, Value, json};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
-/// A v0.3 `SendMessageRequest` body as v1.0 params. `blocking` is a plain proto3 bool here,
-/// so an absent one is `false` (the reference SDK's server reads it so, and its client leaves
-/// `false` out).
-pub fn send_request_to_v1(mut p: Map<String, Value>) -> Map<String, Value> {
-    if let Some(m) = p.remove("message").or_else(|| p.remove("request")) {
-        p.insert("message".into(), message_to_v1(m));
-    }
-    let c = p
-        .entry("configuration")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(c) = c {
-        let blocking = c.remove("blocking") == Some(Value::Bool(true));
-        c.insert("returnImmediately".into(), json!(!blocking));
-        if let Some(Value::Object(push)) = c.remove("pushNotification") {
-            c.insert(
-                "taskPushNotificationConfig".into(),
-                Value::Object(push_config_to_v1(push)),
-            );
-        }
-    }
-    p
+use crate::error::RpcError;
+use crate::model::{MessageSendParams, TaskPushNotificationConfig};
+use crate::request::{self, Request};
+use crate::v1;
+use crate::wire::v03 as wire;
+
+/// A v0.3 `SendMessageRequest` body as the model's params, checked as every send is.
+pub fn decode_send(raw: &str) -> Result<MessageSendParams, RpcError> {
+    let w: wire::SendMessageRequest = request::parse_str(raw)?;
+    request::validate_send(w.into_model().map_err(request::invalid_params)?)
 }
 
 /// A v0.3 push config body (`{parent, configId, config: {name, pushNotificationConfig}}`, or
-/// the `config` alone, or a bare `PushNotificationConfig`) as v1.0 params for `task_id`.
-pub fn create_push_to_v1(mut p: Map<String, Value>, task_id: &str) -> Map<String, Value> {
-    let config_id = p.remove("configId");
-    let mut cfg = match p.remove("config") {
-        Some(Value::Object(c)) => c,
-        _ => p,
-    };
-    let mut inner = match cfg.remove("pushNotificationConfig") {
-        Some(Value::Object(i)) => i,
-        _ => cfg,
-    };
-    if let Some(id) = config_id.filter(|i| i.as_str().is_some_and(|s| !s.is_empty())) {
-        inner.entry("id").or_insert(id);
-    }
-    let mut out = push_config_to_v1(inner);
-    out.insert("taskId".into(), json!(task_id));
-    out
+/// the `config` alone, or a bare `PushNotificationConfig`) for `task_id`.
+pub fn decode_create_push(
+    raw: &str,
+    task_id: &str,
+) -> Result<TaskPushNotificationConfig, RpcError> {
+    let w: wire::CreatePushBody = request::parse_str(raw).map_err(|_| {
+        RpcError::invalid_params(
+            "params: expected {parent, configId, config}, {name, pushNotificationConfig} or a \
+             push notification config with a url",
+        )
+    })?;
+    Ok(w.into_model(task_id))
 }
 
-/// A v0.3 `PushNotificationConfig` as v1.0's flat form (without the task id).
-fn push_config_to_v1(mut c: Map<String, Value>) -> Map<String, Value> {
-    if let Some(Value::Object(mut a)) = c.remove("authentication") {
-        let scheme = match a.remove("schemes") {
-            Some(Value::Array(s)) => s.into_iter().next().unwrap_or(json!("Bearer")),
-            _ => json!("Bearer"),
-        };
-        a.insert("scheme".into(), scheme);
-        c.insert("authentication".into(), Value::Object(a));
-    }
-    c
+fn read<T: DeserializeOwned>(v: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| format!("at {}: {}", e.path(), e.inner()))
 }
 
-fn message_to_v1(m: Value) -> Value {
-    on_object(m, |o| map_list(o, "content", "parts", part_to_v1))
+fn to_value<T: serde::Serialize>(v: T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn artifact_to_v1(a: Value) -> Value {
-    on_object(a, |o| map_list(o, "parts", "parts", part_to_v1))
+/// A v0.3 stream item or send answer (`{task|message|statusUpdate|artifactUpdate}`) as the
+/// v1.0 one it stands for.
+pub fn stream_item_to_v1(v: Value) -> Result<Value, String> {
+    let ev = read::<wire::StreamResponse>(v)?
+        .into_model()
+        .map_err(|e| e.to_string())?;
+    Ok(to_value(v1::stream_event(&ev)))
 }
 
-fn part_to_v1(p: Value) -> Value {
-    let Value::Object(mut o) = p else { return p };
-    if let Some(Value::Object(mut f)) = o.remove("file") {
-        if let Some(u) = f.remove("fileWithUri") {
-            o.insert("url".into(), u);
+/// A v0.3 HTTP+JSON answer to `req` as the v1.0 answer the client's decoders read.
+pub fn answer_to_v1(req: &Request, v: Value) -> Result<Value, String> {
+    match req {
+        Request::GetTask(_) | Request::CancelTask(_) => {
+            let t = read::<wire::Task>(v)?
+                .into_model()
+                .map_err(|e| e.to_string())?;
+            Ok(to_value(v1::task(&t)))
         }
-        if let Some(b) = f.remove("fileWithBytes") {
-            o.insert("raw".into(), b);
+        Request::SetPushConfig(_) | Request::GetPushConfig(_) => {
+            let c = read::<wire::TaskPushNotificationConfig>(v)?.into_model();
+            Ok(to_value(v1::push_config(&c)))
         }
-        if let Some(m) = f.remove("mimeType") {
-            o.insert("mediaType".into(), m);
+        Request::ListPushConfigs(_) => {
+            let list: Vec<_> = read::<wire::ListPushConfigsResponse>(v)?
+                .configs
+                .into_iter()
+                .map(wire::TaskPushNotificationConfig::into_model)
+                .collect();
+            Ok(to_value(v1::push_config_list(&list)))
         }
-        if let Some(n) = f.remove("name") {
-            o.insert("filename".into(), n);
-        }
-    } else if let Some(Value::Object(mut d)) = o.remove("data") {
-        o.insert("data".into(), d.remove("data").unwrap_or(json!({})));
-    }
-    Value::Object(o)
-}
-
-// ---------------------------------------------------------------------------------------------
-// v1.0 answers -> v0.3 ProtoJSON.
-
-/// `SendMessageResponse` / `StreamResponse` / `Task` / push config answers: rewrites every
-/// message, part, status update and push config inside `v` (a v1.0 answer) to v0.3 form.
-/// `final_flag` is the `final` of a status update (v1.0 has none).
-pub fn answer_from_v1(v: Value, final_flag: bool) -> Value {
-    on_object(v, |o| {
-        map_field(o, "task", task_from_v1);
-        map_field(o, "message", message_from_v1);
-        map_field(o, "statusUpdate", |s| {
-            on_object(s, |s| {
-                map_field(s, "status", status_from_v1);
-                s.insert("final".into(), json!(final_flag));
-            })
-        });
-        map_field(o, "artifactUpdate", |a| {
-            on_object(a, |a| map_field(a, "artifact", artifact_from_v1))
-        });
-    })
-}
-
-/// A v1.0 task in v0.3's shape.
-pub fn task_from_v1(t: Value) -> Value {
-    on_object(t, |o| {
-        map_field(o, "status", status_from_v1);
-        map_list(o, "history", "history", message_from_v1);
-        map_list(o, "artifacts", "artifacts", artifact_from_v1);
-    })
-}
-
-/// The state spellings that differ: the v0.3 proto spells it the British way.
-const CANCELED: (&str, &str) = ("TASK_STATE_CANCELED", "TASK_STATE_CANCELLED");
-
-fn status_from_v1(s: Value) -> Value {
-    on_object(s, |o| {
-        map_field(o, "message", message_from_v1);
-        if o.get("state").and_then(Value::as_str) == Some(CANCELED.0) {
-            o.insert("state".into(), json!(CANCELED.1));
-        }
-    })
-}
-
-fn status_to_v1(s: Value) -> Value {
-    on_object(s, |o| {
-        map_field(o, "message", message_to_v1);
-        if o.get("state").and_then(Value::as_str) == Some(CANCELED.1) {
-            o.insert("state".into(), json!(CANCELED.0));
-        }
-    })
-}
-
-fn message_from_v1(m: Value) -> Value {
-    on_object(m, |o| {
-        o.remove("referenceTaskIds");
-        map_list(o, "parts", "content", part_from_v1);
-    })
-}
-
-fn artifact_from_v1(a: Value) -> Value {
-    on_object(a, |o| map_list(o, "parts", "parts", part_from_v1))
-}
-
-fn part_from_v1(p: Value) -> Value {
-    let Value::Object(mut o) = p else { return p };
-    let mut out = Map::new();
-    if let Some(t) = o.remove("text") {
-        out.insert("text".into(), t);
-    } else if o.contains_key("raw") || o.contains_key("url") {
-        let mut f = Map::new();
-        if let Some(u) = o.remove("url") {
-            f.insert("fileWithUri".into(), u);
-        }
-        if let Some(b) = o.remove("raw") {
-            f.insert("fileWithBytes".into(), b);
-        }
-        if let Some(m) = o.remove("mediaType") {
-            f.insert("mimeType".into(), m);
-        }
-        if let Some(n) = o.remove("filename") {
-            f.insert("name".into(), n);
-        }
-        out.insert("file".into(), Value::Object(f));
-    } else if let Some(d) = o.remove("data") {
-        out.insert("data".into(), json!({ "data": d }));
-    }
-    if let Some(m) = o.remove("metadata") {
-        out.insert("metadata".into(), m);
-    }
-    Value::Object(out)
-}
-
-/// A v1.0 flat push config as v0.3's `TaskPushNotificationConfig`.
-pub fn push_config_from_v1(c: Value) -> Value {
-    let Value::Object(mut o) = c else { return c };
-    let task_id = o
-        .remove("taskId")
-        .and_then(|t| t.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    o.remove("tenant");
-    let id = o
-        .get("id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    if let Some(Value::Object(mut a)) = o.remove("authentication") {
-        let scheme = a.remove("scheme").unwrap_or(json!("Bearer"));
-        a.insert("schemes".into(), json!([scheme]));
-        o.insert("authentication".into(), Value::Object(a));
-    }
-    json!({
-        "name": format!("tasks/{task_id}/pushNotificationConfigs/{id}"),
-        "pushNotificationConfig": o,
-    })
-}
-
-/// v1.0's `{configs}` list as v0.3's.
-pub fn push_list_from_v1(v: Value) -> Value {
-    on_object(v, |o| {
-        map_list(o, "configs", "configs", push_config_from_v1)
-    })
-}
-
-/// v0.3's `{configs}` list as v1.0's.
-pub fn push_list_to_v1(v: Value) -> Value {
-    on_object(v, |o| {
-        map_list(o, "configs", "configs", push_config_to_v1_answer)
-    })
-}
-
-/// A v0.3 answer (ProtoJSON) as the v1.0 one it stands for, for a client reading a v0.3
-/// HTTP+JSON server: the inverse of [`answer_from_v1`].
-pub fn answer_to_v1(v: Value) -> Value {
-    on_object(v, |o| {
-        map_field(o, "task", task_to_v1);
-        map_field(o, "message", message_to_v1);
-        map_field(o, "statusUpdate", |s| {
-            on_object(s, |s| {
-                s.remove("final");
-                map_field(s, "status", status_to_v1);
-            })
-        });
-        map_field(o, "artifactUpdate", |a| {
-            on_object(a, |a| map_field(a, "artifact", artifact_to_v1))
-        });
-    })
-}
-
-/// A v0.3 `Task` as v1.0's.
-pub fn task_to_v1(t: Value) -> Value {
-    on_object(t, |o| {
-        map_field(o, "status", status_to_v1);
-        map_list(o, "history", "history", message_to_v1);
-        map_list(o, "artifacts", "artifacts", artifact_to_v1);
-    })
-}
-
-/// A v0.3 `TaskPushNotificationConfig` as v1.0's flat one.
-pub fn push_config_to_v1_answer(v: Value) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    let task_id = o
-        .get("name")
-        .and_then(Value::as_str)
-        .and_then(|n| n.strip_prefix("tasks/"))
-        .and_then(|n| n.split('/').next())
-        .unwrap_or_default()
-        .to_owned();
-    let inner = match o.remove("pushNotificationConfig") {
-        Some(Value::Object(i)) => i,
-        _ => o,
-    };
-    let mut flat = push_config_to_v1(inner);
-    flat.insert("taskId".into(), json!(task_id));
-    Value::Object(flat)
-}
-
-/// A v0.3 `SendMessageRequest` body from v1.0 params (for a client).
-pub fn send_request_from_v1(v: Value) -> Value {
-    let Value::Object(mut p) = v else { return v };
-    map_field(&mut p, "message", message_from_v1);
-    // Always explicit: a v0.3 REST server reads a missing `blocking` as `false`.
-    let c = p
-        .entry("configuration")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(c) = c {
-        let ret = c.remove("returnImmediately");
-        c.insert("blocking".into(), json!(ret != Some(Value::Bool(true))));
-        if let Some(push) = c.remove("taskPushNotificationConfig") {
-            let nested = push_config_from_v1(push);
-            c.insert(
-                "pushNotification".into(),
-                nested["pushNotificationConfig"].clone(),
-            );
+        Request::GetExtendedCard | Request::DeletePushConfig(_) | Request::ListTasks(_) => Ok(v),
+        Request::SendMessage(_) | Request::StreamMessage(_) | Request::Resubscribe(_) => {
+            stream_item_to_v1(v)
         }
     }
-    Value::Object(p)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Small tools for rewriting JSON objects in place.
-
-/// Replaces `o[key]` by `f` of it, when present.
-fn map_field(o: &mut Map<String, Value>, key: &str, f: impl FnOnce(Value) -> Value) {
-    if let Some(v) = o.remove(key) {
-        o.insert(key.into(), f(v));
-    }
-}
-
-/// Moves the list `o[from]` to `o[to]`, each element through `f` (a non-list stays as it is).
-fn map_list(o: &mut Map<String, Value>, from: &str, to: &str, f: fn(Value) -> Value) {
-    if !matches!(o.get(from), Some(Value::Array(_))) {
-        return;
-    }
-    if let Some(Value::Array(items)) = o.remove(from) {
-        o.insert(to.into(), Value::Array(items.into_iter().map(f).collect()));
-    }
-}
-
-/// Applies `f` to an object (anything else passes through).
-fn on_object(v: Value, f: impl FnOnce(&mut Map<String, Value>)) -> Value {
-    let Value::Object(mut o) = v else { return v };
-    f(&mut o);
-    Value::Object(o)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::*;
+    use serde_json::json;
 
     #[test]
-    fn v03_bodies_map_to_v1_and_back() {
+    fn v03_bodies_decode_and_encode_back() {
         let body = json!({
             "message": {"messageId": "m", "role": "ROLE_USER", "content": [
                 {"text": "hi"},
@@ -334,42 +96,117 @@ mod tests {
             "configuration": {"blocking": false, "pushNotification": {"url": "https://h", "token": "t",
                 "authentication": {"schemes": ["Bearer"]}}}
         });
-        let v1 = Value::Object(send_request_to_v1(body.as_object().unwrap().clone()));
+        let p = decode_send(&body.to_string()).unwrap();
+        assert_eq!(p.message.parts.len(), 3);
         assert_eq!(
-            v1["message"]["parts"],
-            json!([{"text": "hi"},
-                   {"raw": "dGNr", "mediaType": "text/plain", "filename": "a.txt"},
-                   {"data": {"k": 1}}])
+            p.message.parts[1],
+            Part::file(File {
+                content: FileContent::Bytes("dGNr".into()),
+                mime_type: Some("text/plain".into()),
+                name: Some("a.txt".into()),
+            })
         );
-        assert_eq!(v1["configuration"]["returnImmediately"], true);
-        assert_eq!(
-            v1["configuration"]["taskPushNotificationConfig"]["authentication"]["scheme"],
-            "Bearer"
-        );
+        let c = p.configuration.clone().unwrap();
+        assert_eq!(c.blocking, Some(false));
+        let push = c.push_notification_config.unwrap();
+        assert_eq!(push.authentication.unwrap().schemes, ["Bearer"]);
+        // v0.3 webhooks get v0.3 bodies.
+        assert_eq!(push.body_version, None);
         // And back, as a client sends it.
-        assert_eq!(send_request_from_v1(v1), body);
+        assert_eq!(to_value(wire::SendMessageRequest::from(&p)), body);
+        // A missing `blocking` is `false` (a plain proto3 bool).
+        let p = decode_send(
+            r#"{"request":{"messageId":"m","role":"ROLE_USER","content":[{"text":"x"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(p.configuration.unwrap().blocking, Some(false));
+        let e = decode_send(r#"{"message":{"messageId":"m","role":"ROLE_USER","content":[{}]}}"#)
+            .unwrap_err();
+        assert!(
+            e.message.contains("params.message.content[0]"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
-    fn answers_drop_v1_only_fields_and_add_final() {
-        let v1 = json!({"statusUpdate": {"taskId": "t", "contextId": "c",
-            "status": {"state": "TASK_STATE_COMPLETED",
-                       "message": {"messageId": "m", "role": "ROLE_AGENT",
-                                   "referenceTaskIds": ["x"], "parts": [{"text": "ok"}]}}}});
-        let old = answer_from_v1(v1.clone(), true);
-        let m = &old["statusUpdate"]["status"]["message"];
-        assert_eq!(m["content"], json!([{"text": "ok"}]));
-        assert!(m.get("referenceTaskIds").is_none() && m.get("parts").is_none());
-        assert_eq!(old["statusUpdate"]["final"], true);
-        let back = answer_to_v1(old);
+    fn answers_carry_only_v03_fields_and_final() {
+        let mut m = Message::text(Role::Agent, "ok");
+        m.reference_task_ids.push("x".into());
+        let ev = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "t".into(),
+            context_id: "c".into(),
+            status: TaskStatus {
+                state: TaskState::Canceled,
+                message: Some(m),
+                timestamp: None,
+            },
+            is_final: true,
+            metadata: None,
+        });
+        let old = to_value(wire::StreamResponse::from(&ev));
+        let s = &old["statusUpdate"];
+        assert_eq!(s["final"], true);
+        assert_eq!(s["status"]["state"], "TASK_STATE_CANCELLED");
+        assert_eq!(s["status"]["message"]["content"], json!([{"text": "ok"}]));
+        assert!(s["status"]["message"].get("referenceTaskIds").is_none());
+        let back = stream_item_to_v1(old).unwrap();
+        assert_eq!(
+            back["statusUpdate"]["status"]["state"],
+            "TASK_STATE_CANCELED"
+        );
         assert_eq!(
             back["statusUpdate"]["status"]["message"]["parts"],
             json!([{"text": "ok"}])
         );
-        let cfg = json!({"taskId": "t", "id": "c", "url": "https://h",
-                         "authentication": {"scheme": "Bearer"}});
-        let old = push_config_from_v1(cfg.clone());
+        let cfg = TaskPushNotificationConfig {
+            task_id: "t".into(),
+            push_notification_config: PushNotificationConfig {
+                id: Some("c".into()),
+                url: "https://h".into(),
+                token: None,
+                authentication: Some(PushNotificationAuthenticationInfo {
+                    schemes: vec!["Bearer".into()],
+                    credentials: None,
+                }),
+                body_version: None,
+            },
+        };
+        let old = to_value(wire::TaskPushNotificationConfig::from(&cfg));
         assert_eq!(old["name"], "tasks/t/pushNotificationConfigs/c");
-        assert_eq!(push_config_to_v1_answer(old), cfg);
+        let v1 = answer_to_v1(
+            &Request::GetPushConfig(GetTaskPushNotificationConfigParams {
+                id: "t".into(),
+                push_notification_config_id: None,
+                metadata: None,
+            }),
+            old,
+        )
+        .unwrap();
+        assert_eq!(
+            v1,
+            json!({"taskId": "t", "id": "c", "url": "https://h", "authentication": {"scheme": "Bearer"}})
+        );
+        // The create body in each form peers send.
+        for body in [
+            json!({"parent": "tasks/t", "configId": "c", "config": {"name": "", "pushNotificationConfig": {"url": "https://h"}}}),
+            json!({"name": "tasks/t/pushNotificationConfigs/c", "pushNotificationConfig": {"id": "c", "url": "https://h"}}),
+            json!({"id": "c", "url": "https://h"}),
+        ] {
+            let c = decode_create_push(&body.to_string(), "t").unwrap();
+            assert_eq!(c.task_id, "t");
+            assert_eq!(
+                c.push_notification_config.id.as_deref(),
+                Some("c"),
+                "{body}"
+            );
+            assert_eq!(c.push_notification_config.url, "https://h");
+        }
+        assert_eq!(
+            decode_create_push(r#"{"token":"x"}"#, "t")
+                .unwrap_err()
+                .code,
+            crate::error::code::INVALID_PARAMS
+        );
     }
 }

@@ -206,7 +206,12 @@ fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, 
 /// or JSON the route assembled from the path, the query and the body (and v0.3's form
 /// rewritten).
 enum Params {
+    /// A v1.0 body (a send).
     Body(Bytes),
+    /// A v0.3 send body.
+    Send03(Bytes),
+    /// A v0.3 push config body, for the task the path names.
+    CreatePush03(Bytes, String),
     Json(Result<Map<String, Value>, RpcError>),
 }
 
@@ -214,22 +219,40 @@ impl Params {
     fn decode(self, headers: &HeaderMap, op: &str) -> Result<Request, RpcError> {
         match self {
             Params::Json(p) => p.and_then(|p| v1::decode_value(op, Value::Object(p))),
-            Params::Body(body) => {
-                if body.iter().all(u8::is_ascii_whitespace) {
-                    return v1::decode_params(op, None);
-                }
-                check_json(headers)?;
-                // Checked as JSON first, so a syntax error is a parse error (-32700), not a
-                // field's: the body is then decoded once, into the wire types.
-                let raw: &serde_json::value::RawValue =
-                    serde_json::from_slice(&body).map_err(RpcError::parse)?;
-                if !raw.get().starts_with('{') {
-                    return Err(RpcError::invalid_request("the body must be a JSON object"));
-                }
-                v1::decode_params(op, Some(raw.get()))
+            Params::Body(body) => match json_object(headers, &body)? {
+                None => v1::decode_params(op, None),
+                Some(raw) => v1::decode_params(op, Some(raw)),
+            },
+            Params::Send03(body) => {
+                let p = v03::decode_send(json_object(headers, &body)?.unwrap_or("{}"))?;
+                Ok(if op == method::STREAM {
+                    Request::StreamMessage(p)
+                } else {
+                    Request::SendMessage(p)
+                })
+            }
+            Params::CreatePush03(body, task) => {
+                let raw = json_object(headers, &body)?.unwrap_or("{}");
+                v03::decode_create_push(raw, &task).map(Request::SetPushConfig)
             }
         }
     }
+}
+
+/// A body's JSON object, unparsed (`None` for an empty body). Checked as JSON first, so a
+/// syntax error is a parse error (-32700), not a field's: the body is then decoded once,
+/// into the wire types.
+fn json_object<'b>(headers: &HeaderMap, body: &'b Bytes) -> Result<Option<&'b str>, RpcError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    check_json(headers)?;
+    let raw: &serde_json::value::RawValue =
+        serde_json::from_slice(body).map_err(RpcError::parse)?;
+    if !raw.get().starts_with('{') {
+        return Err(RpcError::invalid_request("the body must be a JSON object"));
+    }
+    Ok(Some(raw.get()))
 }
 
 /// Checks version, credentials and extensions, decodes `params` as the v1.0 operation
@@ -339,22 +362,11 @@ async fn call_in(
             },
             other => match handlers::unary(s, other, caller, admitted).await {
                 Ok(answer) => {
-                    let body = answer.body(ProtocolVersion::V1_0);
-                    let mut r = if legacy {
-                        let body = serde_json::to_value(body).unwrap_or_default();
-                        let body = match op {
-                            method::SEND => v03::answer_from_v1(body, false),
-                            method::GET | method::CANCEL => v03::task_from_v1(body),
-                            method::PUSH_CREATE | method::PUSH_GET => {
-                                v03::push_config_from_v1(body)
-                            }
-                            method::PUSH_LIST => v03::push_list_from_v1(body),
-                            _ => body,
-                        };
-                        handlers::json_body(serde_json::to_vec(&body).unwrap_or_default())
+                    let mut r = handlers::json_body(if legacy {
+                        legacy_body(&answer)
                     } else {
-                        handlers::json_body(serde_json::to_vec(&body).unwrap_or_default())
-                    };
+                        serde_json::to_vec(&answer.body(ProtocolVersion::V1_0)).unwrap_or_default()
+                    });
                     if op == method::PUSH_CREATE && !legacy {
                         *r.status_mut() = StatusCode::CREATED;
                     }
@@ -371,10 +383,28 @@ async fn call_in(
     r
 }
 
-/// A send body's params (v0.3's is rewritten to v1.0's form first).
-fn send_params(headers: &HeaderMap, body: Bytes, legacy: bool) -> Params {
+/// An answer in v0.3's HTTP+JSON form (v0.3 has no task listing: that stays v1.0's).
+fn legacy_body(answer: &handlers::Answer) -> Vec<u8> {
+    use crate::wire::v03;
+    use handlers::Answer;
+    let json = match answer {
+        Answer::Send(r) => serde_json::to_vec(&v03::StreamResponse::from(r)),
+        Answer::Task(t) => serde_json::to_vec(&v03::Task::from(t)),
+        Answer::PushConfig(c) => serde_json::to_vec(&v03::TaskPushNotificationConfig::from(c)),
+        Answer::PushConfigs(l) => {
+            serde_json::to_vec(&v03::ListPushConfigsResponse::from(l.as_slice()))
+        }
+        Answer::Tasks(_) | Answer::Deleted => {
+            serde_json::to_vec(&answer.body(ProtocolVersion::V1_0))
+        }
+    };
+    json.unwrap_or_default()
+}
+
+/// A send body's params, in its version's form.
+fn send_params(body: Bytes, legacy: bool) -> Params {
     if legacy {
-        Params::Json(body_params(headers, &body).map(v03::send_request_to_v1))
+        Params::Send03(body)
     } else {
         Params::Body(body)
     }
@@ -390,7 +420,7 @@ async fn send<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = send_params(&headers, body, V03);
+    let p = send_params(body, V03);
     call(&s, &headers, q.as_deref(), method::SEND, p, V03).await
 }
 
@@ -404,7 +434,7 @@ async fn send_streaming<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = send_params(&headers, body, V03);
+    let p = send_params(body, V03);
     call(&s, &headers, q.as_deref(), method::STREAM, p, V03).await
 }
 
@@ -487,13 +517,11 @@ async fn push_create<const V03: bool>(
         Ok(b) => b,
         Err(e) => return rejected(e),
     };
-    let p = Params::Json(body_params(&headers, &body).map(|b| {
-        if V03 {
-            v03::create_push_to_v1(b, &id)
-        } else {
-            with_id(b, "taskId", &id)
-        }
-    }));
+    let p = if V03 {
+        Params::CreatePush03(body, id)
+    } else {
+        Params::Json(body_params(&headers, &body).map(|b| with_id(b, "taskId", &id)))
+    };
     call(&s, &headers, q.as_deref(), method::PUSH_CREATE, p, V03).await
 }
 

@@ -67,9 +67,7 @@ impl Frame {
                 serde_json::to_vec(&v1::stream_event(ev)).unwrap_or_default()
             }
             Frame::Rest(ProtocolVersion::V0_3) => {
-                let v1 = serde_json::to_value(v1::stream_event(ev)).unwrap_or_default();
-                serde_json::to_vec(&crate::rest::v03::answer_from_v1(v1, ev.is_final()))
-                    .unwrap_or_default()
+                serde_json::to_vec(&crate::wire::v03::StreamResponse::from(ev)).unwrap_or_default()
             }
         };
         Event::default().data(String::from_utf8(body).unwrap_or_default())
