@@ -10,6 +10,9 @@
 # working -> artifact -> completed; agentry with its SQLite store). For each server: requests/s,
 # p50/p99 latency, server CPU seconds per 1k requests, peak RSS, and ratios against agentry.
 # Then a soak: agentry's resident memory while 500,000 tasks run (BENCH_SOAK_TASKS to change).
+# Each protocol version starts with "bare": the same HTTP stack (axum, the example binary's
+# allocator) parsing the body into a JSON tree and echoing a message, no A2A: the ceiling the
+# message workload is compared with. BENCH_PEERS="js" (or "") leaves peers out.
 # Needs wrk, node/npm and python3; installs the peers under bench/ on first use.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -29,11 +32,11 @@ echo "==> building agentry's A2A echo server (release)"
 (cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo)
 # The peers are the interop tests' echo servers (tests/interop, tests/a2a-peers).
 JS_PEERS=$ROOT/tests/a2a-peers
-if [ ! -d "$JS_PEERS/node_modules/@a2a-js/sdk" ]; then
+if [[ " ${BENCH_PEERS-js python} " == *" js "* ]] && [ ! -d "$JS_PEERS/node_modules/@a2a-js/sdk" ]; then
   echo "==> installing @a2a-js/sdk 1.3.0 + express"
   (cd "$JS_PEERS" && npm ci --silent --no-audit --no-fund)
 fi
-if ! .venv-sdk1/bin/python -c 'import a2a, uvicorn, uvloop' 2>/dev/null; then
+if [[ " ${BENCH_PEERS-js python} " == *" python "* ]] && ! .venv-sdk1/bin/python -c 'import a2a, uvicorn, uvloop' 2>/dev/null; then
   echo "==> installing a2a-sdk 1.3.0 + uvicorn"
   python3 -m venv .venv-sdk1
   .venv-sdk1/bin/pip install -q 'a2a-sdk[http-server]==1.3.0' uvicorn uvloop httptools
@@ -64,6 +67,7 @@ start() { # name mode
       local em=task; [ "$mode" = message ] && em=message
       "$BIN" "$PORT" "$em" "$db" 2>/dev/null &
       ;;
+    bare) "$BIN" "$PORT" bare 2>/dev/null & ;;
     js) (cd "$JS_PEERS" && A2A_MODE=$mode A2A_PORT=$PORT exec node a2a_js1_echo_server.mjs >/dev/null 2>&1) & ;;
     python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python "$ROOT/tests/interop/a2a_sdk1_echo_server.py" >/dev/null 2>&1 & ;;
   esac
@@ -100,9 +104,12 @@ measure() { # name mode proto
 }
 
 echo "==> wrk -t2 -c$CONN -d${DUR}s, send (v0.3 message/send, v1.0 SendMessage), unique messageIds"
+PEERS=${BENCH_PEERS-js python}
 for proto in $PROTOS; do
+  # The ceiling: the same HTTP stack parsing the body and answering a message, no A2A.
+  measure bare message "$proto"
   for mode in message task; do
-    for name in agentry js python; do
+    for name in agentry $PEERS; do
       measure "$name" "$mode" "$proto"
     done
   done
@@ -111,8 +118,10 @@ done
 echo
 echo "==> ratios (agentry / peer)"
 for proto in $PROTOS; do
+  awk -v a="${RPS[agentry/message/$proto]}" -v b="${RPS[bare/message/$proto]}" -v v="$proto" \
+    'BEGIN {printf "  v%-4s message  vs bare axum echo: throughput %.0f%% (issue 19: at least 75%%)\n", v, 100*a/b}'
   for mode in message task; do
-    for peer in js python; do
+    for peer in $PEERS; do
       k=$mode/$proto
       awk -v a="${RPS[agentry/$k]}" -v b="${RPS[$peer/$k]}" \
           -v ca="${CPU[agentry/$k]}" -v cb="${CPU[$peer/$k]}" \

@@ -3,8 +3,13 @@
 //! in a binary that builds in a fraction of the time.
 //!
 //! ```text
-//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task|conformance] [SQLITE_DB [process|power]]
+//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task|conformance|bare] [SQLITE_DB [process|power]]
 //! ```
+//!
+//! `bare` is no A2A server at all: an axum handler that parses the JSON-RPC body into a JSON
+//! tree and answers a message echoing its text, with the card route `bench/run.sh` waits
+//! on. It is the ceiling the message workload is measured against (same HTTP stack, same
+//! allocator, no protocol layer).
 //!
 //! `conformance` serves the conformance agent instead (its `test-resubscribe-message-id`
 //! tasks stream for `AGENTRY_STREAM_SECONDS`, default 10: the load test's open streams). The
@@ -25,6 +30,9 @@ use agentry_a2a::store::{Durability, MemoryStore, SqliteStore, TaskStore};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let port: u16 = args.first().map(|p| p.parse()).transpose()?.unwrap_or(8080);
+    if args.get(1).map(String::as_str) == Some("bare") {
+        return bare(port).await;
+    }
     let mode = match args.get(1).map(String::as_str) {
         Some("message") => Some(EchoMode::Message),
         Some("task") | None => Some(EchoMode::Task),
@@ -74,6 +82,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;
+    Ok(())
+}
+
+/// The ceiling: parse the body, answer a message with its text, nothing else.
+async fn bare(port: u16) -> Result<(), Box<dyn std::error::Error>> {
+    use axum::routing::{get, post};
+    use serde_json::{Value, json};
+    async fn echo(body: axum::body::Bytes) -> axum::response::Response {
+        let req: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let p = &req["params"]["message"];
+        let text = p["parts"][0]["text"].as_str().unwrap_or_default();
+        let v1 = p["role"] == "ROLE_USER";
+        let message = if v1 {
+            json!({"message": {"messageId": agentry_a2a::new_id(), "role": "ROLE_AGENT",
+                               "parts": [{"text": text}], "contextId": p["contextId"]}})
+        } else {
+            json!({"kind": "message", "messageId": agentry_a2a::new_id(), "role": "agent",
+                   "parts": [{"kind": "text", "text": text}], "contextId": p["contextId"]})
+        };
+        let out = json!({"jsonrpc": "2.0", "id": req["id"], "result": message});
+        axum::response::Response::builder()
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(
+                serde_json::to_vec(&out).unwrap_or_default(),
+            ))
+            .unwrap_or_default()
+    }
+    let app = axum::Router::new().route("/", post(echo)).route(
+        "/.well-known/agent-card.json",
+        get(|| async { axum::Json(json!({"name": "bare"})) }),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    eprintln!("bare axum echo on http://127.0.0.1:{port}/");
+    axum::serve(listener, app).await?;
     Ok(())
 }
 

@@ -384,7 +384,124 @@ fn arb_part() -> impl Strategy<Value = Part> {
     ]
 }
 
+/// Parts of every kind, with URIs and metadata too (the wire forms carry them differently).
+fn arb_any_part() -> impl Strategy<Value = Part> {
+    prop_oneof![
+        arb_part(),
+        (
+            "https://h/[a-z]{1,8}",
+            proptest::option::of("[a-z]{1,8}/[a-z]{1,8}")
+        )
+            .prop_map(|(u, mt)| Part::file(File {
+                content: FileContent::Uri(u),
+                mime_type: mt,
+                name: None,
+            })),
+        (".*", "[a-z_]{1,8}").prop_map(|(t, k)| {
+            let mut p = Part::text(t);
+            if let Part::Text(t) = &mut p {
+                t.metadata = Some(json!({ k: [1, "x"] }).as_object().unwrap().clone());
+            }
+            p
+        }),
+    ]
+}
+
+fn arb_message() -> impl Strategy<Value = Message> {
+    (
+        proptest::collection::vec(arb_any_part(), 1..4),
+        "[a-z0-9-]{1,36}",
+        any::<bool>(),
+        proptest::option::of("[a-z0-9]{1,8}"),
+    )
+        .prop_map(|(parts, id, agent, ctx)| {
+            let mut m = Message::new(if agent { Role::Agent } else { Role::User }, parts);
+            m.message_id = id;
+            m.context_id = ctx;
+            m
+        })
+}
+
+fn arb_task() -> impl Strategy<Value = Task> {
+    (
+        "[a-z0-9-]{1,36}",
+        proptest::sample::select(TaskState::ALL.to_vec()),
+        proptest::collection::vec(arb_message(), 0..3),
+        proptest::collection::vec(proptest::collection::vec(arb_any_part(), 0..3), 0..3),
+        proptest::option::of(arb_message()),
+    )
+        .prop_map(|(id, state, history, artifacts, status_message)| {
+            let mut t = Task::new(id, "ctx".into());
+            t.history = history;
+            t.artifacts = artifacts
+                .into_iter()
+                .map(|parts| Artifact::new(Some("a"), parts))
+                .collect();
+            t.status = TaskStatus {
+                state,
+                message: status_message,
+                timestamp: Some("2026-11-25T00:00:00.000Z".into()),
+            };
+            t
+        })
+}
+
 proptest! {
+    /// Each version's wire types: a task and every kind of stream event survive model ->
+    /// wire JSON -> model (v1.0, and v0.3's HTTP+JSON form, which has no referenceTaskIds).
+    #[test]
+    fn tasks_and_events_round_trip_through_each_wire_form(t in arb_task(), last in any::<bool>()) {
+        use agentry_a2a::wire::{v03, v1};
+        let json = serde_json::to_value(v1::Task::from(&t)).unwrap();
+        prop_assert!(!json.to_string().contains("\"kind\""));
+        let back = serde_json::from_value::<v1::Task>(json).unwrap().into_model().unwrap();
+        prop_assert_eq!(&back, &t);
+        let json = serde_json::to_value(v03::Task::from(&t)).unwrap();
+        let back = serde_json::from_value::<v03::Task>(json).unwrap().into_model().unwrap();
+        prop_assert_eq!(&back, &t);
+        let events = [
+            StreamEvent::Task(t.clone()),
+            StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: t.id.clone(),
+                context_id: t.context_id.clone(),
+                status: t.status.clone(),
+                // v1.0 has no flag: the state says it.
+                is_final: t.status.state.ends_turn(),
+                metadata: None,
+            }),
+            StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: t.id.clone(),
+                context_id: t.context_id.clone(),
+                artifact: Artifact::new(None, vec![Part::text("x")]),
+                append: Some(!last),
+                last_chunk: Some(last),
+                metadata: None,
+            }),
+        ];
+        for ev in events {
+            let json = serde_json::to_value(v1::StreamResponse::from(&ev)).unwrap();
+            let back = serde_json::from_value::<v1::StreamResponse>(json).unwrap().into_model().unwrap();
+            prop_assert_eq!(&back, &ev);
+            let json = serde_json::to_value(v03::StreamResponse::from(&ev)).unwrap();
+            let back = serde_json::from_value::<v03::StreamResponse>(json).unwrap().into_model().unwrap();
+            prop_assert_eq!(&back, &ev);
+        }
+    }
+
+    /// A send request survives the v0.3 HTTP+JSON form both ways (as a client writes it and
+    /// the server reads it).
+    #[test]
+    fn sends_round_trip_through_v03_rest(m in arb_message(), blocking in any::<bool>(), h in proptest::option::of(0i64..10)) {
+        let mut p = MessageSendParams::new(m);
+        p.configuration = Some(MessageSendConfiguration {
+            blocking: Some(blocking),
+            history_length: h,
+            ..Default::default()
+        });
+        let json = serde_json::to_string(&agentry_a2a::wire::v03::SendMessageRequest::from(&p)).unwrap();
+        prop_assert_eq!(agentry_a2a::rest::v03::decode_send(&json).unwrap(), p);
+    }
+
     #[test]
     fn messages_round_trip(parts in proptest::collection::vec(arb_part(), 1..5), id in "[a-z0-9-]{1,36}", agent in any::<bool>()) {
         let mut m = Message::new(if agent { Role::Agent } else { Role::User }, parts);
