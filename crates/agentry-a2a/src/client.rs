@@ -901,13 +901,13 @@ impl A2aClient {
                     .bytes()
                     .await
                     .map_err(|e| map_send_error(e, self.endpoint(), self.cfg.request_timeout))?;
-                let r: Response<Value> = serde_json::from_slice(&body)
+                let body = std::str::from_utf8(&body)
                     .map_err(|e| A2aError::InvalidResponse(format!("stream answer: {e}")))?;
-                match r.into_result() {
+                match stream_item(body, Binding::JsonRpc, version)? {
                     Err(e) if self.fall_back(&A2aError::Rpc(e.clone())) => continue,
                     Err(e) => return self.finished_meanwhile(&req, e, tx).await,
-                    Ok(Some(raw)) => {
-                        let _ = tx.send(Ok(stream_event(raw, version)?)).await;
+                    Ok(Some(ev)) => {
+                        let _ = tx.send(Ok(ev)).await;
                     }
                     Ok(None) => {}
                 }
@@ -941,13 +941,7 @@ impl A2aClient {
                     Ok(Some(Ok(c))) => c,
                 };
                 for data in parser.push(&chunk) {
-                    let r: Response<Value> = match binding {
-                        Binding::JsonRpc => serde_json::from_str(&data),
-                        Binding::HttpJson => serde_json::from_str(&data)
-                            .map(|v| rest_stream_item(v, version == ProtocolVersion::V0_3)),
-                    }
-                    .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}: {data}")))?;
-                    let raw = match r.into_result() {
+                    let ev = match stream_item(&data, binding, version)? {
                         // Refused before the first event: try v0.3 if the card offers it.
                         Err(e)
                             if task_id.is_none() && self.fall_back(&A2aError::Rpc(e.clone())) =>
@@ -960,13 +954,7 @@ impl A2aClient {
                         }
                         r => r?,
                     };
-                    let Some(raw) = raw else { continue };
-                    // HTTP+JSON items are in v1.0 form by now (see `rest_stream_item`).
-                    let form = match binding {
-                        Binding::JsonRpc => version,
-                        Binding::HttpJson => ProtocolVersion::V1_0,
-                    };
-                    let ev = stream_event(raw, form)?;
+                    let Some(ev) = ev else { continue };
                     task_id = task_id.or_else(|| event_task_id(&ev));
                     let is_final = ev.is_final();
                     if tx.send(Ok(ev)).await.is_err() {
@@ -1028,52 +1016,56 @@ impl A2aClient {
     }
 }
 
-/// A bare HTTP+JSON stream item (a `StreamResponse`, or a `google.rpc.Status` error) as the
-/// JSON-RPC response it stands for.
-fn rest_stream_item(v: Value, v03: bool) -> Response<Value> {
-    if v.get("error").is_some() {
-        let status = v["error"]["code"].as_u64().unwrap_or(500) as u16;
-        let body = serde_json::to_vec(&v).unwrap_or_default();
-        return Response {
-            id: Value::Null,
-            result: None,
-            error: Some(crate::rest::error_from(status, &body)),
-        };
-    }
-    if v03 {
-        return match crate::rest::v03::stream_item_to_v1(v) {
-            Ok(v) => Response {
-                id: Value::Null,
-                result: Some(v),
-                error: None,
-            },
-            Err(e) => Response {
-                id: Value::Null,
-                result: None,
-                error: Some(RpcError::new(
-                    crate::error::code::INVALID_AGENT_RESPONSE,
-                    format!("stream item: {e}"),
-                )),
-            },
-        };
-    }
-    Response {
-        id: Value::Null,
-        result: Some(v),
-        error: None,
-    }
-}
-
-/// One stream item in the model, from either version's form.
-fn stream_event(raw: Value, version: ProtocolVersion) -> Result<StreamEvent, A2aError> {
-    match version {
-        ProtocolVersion::V0_3 => serde_json::from_value(raw),
-        ProtocolVersion::V1_0 => {
-            return v1::stream_event_from(raw)
-                .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}")));
+/// One stream item read straight into the model: an event, an error the peer sent in its
+/// place, or nothing (a JSON-RPC response without a result). HTTP+JSON items are bare
+/// `StreamResponse`s in their version's form, or a `google.rpc.Status` error.
+#[allow(clippy::type_complexity)]
+fn stream_item(
+    data: &str,
+    binding: Binding,
+    version: ProtocolVersion,
+) -> Result<Result<Option<StreamEvent>, RpcError>, A2aError> {
+    let bad =
+        |e: &dyn std::fmt::Display| A2aError::InvalidResponse(format!("stream event: {e}: {data}"));
+    match (binding, version) {
+        (Binding::JsonRpc, ProtocolVersion::V0_3) => {
+            let r: Response<StreamEvent> = serde_json::from_str(data).map_err(|e| bad(&e))?;
+            Ok(r.into_result())
+        }
+        (Binding::JsonRpc, ProtocolVersion::V1_0) => {
+            let r: Response<crate::wire::v1::StreamResponse> =
+                serde_json::from_str(data).map_err(|e| bad(&e))?;
+            Ok(match r.into_result() {
+                Ok(Some(w)) => Ok(Some(w.into_model().map_err(|e| bad(&e))?)),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            })
+        }
+        (Binding::HttpJson, _) => {
+            let ev = match version {
+                ProtocolVersion::V1_0 => {
+                    serde_json::from_str::<crate::wire::v1::StreamResponse>(data)
+                        .map_err(|e| e.to_string())
+                        .and_then(|w| w.into_model().map_err(|e| e.to_string()))
+                }
+                ProtocolVersion::V0_3 => {
+                    serde_json::from_str::<crate::wire::v03::StreamResponse>(data)
+                        .map_err(|e| e.to_string())
+                        .and_then(|w| w.into_model().map_err(|e| e.to_string()))
+                }
+            };
+            match ev {
+                Ok(ev) => Ok(Ok(Some(ev))),
+                Err(why) => match serde_json::from_str::<Value>(data) {
+                    Ok(v) if v.get("error").is_some() => {
+                        let status = v["error"]["code"].as_u64().unwrap_or(500) as u16;
+                        Ok(Err(crate::rest::error_from(status, data.as_bytes())))
+                    }
+                    _ => Err(bad(&why)),
+                },
+            }
         }
     }
-    .map_err(|e| A2aError::InvalidResponse(format!("stream event: {e}")))
 }
 
 fn event_task_id(ev: &StreamEvent) -> Option<String> {
