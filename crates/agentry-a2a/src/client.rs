@@ -778,6 +778,12 @@ impl A2aClient {
         task_id: &str,
         config_id: Option<&str>,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
+        // v1.0 names the config always; a config made without an id has the task's (the
+        // SDKs' rule, and agentry's), so that is the one asked for.
+        let config_id = match (config_id, self.version()) {
+            (None, ProtocolVersion::V1_0) => Some(task_id),
+            (id, _) => id,
+        };
         self.call_typed(
             Request::GetPushConfig(GetTaskPushNotificationConfigParams {
                 id: task_id.to_owned(),

@@ -158,14 +158,15 @@ fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
         method::LIST => Request::ListTasks(list_params(p.parse()?)?),
         method::CANCEL | method::SUBSCRIBE => {
             let w: wire::TaskIdRequest = p.parse()?;
-            let params = TaskIdParams {
-                id: w.id.into_owned(),
-                metadata: w.metadata.map(Cow::into_owned),
-            };
+            let id = w.id.into_owned();
             if method == method::CANCEL {
-                Request::CancelTask(params)
+                Request::CancelTask(TaskIdParams {
+                    id,
+                    metadata: w.metadata.map(Cow::into_owned),
+                })
             } else {
-                Request::Resubscribe(params)
+                // SubscribeToTaskRequest has no metadata.
+                Request::Resubscribe(TaskIdParams { id, metadata: None })
             }
         }
         method::PUSH_CREATE => {
@@ -282,7 +283,7 @@ pub fn params(req: &Request) -> RequestParams<'_> {
         Request::SetPushConfig(p) => RequestParams::PushConfig(p.into()),
         Request::GetPushConfig(p) => RequestParams::PushRef(wire::PushConfigRequest {
             task_id: b(&p.id),
-            id: Some(b(p.push_notification_config_id.as_deref().unwrap_or(&p.id))),
+            id: p.push_notification_config_id.as_deref().map(b),
         }),
         Request::ListPushConfigs(p) => RequestParams::PushRef(wire::PushConfigRequest {
             task_id: b(&p.id),

@@ -104,12 +104,13 @@ pub fn request(req: &Request) -> RestCall {
             format!("/tasks/{}/pushNotificationConfigs", str_of("taskId")),
             Some(params.clone()),
         ),
-        Request::GetPushConfig(_) => call(
+        // A resource needs the config's name: one made without an id has the task's.
+        Request::GetPushConfig(p) => call(
             Method::GET,
             format!(
                 "/tasks/{}/pushNotificationConfigs/{}",
-                str_of("taskId"),
-                str_of("id")
+                encode(&p.id),
+                encode(p.push_notification_config_id.as_deref().unwrap_or(&p.id))
             ),
             None,
         ),
