@@ -46,9 +46,19 @@ pub(super) struct AgentEndpoint {
     push: PushSender,
     pub tasks: Arc<AgentTasks>,
     pub keep_alive: Duration,
+    /// Its request figures (`/metrics`).
+    pub(super) metrics: Arc<super::ops::AgentMetrics>,
 }
 
-pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) -> Router {
+pub(super) fn router(
+    agents: Vec<(String, AgentService)>,
+    config: ServerConfig,
+    draining: Arc<std::sync::atomic::AtomicBool>,
+) -> Router {
+    let mut ops = super::ops::Ops {
+        agents: Vec::new(),
+        draining,
+    };
     let push = PushSender::start(config.push.clone());
     // Only where client certificates are credentials does the header carrying a verified
     // one need guarding (and cost a middleware).
@@ -90,7 +100,11 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
                 }
             });
         }
+        let metrics = Arc::new(super::ops::AgentMetrics::default());
+        ops.agents
+            .push((svc.card.name.clone(), metrics.clone(), svc.store.clone()));
         let state = Arc::new(AgentEndpoint {
+            metrics,
             cards,
             extended_card: svc
                 .extended_card
@@ -127,14 +141,21 @@ pub(super) fn router(agents: Vec<(String, AgentService)>, config: ServerConfig) 
         let r = r.merge(super::rest::routes(&path));
         app = app.merge(r.with_state(state));
     }
+    let ops = Arc::new(ops);
     let mut app = app.layer(DefaultBodyLimit::max(config.body_limit));
+    if config.metrics {
+        app = app.merge(super::ops::metrics_route(ops.clone()));
+    }
     if client_certs {
         app = app.layer(axum::middleware::from_fn(verified_client));
     }
-    match config.allowed_hosts {
+    let app = match config.allowed_hosts {
         None => app,
         Some(hosts) => super::listen::host_guard(app, &hosts),
-    }
+    };
+    // Probes come from load balancers by address, whatever Host the guard expects; they
+    // say nothing about the agents.
+    app.merge(super::ops::probe_routes(ops))
 }
 
 /// Sets the header that says which verified client certificate the connection presented
@@ -841,7 +862,7 @@ async fn rpc(
 ) -> Response {
     let mut span = RequestSpan::new(&s.name, "jsonrpc");
     let r = rpc_in(&s, query, &headers, body, &mut span).await;
-    span.finish(&headers, r.status());
+    span.finish(&headers, r.status(), &s.metrics);
     r
 }
 
@@ -999,17 +1020,33 @@ pub(super) async fn streaming(
                 return stream::error(frame, e);
             }
             match s.tasks.start(p, caller, admitted).await {
-                Ok(Started::Turn(turn)) => stream::turn(frame, turn, s.keep_alive),
+                Ok(Started::Turn(turn)) => {
+                    stream::turn(frame, turn, s.keep_alive, s.metrics.stream_opened())
+                }
                 // A repeat: the first request's task, and its running turn's events if any.
                 Ok(Started::Again(lease)) => match AgentTasks::follow(&lease).await {
-                    (task, Some(rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
+                    (task, Some(rx)) => stream::resubscribe(
+                        frame,
+                        lease,
+                        task,
+                        rx,
+                        s.keep_alive,
+                        s.metrics.stream_opened(),
+                    ),
                     (task, None) => stream::snapshot(frame, task, s.keep_alive),
                 },
                 Err(e) => stream::error(frame, e),
             }
         }
         Request::Resubscribe(p) => match s.tasks.subscribe(&p.id, caller).await {
-            Ok((lease, task, rx)) => stream::resubscribe(frame, lease, task, rx, s.keep_alive),
+            Ok((lease, task, rx)) => stream::resubscribe(
+                frame,
+                lease,
+                task,
+                rx,
+                s.keep_alive,
+                s.metrics.stream_opened(),
+            ),
             Err(e) => stream::error(frame, e),
         },
         _ => stream::error(frame, RpcError::internal("unary method routed as a stream")),

@@ -23,6 +23,7 @@ mod executor;
 mod handlers;
 mod hub;
 pub mod listen;
+mod ops;
 mod push;
 mod rest;
 mod span;
@@ -418,6 +419,13 @@ pub struct ServerConfig {
     /// How long an idempotency key holds the task of its first request (default 24 hours):
     /// a retry within it gets that task, after it a new one.
     pub idempotency_window: Duration,
+    /// Serve Prometheus metrics at `GET /metrics` (default off: they count the traffic of
+    /// every agent, unauthenticated). `/healthz` and `/readyz` are always served.
+    pub metrics: bool,
+    /// On shutdown, how long `/readyz` says `draining` (503) while the server still takes
+    /// new requests, before it stops accepting and lets open ones finish: long enough for a
+    /// load balancer's health checks to take the replica out (default 0).
+    pub drain_delay: Duration,
 }
 
 /// Which agent card a card request without an `A2A-Version` header gets. A 0.3 client sends
@@ -446,6 +454,8 @@ impl Default for ServerConfig {
             limits: listen::Limits::default(),
             card: CardDefault::default(),
             idempotency_window: Duration::from_secs(24 * 3600),
+            metrics: false,
+            drain_delay: Duration::ZERO,
         }
     }
 }
@@ -480,18 +490,28 @@ impl A2aServer {
     /// The axum router, to embed in a larger application. Needs a Tokio runtime (the push
     /// sender starts a worker).
     pub fn router(self) -> axum::Router {
-        handlers::router(self.agents, self.config)
+        handlers::router(self.agents, self.config, Default::default())
     }
 
-    /// Serves until `shutdown` resolves, then stops accepting and lets open requests and
-    /// streams finish.
+    /// Serves until `shutdown` resolves, then drains: `/readyz` answers 503 for
+    /// [`ServerConfig::drain_delay`], then the server stops accepting and lets open requests
+    /// and streams finish.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let limits = self.config.limits.clone();
-        let app = self.router();
+        let drain_delay = self.config.drain_delay;
+        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let app = handlers::router(self.agents, self.config, draining.clone());
+        // Draining: `/readyz` says so for `drain_delay` while requests are still taken, then
+        // the listener closes and open requests and streams finish.
+        let shutdown = async move {
+            shutdown.await;
+            draining.store(true, std::sync::atomic::Ordering::Relaxed);
+            tokio::time::sleep(drain_delay).await;
+        };
         listen::serve_router(listener, app, limits, shutdown).await
     }
 }

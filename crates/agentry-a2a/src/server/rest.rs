@@ -261,7 +261,7 @@ async fn call(
     s: &AgentEndpoint,
     headers: &HeaderMap,
     query: Option<&str>,
-    op: &str,
+    op: &'static str,
     params: Params,
     legacy: bool,
 ) -> Response {
@@ -269,7 +269,7 @@ async fn call(
     let version = if legacy { "0.3" } else { "1.0" };
     span.method(op, version);
     let r = call_in(s, headers, query, op, params, legacy, &mut span).await;
-    span.finish(headers, r.status());
+    span.finish(headers, r.status(), &s.metrics);
     r
 }
 

@@ -14,6 +14,10 @@ use crate::trace;
 pub(super) struct RequestSpan {
     pub(super) span: Span,
     linked: bool,
+    /// For the metrics: the method once decoded, the binding, when the request came.
+    method: &'static str,
+    binding: &'static str,
+    started: std::time::Instant,
 }
 
 impl RequestSpan {
@@ -35,11 +39,15 @@ impl RequestSpan {
         RequestSpan {
             span,
             linked: false,
+            method: "unknown",
+            binding,
+            started: std::time::Instant::now(),
         }
     }
 
     /// The method, once decoded.
-    pub(super) fn method(&self, method: &str, version: &str) {
+    pub(super) fn method(&mut self, method: &'static str, version: &str) {
+        self.method = method;
         self.span.record("otel.name", method);
         self.span.record("rpc.method", method);
         self.span.record("a2a.protocol.version", version);
@@ -65,8 +73,20 @@ impl RequestSpan {
     }
 
     /// The answer's status (signed: the OpenTelemetry bridge records unsigned integers as
-    /// text); a server error marks the span failed.
-    pub(super) fn finish(mut self, headers: &HeaderMap, status: StatusCode) {
+    /// text); a server error marks the span failed. The request is counted in `metrics`
+    /// (a stream when its response starts).
+    pub(super) fn finish(
+        mut self,
+        headers: &HeaderMap,
+        status: StatusCode,
+        metrics: &super::ops::AgentMetrics,
+    ) {
+        metrics.observe(
+            self.method,
+            self.binding,
+            status.as_u16(),
+            self.started.elapsed(),
+        );
         // A request refused before admission still joins its caller's trace.
         self.link(headers, None);
         self.span

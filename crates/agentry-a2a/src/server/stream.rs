@@ -108,6 +108,8 @@ pub(super) fn error(frame: Frame, e: RpcError) -> Response {
 }
 
 struct Forward {
+    /// Counts the stream open in the metrics while it lives.
+    _open: super::ops::StreamGuard,
     frame: Frame,
     lease: HubLease,
     rx: broadcast::Receiver<Arc<StreamEvent>>,
@@ -148,9 +150,15 @@ fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
 }
 
 /// The stream of a `message/stream` turn.
-pub(super) fn turn(frame: Frame, turn: Turn, keep_alive: Duration) -> Response {
+pub(super) fn turn(
+    frame: Frame,
+    turn: Turn,
+    keep_alive: Duration,
+    open: super::ops::StreamGuard,
+) -> Response {
     sse(
         forward(Forward {
+            _open: open,
             frame,
             lease: turn.lease,
             rx: turn.events,
@@ -176,6 +184,7 @@ pub(super) fn resubscribe(
     task: Task,
     rx: broadcast::Receiver<Arc<StreamEvent>>,
     keep_alive: Duration,
+    open: super::ops::StreamGuard,
 ) -> Response {
     let mut pending = Vec::new();
     if task.state().is_terminal() {
@@ -184,6 +193,7 @@ pub(super) fn resubscribe(
     pending.push(StreamEvent::Task(task));
     sse(
         forward(Forward {
+            _open: open,
             frame,
             lease,
             rx,

@@ -110,6 +110,17 @@ impl TaskStore for MemoryStore {
         Box::pin(async move { Ok(page) })
     }
 
+    fn count_by_state(&self) -> BoxFuture<'_, Result<Option<super::StateCounts>, StoreError>> {
+        let mut counts: Vec<(crate::model::TaskState, u64)> = Vec::new();
+        for t in self.lock().tasks.values() {
+            match counts.iter_mut().find(|(s, _)| *s == t.state()) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((t.state(), 1)),
+            }
+        }
+        Box::pin(async move { Ok(Some(counts)) })
+    }
+
     fn set_push<'a>(
         &'a self,
         task_id: &'a str,

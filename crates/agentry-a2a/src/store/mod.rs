@@ -110,6 +110,9 @@ pub(crate) fn matches(q: &TaskQuery, t: &Task) -> bool {
         })
 }
 
+/// Tasks per state, as [`TaskStore::count_by_state`] gives them.
+pub type StateCounts = Vec<(TaskState, u64)>;
+
 /// Persistence for tasks and push configs.
 ///
 /// Writes take effect in the order of the calls, at call time: a store queues or applies the
@@ -210,6 +213,18 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let _ = (scope, key);
         Box::pin(async { Err(StoreError::Unsupported("idempotency keys")) })
+    }
+
+    /// Whether the store answers: the server's readiness probe (`/readyz`). The default
+    /// reads a task that does not exist.
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async move { self.get("").await.map(|_| ()) })
+    }
+
+    /// How many tasks are in each state, whoever owns them (the server's `/metrics`); `None`
+    /// where the store cannot count cheaply (the default).
+    fn count_by_state(&self) -> BoxFuture<'_, Result<Option<StateCounts>, StoreError>> {
+        Box::pin(async { Ok(None) })
     }
 }
 

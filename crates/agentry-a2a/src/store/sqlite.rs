@@ -585,6 +585,28 @@ impl TaskStore for SqliteStore {
         Box::pin(async move { done.await.map(|_| ()) })
     }
 
+    fn count_by_state(&self) -> BoxFuture<'_, Result<Option<super::StateCounts>, StoreError>> {
+        Box::pin(self.read(|c| {
+            let mut stmt = c
+                .prepare_cached("SELECT state, count(*) FROM tasks GROUP BY state")
+                .map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (state, n) = row.map_err(backend)?;
+                if let Some(s) = crate::model::TaskState::ALL
+                    .into_iter()
+                    .find(|s| s.as_str() == state)
+                {
+                    out.push((s, n.max(0) as u64));
+                }
+            }
+            Ok(Some(out))
+        }))
+    }
+
     fn list<'a>(&'a self, query: &'a TaskQuery) -> BoxFuture<'a, Result<TaskPage, StoreError>> {
         let q = query.clone();
         Box::pin(self.read(move |c| {

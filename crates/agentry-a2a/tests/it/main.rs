@@ -11,6 +11,7 @@ mod faults;
 mod hardening;
 mod interop_sdk03;
 mod interop_v1;
+mod operations;
 mod persistence;
 mod server;
 mod wire;

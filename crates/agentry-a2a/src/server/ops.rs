@@ -1,0 +1,352 @@
+//! Operations endpoints, for load balancers and monitoring:
+//!
+//! - `GET /healthz`: the process answers (200 `ok`).
+//! - `GET /readyz`: every agent's task store answers a read and the server is not draining
+//!   (200 `ready`, else 503 saying which).
+//! - `GET /metrics` (when [`ServerConfig::metrics`](super::ServerConfig::metrics) is on):
+//!   Prometheus text format: requests by agent, method, binding and HTTP status, their
+//!   latency as histograms, open streams, tasks by state (from the store: the truth of every
+//!   replica sharing it).
+//!
+//! Written by hand: a few counters and histograms do not need a metrics library. Recording a
+//! request costs one uncontended lock of its agent's table.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{StatusCode, header};
+
+use crate::model::TaskState;
+use crate::store::TaskStore;
+
+/// Latency histogram buckets, in seconds (0.5 ms to 10 s).
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    /// Per bucket (not cumulative); the last slot is `+Inf`.
+    counts: [u64; BUCKETS.len() + 1],
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        let i = BUCKETS
+            .iter()
+            .position(|b| seconds <= *b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i] += 1;
+        self.sum += seconds;
+    }
+
+    fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+#[derive(Default)]
+struct PerMethod {
+    latency: Histogram,
+    /// Requests by HTTP status (a handful per method).
+    statuses: Vec<(u16, u64)>,
+}
+
+/// One agent's request figures.
+#[derive(Default)]
+pub(crate) struct AgentMetrics {
+    by_method: Mutex<HashMap<(&'static str, &'static str), PerMethod>>,
+    streams_open: AtomicI64,
+}
+
+impl AgentMetrics {
+    /// Records one answered request. `method` is the A2A method (`unknown` when the request
+    /// could not be decoded), `binding` `jsonrpc` or `http+json`.
+    pub(crate) fn observe(
+        &self,
+        method: &'static str,
+        binding: &'static str,
+        status: u16,
+        elapsed: Duration,
+    ) {
+        let mut map = self.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let m = map.entry((method, binding)).or_default();
+        m.latency.observe(elapsed.as_secs_f64());
+        match m.statuses.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, n)) => *n += 1,
+            None => m.statuses.push((status, 1)),
+        }
+    }
+
+    /// An SSE stream opened; the guard counts it closed when dropped.
+    pub(crate) fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+        self.streams_open.fetch_add(1, Ordering::Relaxed);
+        StreamGuard(self.clone())
+    }
+}
+
+/// Counts an open stream until dropped.
+pub(crate) struct StreamGuard(Arc<AgentMetrics>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.streams_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the operations endpoints read: every agent's metrics and store, and whether the
+/// server is draining.
+#[derive(Default)]
+pub(crate) struct Ops {
+    pub(crate) agents: Vec<(String, Arc<AgentMetrics>, Arc<dyn TaskStore>)>,
+    pub(crate) draining: Arc<AtomicBool>,
+}
+
+/// `/healthz` and `/readyz`.
+pub(crate) fn probe_routes(ops: Arc<Ops>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .with_state(ops)
+}
+
+/// `/metrics`.
+pub(crate) fn metrics_route(ops: Arc<Ops>) -> Router {
+    Router::new().route("/metrics", get(render)).with_state(ops)
+}
+
+async fn ready(State(ops): State<Arc<Ops>>) -> Response {
+    if ops.draining.load(Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    for (agent, _, store) in &ops.agents {
+        let ping = tokio::time::timeout(Duration::from_secs(2), store.ping()).await;
+        let why = match ping {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => format!("the task store of {agent} failed: {e}\n"),
+            Err(_) => format!("the task store of {agent} did not answer within 2 s\n"),
+        };
+        return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
+}
+
+/// Prometheus label value escaping: backslash, quote, newline.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+async fn render(State(ops): State<Arc<Ops>>) -> Response {
+    let mut out = String::new();
+    let _ = write_metrics(&ops, &mut out).await;
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}
+
+async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
+    writeln!(
+        out,
+        "# HELP a2a_requests_total A2A requests answered, by agent, method, binding and HTTP status."
+    )?;
+    writeln!(out, "# TYPE a2a_requests_total counter")?;
+    for (agent, m, _) in &ops.agents {
+        let map = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<_> = map.keys().copied().collect();
+        keys.sort();
+        for k in keys {
+            let mut statuses = map[&k].statuses.clone();
+            statuses.sort();
+            for (status, n) in statuses {
+                writeln!(
+                    out,
+                    "a2a_requests_total{{agent=\"{}\",method=\"{}\",binding=\"{}\",code=\"{status}\"}} {n}",
+                    label(agent),
+                    k.0,
+                    k.1
+                )?;
+            }
+        }
+    }
+    writeln!(
+        out,
+        "# HELP a2a_request_duration_seconds Time to answer an A2A request (to the first byte of a stream)."
+    )?;
+    writeln!(out, "# TYPE a2a_request_duration_seconds histogram")?;
+    for (agent, m, _) in &ops.agents {
+        let map = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys: Vec<_> = map.keys().copied().collect();
+        keys.sort();
+        for k in keys {
+            let h = &map[&k].latency;
+            let labels = format!(
+                "agent=\"{}\",method=\"{}\",binding=\"{}\"",
+                label(agent),
+                k.0,
+                k.1
+            );
+            let mut cumulative = 0;
+            for (i, b) in BUCKETS.iter().enumerate() {
+                cumulative += h.counts[i];
+                writeln!(
+                    out,
+                    "a2a_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {cumulative}"
+                )?;
+            }
+            writeln!(
+                out,
+                "a2a_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count()
+            )?;
+            writeln!(
+                out,
+                "a2a_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            )?;
+            writeln!(
+                out,
+                "a2a_request_duration_seconds_count{{{labels}}} {}",
+                h.count()
+            )?;
+        }
+    }
+    writeln!(out, "# HELP a2a_streams_open SSE streams open now.")?;
+    writeln!(out, "# TYPE a2a_streams_open gauge")?;
+    for (agent, m, _) in &ops.agents {
+        writeln!(
+            out,
+            "a2a_streams_open{{agent=\"{}\"}} {}",
+            label(agent),
+            m.streams_open.load(Ordering::Relaxed)
+        )?;
+    }
+    writeln!(
+        out,
+        "# HELP a2a_tasks Tasks in the agent's task store, by state."
+    )?;
+    writeln!(out, "# TYPE a2a_tasks gauge")?;
+    let mut failed = Vec::new();
+    for (agent, _, store) in &ops.agents {
+        match store.count_by_state().await {
+            Ok(Some(counts)) => {
+                for s in TaskState::ALL {
+                    let n = counts
+                        .iter()
+                        .find(|(st, _)| *st == s)
+                        .map_or(0, |(_, n)| *n);
+                    writeln!(
+                        out,
+                        "a2a_tasks{{agent=\"{}\",state=\"{}\"}} {n}",
+                        label(agent),
+                        s.as_str()
+                    )?;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("metrics: counting the tasks of {agent} failed: {e}");
+                failed.push(agent);
+            }
+        }
+    }
+    writeln!(
+        out,
+        "# HELP a2a_store_up Whether the agent's task store answered this scrape."
+    )?;
+    writeln!(out, "# TYPE a2a_store_up gauge")?;
+    for (agent, _, _) in &ops.agents {
+        let up = u8::from(!failed.contains(&agent));
+        writeln!(out, "a2a_store_up{{agent=\"{}\"}} {up}", label(agent))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn histograms_are_cumulative_and_counts_exact() {
+        let m = AgentMetrics::default();
+        for ms in [0.2, 0.7, 3.0, 3.0, 20_000.0] {
+            m.observe(
+                "SendMessage",
+                "jsonrpc",
+                200,
+                Duration::from_secs_f64(ms / 1000.0),
+            );
+        }
+        m.observe("GetTask", "http+json", 404, Duration::from_millis(1));
+        let ops = Ops {
+            agents: vec![(
+                "a \"b\"".into(),
+                Arc::new(m),
+                Arc::new(crate::store::MemoryStore::default()) as Arc<dyn TaskStore>,
+            )],
+            draining: Default::default(),
+        };
+        let mut out = String::new();
+        write_metrics(&ops, &mut out).await.unwrap();
+        let line = |prefix: &str| {
+            out.lines()
+                .find(|l| l.starts_with(prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in\n{out}"))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let sel = r#"agent="a \"b\"",method="SendMessage",binding="jsonrpc""#;
+        assert_eq!(
+            line(&format!("a2a_requests_total{{{sel},code=\"200\"}}")),
+            "5"
+        );
+        assert_eq!(
+            line(&format!(
+                "a2a_request_duration_seconds_bucket{{{sel},le=\"0.0005\"}}"
+            )),
+            "1"
+        );
+        assert_eq!(
+            line(&format!(
+                "a2a_request_duration_seconds_bucket{{{sel},le=\"0.005\"}}"
+            )),
+            "4"
+        );
+        assert_eq!(
+            line(&format!(
+                "a2a_request_duration_seconds_bucket{{{sel},le=\"10\"}}"
+            )),
+            "4"
+        );
+        assert_eq!(
+            line(&format!(
+                "a2a_request_duration_seconds_bucket{{{sel},le=\"+Inf\"}}"
+            )),
+            "5"
+        );
+        assert_eq!(
+            line(
+                r#"a2a_requests_total{agent="a \"b\"",method="GetTask",binding="http+json",code="404"}"#
+            ),
+            "1"
+        );
+        assert_eq!(line(r#"a2a_tasks{agent="a \"b\"",state="completed"}"#), "0");
+        assert_eq!(line(r#"a2a_store_up{agent="a \"b\""}"#), "1");
+    }
+}
