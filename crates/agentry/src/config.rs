@@ -337,6 +337,14 @@ pub struct ServerSection {
     /// The largest request body, in bytes (default 4 MiB); larger ones get HTTP 413 with a
     /// JSON-RPC (or `google.rpc.Status`) error body.
     pub max_body_bytes: Option<usize>,
+    /// Serve Prometheus metrics at `GET /metrics` (default `false`: they count every agent's
+    /// traffic and need no credentials; expose them to your monitoring network only).
+    /// `/healthz` and `/readyz` are always served.
+    pub metrics: bool,
+    /// On SIGTERM, how long `/readyz` answers 503 (`draining`) while requests are still
+    /// taken, before the listener closes and open requests and streams finish (default 0).
+    /// Set it to what your load balancer needs to take the replica out.
+    pub drain_delay_ms: u64,
     /// What an answered task survives with the SQLite store: `power` (default: the machine
     /// losing power; every group commit is fsynced) or `process` (the process dying; commits
     /// are not fsynced, for disks whose flushes are slow). docs/BENCHMARKS.md has the cost
@@ -514,6 +522,8 @@ impl Default for ServerSection {
             allowed_hosts: Vec::new(),
             card: CardChoice::Both,
             max_body_bytes: None,
+            metrics: false,
+            drain_delay_ms: 0,
             durability: DurabilityChoice::Power,
             mcp_allow: Vec::new(),
             audit: false,

@@ -95,6 +95,8 @@ impl Service {
         if let Some(n) = server.max_body_bytes {
             server_config.body_limit = n;
         }
+        server_config.metrics = server.metrics;
+        server_config.drain_delay = std::time::Duration::from_millis(server.drain_delay_ms);
         let audit_log = if server.audit {
             Some(Arc::new(agentry_governance::AuditLog::open(
                 &state_dir.join("audit.db"),

@@ -8,6 +8,7 @@ mod crash;
 mod eval;
 mod governance;
 mod main_job;
+mod operations;
 mod security;
 mod support;
 mod tracing;

@@ -1,0 +1,56 @@
+//! `agentry serve` in operation: metrics and probes from agentry.toml, draining on SIGTERM.
+
+use crate::support::{free_port, http_get, run, serve_config, stdout};
+
+/// `[server] metrics = true` serves Prometheus text that counts what was asked; on SIGTERM
+/// `/readyz` says draining for `drain_delay_ms` while requests are still answered, then the
+/// process exits by itself.
+#[test]
+fn metrics_and_draining_from_the_config() {
+    let dir = std::env::temp_dir().join(format!("agentry-ops-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("agentry.toml");
+    std::fs::write(
+        &config,
+        "[server]\nstore = \"memory\"\nmetrics = true\ndrain_delay_ms = 3000\n\n\
+         [[agents]]\npath = \"/\"\nbuiltin = { kind = \"echo\" }\n",
+    )
+    .unwrap();
+    let port = free_port();
+    let mut server = serve_config(&config, port, &[]);
+    assert!(http_get(port, "/readyz").starts_with("HTTP/1.1 200"));
+    let base = format!("http://127.0.0.1:{port}/");
+    let sent = run(&["a2a", "send", &base, "hello"]);
+    assert!(stdout(&sent).contains("hello"), "{}", stdout(&sent));
+    let metrics = http_get(port, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    let sends = metrics
+        .lines()
+        .filter(|l| l.starts_with("a2a_requests_total{") && l.contains("code=\"200\""))
+        .filter(|l| l.contains("method=\"SendMessage\"") || l.contains("method=\"message/send\""))
+        .count();
+    assert_eq!(sends, 1, "{metrics}");
+    assert!(metrics.contains("a2a_tasks{agent="), "{metrics}");
+
+    let pid = server.0.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ready = http_get(port, "/readyz");
+    assert!(ready.starts_with("HTTP/1.1 503") && ready.contains("draining"), "{ready}");
+    let again = run(&["a2a", "send", &base, "still there"]);
+    assert!(stdout(&again).contains("still there"), "{}", stdout(&again));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still running after the drain");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
