@@ -52,6 +52,11 @@ pub(crate) fn invalid_params(e: crate::wire::v1::WireError) -> RpcError {
 
 /// `raw` JSON params decoded as `T`; errors name the failing field's path.
 pub(crate) fn parse_str<T: DeserializeOwned>(raw: &str) -> Result<T, RpcError> {
+    // Plain serde first: tracking the path costs on every field. Only params that fail are
+    // decoded again, tracking it, so the error names the field.
+    if let Ok(v) = serde_json::from_str(raw) {
+        return Ok(v);
+    }
     let de = &mut serde_json::Deserializer::from_str(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

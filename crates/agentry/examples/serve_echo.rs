@@ -22,6 +22,11 @@
 
 use std::sync::Arc;
 
+/// The allocator of `agentry serve` (the CLI's), so the benchmark measures what users run;
+/// the bare echo gets it too.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use agentry::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::server::{A2aServer, AgentService};
 use agentry_a2a::store::{Durability, MemoryStore, SqliteStore, TaskStore};

@@ -11,7 +11,6 @@
 //! Written by hand: a few counters and histograms do not need a metrics library. Recording a
 //! request costs one uncontended lock of its agent's table.
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,7 +62,8 @@ struct PerMethod {
 /// One agent's request figures.
 #[derive(Default)]
 pub(crate) struct AgentMetrics {
-    by_method: Mutex<HashMap<(&'static str, &'static str), PerMethod>>,
+    /// By (method, binding): a few dozen at most, so a list beats hashing on every request.
+    by_method: Mutex<Vec<((&'static str, &'static str), PerMethod)>>,
     streams_open: AtomicI64,
 }
 
@@ -77,8 +77,16 @@ impl AgentMetrics {
         status: u16,
         elapsed: Duration,
     ) {
-        let mut map = self.by_method.lock().unwrap_or_else(|e| e.into_inner());
-        let m = map.entry((method, binding)).or_default();
+        let mut list = self.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (method, binding);
+        let i = match list.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                list.push((key, PerMethod::default()));
+                list.len() - 1
+            }
+        };
+        let m = &mut list[i].1;
         m.latency.observe(elapsed.as_secs_f64());
         match m.statuses.iter_mut().find(|(s, _)| *s == status) {
             Some((_, n)) => *n += 1,
@@ -166,11 +174,11 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
     )?;
     writeln!(out, "# TYPE a2a_requests_total counter")?;
     for (agent, m, _) in &ops.agents {
-        let map = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys: Vec<_> = map.keys().copied().collect();
-        keys.sort();
-        for k in keys {
-            let mut statuses = map[&k].statuses.clone();
+        let list = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sorted: Vec<_> = list.iter().collect();
+        sorted.sort_by_key(|(k, _)| *k);
+        for (k, per) in sorted {
+            let mut statuses = per.statuses.clone();
             statuses.sort();
             for (status, n) in statuses {
                 writeln!(
@@ -189,11 +197,11 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
     )?;
     writeln!(out, "# TYPE a2a_request_duration_seconds histogram")?;
     for (agent, m, _) in &ops.agents {
-        let map = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys: Vec<_> = map.keys().copied().collect();
-        keys.sort();
-        for k in keys {
-            let h = &map[&k].latency;
+        let list = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sorted: Vec<_> = list.iter().collect();
+        sorted.sort_by_key(|(k, _)| *k);
+        for (k, per) in sorted {
+            let h = &per.latency;
             let labels = format!(
                 "agent=\"{}\",method=\"{}\",binding=\"{}\"",
                 label(agent),

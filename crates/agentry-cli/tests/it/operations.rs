@@ -40,7 +40,10 @@ fn metrics_and_draining_from_the_config() {
     assert!(killed.success());
     std::thread::sleep(std::time::Duration::from_millis(500));
     let ready = http_get(port, "/readyz");
-    assert!(ready.starts_with("HTTP/1.1 503") && ready.contains("draining"), "{ready}");
+    assert!(
+        ready.starts_with("HTTP/1.1 503") && ready.contains("draining"),
+        "{ready}"
+    );
     let again = run(&["a2a", "send", &base, "still there"]);
     assert!(stdout(&again).contains("still there"), "{}", stdout(&again));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
@@ -49,7 +52,10 @@ fn metrics_and_draining_from_the_config() {
             assert!(status.success(), "{status:?}");
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "still running after the drain");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running after the drain"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     let _ = std::fs::remove_dir_all(&dir);
