@@ -46,7 +46,7 @@ impl Request {
 }
 
 /// A wire value that decoded but does not hold together, as the -32602 naming its path.
-pub(crate) fn invalid_params(e: crate::wire::v1::WireError) -> RpcError {
+pub(crate) fn invalid_params(e: crate::wire::WireError) -> RpcError {
     RpcError::invalid_params(format!("params.{e}"))
 }
 

@@ -22,33 +22,27 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::v1::{Role, State, WireError};
-use crate::model::{self, Metadata, TaskState};
+use super::WireError;
+use super::v1::{Role, State};
+use crate::model::{self, TaskState};
 
-type Str<'a> = Cow<'a, str>;
-type Meta<'a> = Option<Cow<'a, Metadata>>;
-
-fn borrowed(s: &str) -> Str<'_> {
-    Cow::Borrowed(s)
-}
-
-fn opt_str(s: &Option<String>) -> Option<Str<'_>> {
-    s.as_deref().map(Cow::Borrowed)
-}
-
-fn meta(m: &Option<Metadata>) -> Meta<'_> {
-    m.as_ref().map(Cow::Borrowed)
-}
-
-fn owned_meta(m: Meta<'_>) -> Option<Metadata> {
-    m.map(Cow::into_owned)
-}
+use super::task::{Wire, WireState};
+use super::{Meta, Str, borrowed, meta, opt_str, owned_meta};
 
 /// A task state as the v0.3 proto spells it (`TASK_STATE_CANCELLED`); read as v1.0's
 /// [`State`] reads any spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(transparent)]
 pub struct State03(pub State);
+
+impl WireState for State03 {
+    fn of(s: TaskState) -> Self {
+        State03(State(s))
+    }
+    fn state(self) -> TaskState {
+        self.0.0
+    }
+}
 
 impl Serialize for State03 {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -298,153 +292,34 @@ impl Message<'_> {
     }
 }
 
+impl<'a> Wire<'a> for Part<'a> {
+    type Model = model::Part;
+    fn view(m: &'a model::Part) -> Self {
+        m.into()
+    }
+    fn into_model(self) -> Result<model::Part, WireError> {
+        Part::into_model(self)
+    }
+}
+
+impl<'a> Wire<'a> for Message<'a> {
+    type Model = model::Message;
+    fn view(m: &'a model::Message) -> Self {
+        m.into()
+    }
+    fn into_model(self) -> Result<model::Message, WireError> {
+        Message::into_model(self)
+    }
+}
+
 /// A v0.3 Artifact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Artifact<'a> {
-    /// Its id.
-    #[serde(default, alias = "artifact_id")]
-    pub artifact_id: Str<'a>,
-    /// Its name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Str<'a>>,
-    /// What it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Str<'a>>,
-    /// Its content.
-    #[serde(default)]
-    pub parts: Vec<Part<'a>>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-    /// Extensions it uses.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extensions: Vec<Str<'a>>,
-}
+pub type Artifact<'a> = super::task::Artifact<'a, Part<'a>>;
 
-impl<'a> From<&'a model::Artifact> for Artifact<'a> {
-    fn from(a: &'a model::Artifact) -> Self {
-        Artifact {
-            artifact_id: borrowed(&a.artifact_id),
-            name: opt_str(&a.name),
-            description: opt_str(&a.description),
-            parts: a.parts.iter().map(Part::from).collect(),
-            metadata: meta(&a.metadata),
-            extensions: a.extensions.iter().map(|s| borrowed(s)).collect(),
-        }
-    }
-}
-
-impl Artifact<'_> {
-    /// The model's artifact.
-    pub fn into_model(self) -> Result<model::Artifact, WireError> {
-        Ok(model::Artifact {
-            artifact_id: self.artifact_id.into_owned(),
-            name: self.name.map(Cow::into_owned),
-            description: self.description.map(Cow::into_owned),
-            parts: parts_into_model(self.parts, "parts")?,
-            extensions: self.extensions.into_iter().map(Cow::into_owned).collect(),
-            metadata: owned_meta(self.metadata),
-        })
-    }
-}
-
-/// A v0.3 TaskStatus.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskStatus<'a> {
-    /// The state.
-    #[serde(default)]
-    pub state: State03,
-    /// The agent's message with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Message<'a>>,
-    /// When, RFC 3339.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timestamp: Option<Str<'a>>,
-}
-
-impl<'a> From<&'a model::TaskStatus> for TaskStatus<'a> {
-    fn from(s: &'a model::TaskStatus) -> Self {
-        TaskStatus {
-            state: State03(State(s.state)),
-            message: s.message.as_ref().map(Message::from),
-            timestamp: opt_str(&s.timestamp),
-        }
-    }
-}
-
-impl TaskStatus<'_> {
-    /// The model's status.
-    pub fn into_model(self) -> Result<model::TaskStatus, WireError> {
-        Ok(model::TaskStatus {
-            state: self.state.0.0,
-            message: match self.message {
-                Some(m) => Some(m.into_model().map_err(|e| e.at("message"))?),
-                None => None,
-            },
-            timestamp: self.timestamp.map(Cow::into_owned),
-        })
-    }
-}
+/// A v0.3 TaskStatus (the v0.3 proto's `update` field is sent and read as `message`).
+pub type TaskStatus<'a> = super::task::TaskStatus<'a, Message<'a>, State03>;
 
 /// A v0.3 Task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task<'a> {
-    /// Its id.
-    #[serde(default)]
-    pub id: Str<'a>,
-    /// Its conversation.
-    #[serde(default, alias = "context_id")]
-    pub context_id: Str<'a>,
-    /// Where it stands.
-    #[serde(default)]
-    pub status: TaskStatus<'a>,
-    /// What it produced.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<Artifact<'a>>,
-    /// Its messages, oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<Message<'a>>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-}
-
-impl<'a> From<&'a model::Task> for Task<'a> {
-    fn from(t: &'a model::Task) -> Self {
-        Task {
-            id: borrowed(&t.id),
-            context_id: borrowed(&t.context_id),
-            status: (&t.status).into(),
-            artifacts: t.artifacts.iter().map(Artifact::from).collect(),
-            history: t.history.iter().map(Message::from).collect(),
-            metadata: meta(&t.metadata),
-        }
-    }
-}
-
-impl Task<'_> {
-    /// The model's task.
-    pub fn into_model(self) -> Result<model::Task, WireError> {
-        let mut t = model::Task::new(self.id.into_owned(), self.context_id.into_owned());
-        t.status = self.status.into_model().map_err(|e| e.at("status"))?;
-        t.history = self
-            .history
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| m.into_model().map_err(|e| e.at(&format!("history[{i}]"))))
-            .collect::<Result<_, _>>()?;
-        t.artifacts = self
-            .artifacts
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| a.into_model().map_err(|e| e.at(&format!("artifacts[{i}]"))))
-            .collect::<Result<_, _>>()?;
-        t.metadata = owned_meta(self.metadata);
-        Ok(t)
-    }
-}
+pub type Task<'a> = super::task::Task<'a, Message<'a>, Part<'a>, State03>;
 
 /// A v0.3 TaskStatusUpdateEvent, with its `final` flag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -467,27 +342,7 @@ pub struct TaskStatusUpdateEvent<'a> {
 }
 
 /// A v0.3 TaskArtifactUpdateEvent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskArtifactUpdateEvent<'a> {
-    /// The task.
-    #[serde(default, alias = "task_id")]
-    pub task_id: Str<'a>,
-    /// Its conversation.
-    #[serde(default, alias = "context_id")]
-    pub context_id: Str<'a>,
-    /// The artifact, or the chunk of it.
-    pub artifact: Artifact<'a>,
-    /// Appends to an artifact of the same id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub append: Option<bool>,
-    /// The last chunk of the artifact.
-    #[serde(default, alias = "last_chunk", skip_serializing_if = "Option::is_none")]
-    pub last_chunk: Option<bool>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-}
+pub type TaskArtifactUpdateEvent<'a> = super::task::TaskArtifactUpdateEvent<'a, Part<'a>>;
 
 /// A v0.3 StreamResponse (and SendMessageResponse, its first two fields): one field named
 /// after the payload's type. The proto names the message `msg`; peers send `message`, which
@@ -522,16 +377,7 @@ impl<'a> From<&'a model::StreamEvent> for StreamResponse<'a> {
                     metadata: meta(&s.metadata),
                 })
             }
-            model::StreamEvent::ArtifactUpdate(a) => {
-                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: borrowed(&a.task_id),
-                    context_id: borrowed(&a.context_id),
-                    artifact: (&a.artifact).into(),
-                    append: a.append,
-                    last_chunk: a.last_chunk,
-                    metadata: meta(&a.metadata),
-                })
-            }
+            model::StreamEvent::ArtifactUpdate(a) => StreamResponse::ArtifactUpdate(a.into()),
         }
     }
 }
@@ -568,17 +414,7 @@ impl StreamResponse<'_> {
                 })
             }
             StreamResponse::ArtifactUpdate(a) => {
-                model::StreamEvent::ArtifactUpdate(model::TaskArtifactUpdateEvent {
-                    task_id: a.task_id.into_owned(),
-                    context_id: a.context_id.into_owned(),
-                    artifact: a
-                        .artifact
-                        .into_model()
-                        .map_err(|e| e.at("artifactUpdate.artifact"))?,
-                    append: a.append,
-                    last_chunk: a.last_chunk,
-                    metadata: owned_meta(a.metadata),
-                })
+                model::StreamEvent::ArtifactUpdate(a.into_model()?)
             }
         })
     }

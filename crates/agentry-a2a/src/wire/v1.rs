@@ -22,7 +22,6 @@
 //! ```
 
 use std::borrow::Cow;
-use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -32,78 +31,10 @@ use crate::model::{self, Metadata, TaskState};
 /// What a push config made over v1.0 records, so its webhook gets v1.0 bodies.
 const V1_0: &str = "1.0";
 
-type Str<'a> = Cow<'a, str>;
-type Meta<'a> = Option<Cow<'a, Metadata>>;
-
-fn borrowed(s: &str) -> Str<'_> {
-    Cow::Borrowed(s)
-}
-
-fn opt_str(s: &Option<String>) -> Option<Str<'_>> {
-    s.as_deref().map(Cow::Borrowed)
-}
-
-fn meta(m: &Option<Metadata>) -> Meta<'_> {
-    m.as_ref().map(Cow::Borrowed)
-}
-
-fn owned_meta(m: Meta<'_>) -> Option<Metadata> {
-    m.map(Cow::into_owned)
-}
-
-fn strs<'a>(v: &'a [String]) -> Vec<Str<'a>> {
-    v.iter().map(|s| borrowed(s)).collect()
-}
-
-fn owned_strs(v: Vec<Str<'_>>) -> Vec<String> {
-    v.into_iter().map(Cow::into_owned).collect()
-}
-
-fn is_empty(s: &Str<'_>) -> bool {
-    s.is_empty()
-}
-
-/// A wire value that decoded but does not make sense (a part with two contents, an unknown
-/// part kind). `path` says where, relative to what was decoded (`parts[1]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError {
-    /// Where, as a field path (`message.parts[0]`); empty for the value itself.
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl WireError {
-    fn new(message: impl Into<String>) -> Self {
-        WireError {
-            path: String::new(),
-            message: message.into(),
-        }
-    }
-
-    /// The same error seen from the enclosing value: `segment` is the field (or `field[i]`)
-    /// that holds the failing one.
-    pub fn at(mut self, segment: &str) -> Self {
-        self.path = if self.path.is_empty() {
-            segment.to_owned()
-        } else {
-            format!("{segment}.{}", self.path)
-        };
-        self
-    }
-}
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.path.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{} {}", self.path, self.message)
-        }
-    }
-}
-
-impl std::error::Error for WireError {}
+use super::task::{Wire, WireState};
+use super::{
+    Meta, Str, WireError, borrowed, is_empty, meta, opt_str, owned_meta, owned_strs, strs,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Enums.
@@ -178,6 +109,15 @@ pub fn parse_state(s: &str) -> Option<TaskState> {
 impl Serialize for State {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(state_name(self.0))
+    }
+}
+
+impl WireState for State {
+    fn of(s: TaskState) -> Self {
+        State(s)
+    }
+    fn state(self) -> TaskState {
+        self.0
     }
 }
 
@@ -340,6 +280,16 @@ impl Part<'_> {
     }
 }
 
+impl<'a> Wire<'a> for Part<'a> {
+    type Model = model::Part;
+    fn view(m: &'a model::Part) -> Self {
+        m.into()
+    }
+    fn into_model(self) -> Result<model::Part, WireError> {
+        Part::into_model(self)
+    }
+}
+
 /// A part in v0.3's `kind`-tagged form, as a lenient v1.0 peer may send it.
 fn v03_part(
     kind: String,
@@ -444,156 +394,27 @@ impl Message<'_> {
     }
 }
 
+impl<'a> Wire<'a> for Message<'a> {
+    type Model = model::Message;
+    fn view(m: &'a model::Message) -> Self {
+        m.into()
+    }
+    fn into_model(self) -> Result<model::Message, WireError> {
+        Message::into_model(self)
+    }
+}
+
 /// An Artifact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Artifact<'a> {
-    /// Its id.
-    #[serde(default, alias = "artifact_id")]
-    pub artifact_id: Str<'a>,
-    /// Its name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<Str<'a>>,
-    /// What it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<Str<'a>>,
-    /// Its content.
-    #[serde(default)]
-    pub parts: Vec<Part<'a>>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-    /// Extensions it uses.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extensions: Vec<Str<'a>>,
-}
-
-impl<'a> From<&'a model::Artifact> for Artifact<'a> {
-    fn from(a: &'a model::Artifact) -> Self {
-        Artifact {
-            artifact_id: borrowed(&a.artifact_id),
-            name: opt_str(&a.name),
-            description: opt_str(&a.description),
-            parts: a.parts.iter().map(Part::from).collect(),
-            metadata: meta(&a.metadata),
-            extensions: strs(&a.extensions),
-        }
-    }
-}
-
-impl Artifact<'_> {
-    /// The model's artifact.
-    pub fn into_model(self) -> Result<model::Artifact, WireError> {
-        Ok(model::Artifact {
-            artifact_id: self.artifact_id.into_owned(),
-            name: self.name.map(Cow::into_owned),
-            description: self.description.map(Cow::into_owned),
-            parts: parts_into_model(self.parts)?,
-            extensions: owned_strs(self.extensions),
-            metadata: owned_meta(self.metadata),
-        })
-    }
-}
+pub type Artifact<'a> = super::task::Artifact<'a, Part<'a>>;
 
 // ---------------------------------------------------------------------------------------------
 // Tasks and events.
 
 /// A TaskStatus.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskStatus<'a> {
-    /// The state.
-    #[serde(default)]
-    pub state: State,
-    /// The agent's message with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Message<'a>>,
-    /// When, RFC 3339.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timestamp: Option<Str<'a>>,
-}
-
-impl<'a> From<&'a model::TaskStatus> for TaskStatus<'a> {
-    fn from(s: &'a model::TaskStatus) -> Self {
-        TaskStatus {
-            state: State(s.state),
-            message: s.message.as_ref().map(Message::from),
-            timestamp: opt_str(&s.timestamp),
-        }
-    }
-}
-
-impl TaskStatus<'_> {
-    /// The model's status.
-    pub fn into_model(self) -> Result<model::TaskStatus, WireError> {
-        Ok(model::TaskStatus {
-            state: self.state.0,
-            message: match self.message {
-                Some(m) => Some(m.into_model().map_err(|e| e.at("message"))?),
-                None => None,
-            },
-            timestamp: self.timestamp.map(Cow::into_owned),
-        })
-    }
-}
+pub type TaskStatus<'a> = super::task::TaskStatus<'a, Message<'a>, State>;
 
 /// A Task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task<'a> {
-    /// Its id.
-    #[serde(default)]
-    pub id: Str<'a>,
-    /// Its conversation.
-    #[serde(default, alias = "context_id")]
-    pub context_id: Str<'a>,
-    /// Where it stands.
-    #[serde(default)]
-    pub status: TaskStatus<'a>,
-    /// What it produced.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub artifacts: Vec<Artifact<'a>>,
-    /// Its messages, oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<Message<'a>>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-}
-
-impl<'a> From<&'a model::Task> for Task<'a> {
-    fn from(t: &'a model::Task) -> Self {
-        Task {
-            id: borrowed(&t.id),
-            context_id: borrowed(&t.context_id),
-            status: (&t.status).into(),
-            artifacts: t.artifacts.iter().map(Artifact::from).collect(),
-            history: t.history.iter().map(Message::from).collect(),
-            metadata: meta(&t.metadata),
-        }
-    }
-}
-
-impl Task<'_> {
-    /// The model's task.
-    pub fn into_model(self) -> Result<model::Task, WireError> {
-        let mut t = model::Task::new(self.id.into_owned(), self.context_id.into_owned());
-        t.status = self.status.into_model().map_err(|e| e.at("status"))?;
-        t.history = self
-            .history
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| m.into_model().map_err(|e| e.at(&format!("history[{i}]"))))
-            .collect::<Result<_, _>>()?;
-        t.artifacts = self
-            .artifacts
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| a.into_model().map_err(|e| e.at(&format!("artifacts[{i}]"))))
-            .collect::<Result<_, _>>()?;
-        t.metadata = owned_meta(self.metadata);
-        Ok(t)
-    }
-}
+pub type Task<'a> = super::task::Task<'a, Message<'a>, Part<'a>, State>;
 
 /// A TaskStatusUpdateEvent. v1.0 has no `final` flag: a state that ends the turn does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -613,27 +434,7 @@ pub struct TaskStatusUpdateEvent<'a> {
 }
 
 /// A TaskArtifactUpdateEvent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskArtifactUpdateEvent<'a> {
-    /// The task.
-    #[serde(default, alias = "task_id")]
-    pub task_id: Str<'a>,
-    /// Its conversation.
-    #[serde(default, alias = "context_id")]
-    pub context_id: Str<'a>,
-    /// The artifact, or the chunk of it.
-    pub artifact: Artifact<'a>,
-    /// Appends to an artifact of the same id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub append: Option<bool>,
-    /// The last chunk of the artifact.
-    #[serde(default, alias = "last_chunk", skip_serializing_if = "Option::is_none")]
-    pub last_chunk: Option<bool>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
-}
+pub type TaskArtifactUpdateEvent<'a> = super::task::TaskArtifactUpdateEvent<'a, Part<'a>>;
 
 /// A StreamResponse: one stream item (and a push notification's body), wrapped in a field
 /// named after its type (`{"statusUpdate": …}`).
@@ -665,16 +466,7 @@ impl<'a> From<&'a model::StreamEvent> for StreamResponse<'a> {
                     metadata: meta(&s.metadata),
                 })
             }
-            model::StreamEvent::ArtifactUpdate(a) => {
-                StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: borrowed(&a.task_id),
-                    context_id: borrowed(&a.context_id),
-                    artifact: (&a.artifact).into(),
-                    append: a.append,
-                    last_chunk: a.last_chunk,
-                    metadata: meta(&a.metadata),
-                })
-            }
+            model::StreamEvent::ArtifactUpdate(a) => StreamResponse::ArtifactUpdate(a.into()),
         }
     }
 }
@@ -703,17 +495,7 @@ impl StreamResponse<'_> {
                 })
             }
             StreamResponse::ArtifactUpdate(a) => {
-                model::StreamEvent::ArtifactUpdate(model::TaskArtifactUpdateEvent {
-                    task_id: a.task_id.into_owned(),
-                    context_id: a.context_id.into_owned(),
-                    artifact: a
-                        .artifact
-                        .into_model()
-                        .map_err(|e| e.at("artifactUpdate.artifact"))?,
-                    append: a.append,
-                    last_chunk: a.last_chunk,
-                    metadata: owned_meta(a.metadata),
-                })
+                model::StreamEvent::ArtifactUpdate(a.into_model()?)
             }
         })
     }
