@@ -32,6 +32,10 @@ pub struct ServedInfo {
 pub struct Service {
     /// Every agent's JSON-RPC, HTTP+JSON and card routes, and `GET /agents`.
     pub router: axum::Router,
+    /// Makes `/readyz` say draining; hand [`Drain::after`] your shutdown signal.
+    ///
+    /// [`Drain::after`]: agentry_a2a::server::Drain::after
+    pub drain: agentry_a2a::server::Drain,
     /// What is served, in order.
     pub agents: Vec<ServedInfo>,
 }
@@ -229,9 +233,8 @@ impl Service {
             let index = index.clone();
             async move { axum::Json((*index).clone()) }
         };
-        let mut router = a2a
-            .router()
-            .route("/agents", axum::routing::get(list.clone()));
+        let (router, drain) = a2a.router_and_drain();
+        let mut router = router.route("/agents", axum::routing::get(list.clone()));
         if !root_taken {
             router = router.route("/", axum::routing::get(list));
         }
@@ -241,6 +244,7 @@ impl Service {
         }
         Ok(Service {
             router,
+            drain,
             agents: served.into_iter().map(|(_, s)| s).collect(),
         })
     }
@@ -481,7 +485,7 @@ pub async fn serve(
         service.router,
         agentry_a2a::server::listen::Limits::default(),
         tls,
-        shutdown,
+        service.drain.after(shutdown),
     )
     .await
     .map_err(|e| Error::io("server failed", e))

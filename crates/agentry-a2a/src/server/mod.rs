@@ -460,6 +460,30 @@ impl Default for ServerConfig {
     }
 }
 
+/// Makes a server's `/readyz` say `draining` (503), so load balancers take the replica out
+/// while it still answers; see [`ServerConfig::drain_delay`].
+#[derive(Debug, Clone, Default)]
+pub struct Drain {
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    delay: Duration,
+}
+
+impl Drain {
+    /// Marks the server draining, then waits the drain delay (requests are still answered
+    /// meanwhile).
+    pub async fn start(&self) {
+        self.flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(self.delay).await;
+    }
+
+    /// `shutdown`, then the drain: what to hand the listener as its shutdown signal, so the
+    /// listener closes only after the drain delay.
+    pub async fn after(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+        shutdown.await;
+        self.start().await;
+    }
+}
+
 /// An HTTP server for one or more agents, each under its own path.
 #[derive(Default)]
 pub struct A2aServer {
@@ -490,7 +514,19 @@ impl A2aServer {
     /// The axum router, to embed in a larger application. Needs a Tokio runtime (the push
     /// sender starts a worker).
     pub fn router(self) -> axum::Router {
-        handlers::router(self.agents, self.config, Default::default())
+        self.router_and_drain().0
+    }
+
+    /// [`A2aServer::router`], with the handle that makes its `/readyz` say draining: for a
+    /// program that runs the router itself and drains on its own shutdown signal
+    /// ([`Drain::after`]).
+    pub fn router_and_drain(self) -> (axum::Router, Drain) {
+        let drain = Drain {
+            flag: Default::default(),
+            delay: self.config.drain_delay,
+        };
+        let router = handlers::router(self.agents, self.config, drain.flag.clone());
+        (router, drain)
     }
 
     /// Serves until `shutdown` resolves, then drains: `/readyz` answers 503 for
@@ -502,16 +538,7 @@ impl A2aServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let limits = self.config.limits.clone();
-        let drain_delay = self.config.drain_delay;
-        let draining = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let app = handlers::router(self.agents, self.config, draining.clone());
-        // Draining: `/readyz` says so for `drain_delay` while requests are still taken, then
-        // the listener closes and open requests and streams finish.
-        let shutdown = async move {
-            shutdown.await;
-            draining.store(true, std::sync::atomic::Ordering::Relaxed);
-            tokio::time::sleep(drain_delay).await;
-        };
-        listen::serve_router(listener, app, limits, shutdown).await
+        let (app, drain) = self.router_and_drain();
+        listen::serve_router(listener, app, limits, drain.after(shutdown)).await
     }
 }
