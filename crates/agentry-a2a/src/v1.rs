@@ -31,7 +31,7 @@ use crate::error::{RpcError, code};
 use crate::model::*;
 use crate::request::{self, Request};
 use crate::version::ProtocolVersion;
-use crate::wire::v1 as wire;
+use crate::wire::{read, v1 as wire};
 
 /// v1.0 method names.
 pub mod method {
@@ -139,7 +139,15 @@ fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
     Ok(match method {
         method::SEND | method::STREAM => {
             let w: wire::SendMessageRequest = p.parse()?;
-            let params = request::validate_send(w.into_model().map_err(request::invalid_params)?)?;
+            let mut params =
+                request::validate_send(w.into_model().map_err(request::invalid_params)?)?;
+            if let Some(cfg) = params
+                .configuration
+                .as_mut()
+                .and_then(|c| c.push_notification_config.as_mut())
+            {
+                made_over_v1(cfg);
+            }
             if method == method::SEND {
                 Request::SendMessage(params)
             } else {
@@ -172,8 +180,7 @@ fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
         method::PUSH_CREATE => {
             let w: wire::PushConfig = p.parse()?;
             let mut c = w.into_model();
-            // Made over v1.0: its webhook gets v1.0 bodies.
-            c.push_notification_config.body_version = Some(ProtocolVersion::V1_0.as_str().into());
+            made_over_v1(&mut c.push_notification_config);
             Request::SetPushConfig(c)
         }
         method::PUSH_GET | method::PUSH_DELETE | method::PUSH_LIST => {
@@ -203,6 +210,11 @@ fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
         method::EXTENDED_CARD => Request::GetExtendedCard,
         other => return Err(RpcError::method_not_found(other)),
     })
+}
+
+/// A push config made over v1.0: its webhook gets v1.0 bodies.
+fn made_over_v1(cfg: &mut PushNotificationConfig) {
+    cfg.body_version = Some(ProtocolVersion::V1_0.as_str().into());
 }
 
 fn list_params(w: wire::ListTasksRequest<'_>) -> Result<ListTasksParams, RpcError> {
@@ -413,10 +425,6 @@ pub fn error(e: &RpcError) -> RpcError {
 
 // ---------------------------------------------------------------------------------------------
 // Results: v1.0 JSON -> model (clients).
-
-fn read<T: DeserializeOwned>(v: Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(v).map_err(|e| format!("at {}: {}", e.path(), e.inner()))
-}
 
 /// Reads `SendMessage`'s result.
 pub fn send_result_from(v: Value) -> Result<SendMessageResult, String> {

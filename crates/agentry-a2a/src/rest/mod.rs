@@ -156,10 +156,7 @@ pub fn request_as(req: &Request, version: ProtocolVersion) -> RestCall {
     call
 }
 
-/// Reads a v0.3 HTTP+JSON answer to `req` into the v1.0 form the v1.0 decoders read.
-pub fn answer_to_v1(req: &Request, v: Value) -> Result<Value, String> {
-    v03::answer_to_v1(req, v)
-}
+pub use v03::answer_to_v1;
 
 /// The gRPC status name an error maps to (the `status` of `google.rpc.Status`).
 pub fn status_name(code: i64) -> &'static str {

@@ -4,14 +4,13 @@
 //! server gets its answers as the v1.0 JSON the client's decoders read (typed both ways: the
 //! v0.3 answer into the model, the model into v1.0's wire form).
 
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::RpcError;
 use crate::model::{MessageSendParams, TaskPushNotificationConfig};
 use crate::request::{self, Request};
 use crate::v1;
-use crate::wire::v03 as wire;
+use crate::wire::{read, v03 as wire};
 
 /// A v0.3 `SendMessageRequest` body as the model's params, checked as every send is.
 pub fn decode_send(raw: &str) -> Result<MessageSendParams, RpcError> {
@@ -32,10 +31,6 @@ pub fn decode_create_push(
         )
     })?;
     Ok(w.into_model(task_id))
-}
-
-fn read<T: DeserializeOwned>(v: Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(v).map_err(|e| format!("at {}: {}", e.path(), e.inner()))
 }
 
 fn to_value<T: serde::Serialize>(v: T) -> Value {

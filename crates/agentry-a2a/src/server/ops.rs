@@ -30,7 +30,7 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Histogram {
     /// Per bucket (not cumulative); the last slot is `+Inf`.
     counts: [u64; BUCKETS.len() + 1],
@@ -52,18 +52,21 @@ impl Histogram {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct PerMethod {
     latency: Histogram,
     /// Requests by HTTP status (a handful per method).
     statuses: Vec<(u16, u64)>,
 }
 
+/// (method, binding).
+type MethodKey = (&'static str, &'static str);
+
 /// One agent's request figures.
 #[derive(Default)]
 pub(crate) struct AgentMetrics {
     /// By (method, binding): a few dozen at most, so a list beats hashing on every request.
-    by_method: Mutex<Vec<((&'static str, &'static str), PerMethod)>>,
+    by_method: Mutex<Vec<(MethodKey, PerMethod)>>,
     streams_open: AtomicI64,
 }
 
@@ -167,47 +170,59 @@ async fn render(State(ops): State<Arc<Ops>>) -> Response {
         .into_response()
 }
 
+/// A metric family's `# HELP` and `# TYPE` lines.
+fn family(out: &mut String, name: &str, kind: &str, help: &str) -> std::fmt::Result {
+    writeln!(out, "# HELP {name} {help}")?;
+    writeln!(out, "# TYPE {name} {kind}")
+}
+
+/// A copy of an agent's figures in a stable order, so the lock requests take is held only
+/// while copying.
+fn snapshot(m: &AgentMetrics) -> Vec<(MethodKey, PerMethod)> {
+    let mut list = m
+        .by_method
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    list.sort_by_key(|(k, _)| *k);
+    for (_, per) in &mut list {
+        per.statuses.sort();
+    }
+    list
+}
+
 async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
-    writeln!(
+    let snapshots: Vec<_> = ops
+        .agents
+        .iter()
+        .map(|(agent, m, _)| (label(agent), snapshot(m)))
+        .collect();
+    family(
         out,
-        "# HELP a2a_requests_total A2A requests answered, by agent, method, binding and HTTP status."
+        "a2a_requests_total",
+        "counter",
+        "A2A requests answered, by agent, method, binding and HTTP status.",
     )?;
-    writeln!(out, "# TYPE a2a_requests_total counter")?;
-    for (agent, m, _) in &ops.agents {
-        let list = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
-        let mut sorted: Vec<_> = list.iter().collect();
-        sorted.sort_by_key(|(k, _)| *k);
-        for (k, per) in sorted {
-            let mut statuses = per.statuses.clone();
-            statuses.sort();
-            for (status, n) in statuses {
+    for (agent, list) in &snapshots {
+        for ((method, binding), per) in list {
+            for (status, n) in &per.statuses {
                 writeln!(
                     out,
-                    "a2a_requests_total{{agent=\"{}\",method=\"{}\",binding=\"{}\",code=\"{status}\"}} {n}",
-                    label(agent),
-                    k.0,
-                    k.1
+                    "a2a_requests_total{{agent=\"{agent}\",method=\"{method}\",binding=\"{binding}\",code=\"{status}\"}} {n}",
                 )?;
             }
         }
     }
-    writeln!(
+    family(
         out,
-        "# HELP a2a_request_duration_seconds Time to answer an A2A request (to the first byte of a stream)."
+        "a2a_request_duration_seconds",
+        "histogram",
+        "Time to answer an A2A request (to the first byte of a stream).",
     )?;
-    writeln!(out, "# TYPE a2a_request_duration_seconds histogram")?;
-    for (agent, m, _) in &ops.agents {
-        let list = m.by_method.lock().unwrap_or_else(|e| e.into_inner());
-        let mut sorted: Vec<_> = list.iter().collect();
-        sorted.sort_by_key(|(k, _)| *k);
-        for (k, per) in sorted {
+    for (agent, list) in &snapshots {
+        for ((method, binding), per) in list {
             let h = &per.latency;
-            let labels = format!(
-                "agent=\"{}\",method=\"{}\",binding=\"{}\"",
-                label(agent),
-                k.0,
-                k.1
-            );
+            let labels = format!("agent=\"{agent}\",method=\"{method}\",binding=\"{binding}\"");
             let mut cumulative = 0;
             for (i, b) in BUCKETS.iter().enumerate() {
                 cumulative += h.counts[i];
@@ -233,8 +248,7 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             )?;
         }
     }
-    writeln!(out, "# HELP a2a_streams_open SSE streams open now.")?;
-    writeln!(out, "# TYPE a2a_streams_open gauge")?;
+    family(out, "a2a_streams_open", "gauge", "SSE streams open now.")?;
     for (agent, m, _) in &ops.agents {
         writeln!(
             out,
@@ -243,11 +257,12 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             m.streams_open.load(Ordering::Relaxed)
         )?;
     }
-    writeln!(
+    family(
         out,
-        "# HELP a2a_tasks Tasks in the agent's task store, by state."
+        "a2a_tasks",
+        "gauge",
+        "Tasks in the agent's task store, by state.",
     )?;
-    writeln!(out, "# TYPE a2a_tasks gauge")?;
     let mut failed = Vec::new();
     for (agent, _, store) in &ops.agents {
         match store.count_by_state().await {
@@ -272,11 +287,12 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             }
         }
     }
-    writeln!(
+    family(
         out,
-        "# HELP a2a_store_up Whether the agent's task store answered this scrape."
+        "a2a_store_up",
+        "gauge",
+        "Whether the agent's task store answered this scrape.",
     )?;
-    writeln!(out, "# TYPE a2a_store_up gauge")?;
     for (agent, _, _) in &ops.agents {
         let up = u8::from(!failed.contains(&agent));
         writeln!(out, "a2a_store_up{{agent=\"{}\"}} {up}", label(agent))?;

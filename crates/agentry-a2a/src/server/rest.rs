@@ -202,9 +202,10 @@ fn body_params(headers: &HeaderMap, body: &Bytes) -> Result<Map<String, Value>, 
     }
 }
 
-/// An operation's params before decoding: a v1.0 body decoded straight into the wire types,
-/// or JSON the route assembled from the path, the query and the body (and v0.3's form
-/// rewritten).
+/// An operation's params before decoding: a body decoded straight into its version's wire
+/// types, or JSON the route assembled from the path, the query and the body. Push configs
+/// made over v0.3 keep no `body_version` (their webhooks get v0.3 bodies), those made over
+/// v1.0 are marked by the v1.0 codec.
 enum Params {
     /// A v1.0 body (a send).
     Body(Bytes),
@@ -219,10 +220,7 @@ impl Params {
     fn decode(self, headers: &HeaderMap, op: &str) -> Result<Request, RpcError> {
         match self {
             Params::Json(p) => p.and_then(|p| v1::decode_value(op, Value::Object(p))),
-            Params::Body(body) => match json_object(headers, &body)? {
-                None => v1::decode_params(op, None),
-                Some(raw) => v1::decode_params(op, Some(raw)),
-            },
+            Params::Body(body) => v1::decode_params(op, json_object(headers, &body)?),
             Params::Send03(body) => {
                 let p = v03::decode_send(json_object(headers, &body)?.unwrap_or("{}"))?;
                 Ok(if op == method::STREAM {
@@ -327,22 +325,6 @@ async fn call_in(
         return error(&e);
     }
     span.link(headers, env);
-    if legacy {
-        // Configs made over v0.3 get v0.3 notification bodies.
-        match &mut req {
-            Request::SetPushConfig(p) => p.push_notification_config.body_version = None,
-            Request::SendMessage(p) | Request::StreamMessage(p) => {
-                if let Some(c) = p
-                    .configuration
-                    .as_mut()
-                    .and_then(|c| c.push_notification_config.as_mut())
-                {
-                    c.body_version = None;
-                }
-            }
-            _ => {}
-        }
-    }
     let dispatched = async move {
         match req {
             Request::StreamMessage(_) | Request::Resubscribe(_) => {

@@ -51,6 +51,24 @@ pub(crate) fn is_empty(s: &Str<'_>) -> bool {
     s.is_empty()
 }
 
+/// Each of `items` into the model by `f`; a failing one is named `field[i]`.
+pub(crate) fn each_into_model<W, M>(
+    items: Vec<W>,
+    field: &str,
+    f: impl Fn(W) -> Result<M, WireError>,
+) -> Result<Vec<M>, WireError> {
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| f(x).map_err(|e| e.at(&format!("{field}[{i}]"))))
+        .collect()
+}
+
+/// An answer read as `T`, the error naming the failing field's path (clients).
+pub(crate) fn read<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| format!("at {}: {}", e.path(), e.inner()))
+}
+
 /// A wire value that decoded but does not make sense (a part with two contents, an unknown
 /// part kind). `path` says where, relative to what was decoded (`parts[1]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,9 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Meta, Str, WireError, borrowed, meta, opt_str, owned_meta};
+use super::{
+    Meta, Str, WireError, borrowed, each_into_model, meta, opt_str, owned_meta, owned_strs, strs,
+};
 use crate::model::{self, TaskState};
 
 /// A form's part or message: a borrowed view of the model's value, and the way back.
@@ -27,14 +29,6 @@ pub trait WireState: Copy + Default {
     fn of(s: TaskState) -> Self;
     /// The state it spells.
     fn state(self) -> TaskState;
-}
-
-fn all_into_model<'a, W: Wire<'a>>(items: Vec<W>, field: &str) -> Result<Vec<W::Model>, WireError> {
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, x)| x.into_model().map_err(|e| e.at(&format!("{field}[{i}]"))))
-        .collect()
 }
 
 /// An Artifact, with parts `P`.
@@ -69,7 +63,7 @@ impl<'a, P: Wire<'a, Model = model::Part>> From<&'a model::Artifact> for Artifac
             description: opt_str(&a.description),
             parts: a.parts.iter().map(P::view).collect(),
             metadata: meta(&a.metadata),
-            extensions: a.extensions.iter().map(|s| borrowed(s)).collect(),
+            extensions: strs(&a.extensions),
         }
     }
 }
@@ -81,8 +75,8 @@ impl<'a, P: Wire<'a, Model = model::Part>> Artifact<'a, P> {
             artifact_id: self.artifact_id.into_owned(),
             name: self.name.map(Cow::into_owned),
             description: self.description.map(Cow::into_owned),
-            parts: all_into_model(self.parts, "parts")?,
-            extensions: self.extensions.into_iter().map(Cow::into_owned).collect(),
+            parts: each_into_model(self.parts, "parts", P::into_model)?,
+            extensions: owned_strs(self.extensions),
             metadata: owned_meta(self.metadata),
         })
     }
@@ -194,13 +188,8 @@ where
     pub fn into_model(self) -> Result<model::Task, WireError> {
         let mut t = model::Task::new(self.id.into_owned(), self.context_id.into_owned());
         t.status = self.status.into_model().map_err(|e| e.at("status"))?;
-        t.history = all_into_model(self.history, "history")?;
-        t.artifacts = self
-            .artifacts
-            .into_iter()
-            .enumerate()
-            .map(|(i, a)| a.into_model().map_err(|e| e.at(&format!("artifacts[{i}]"))))
-            .collect::<Result<_, _>>()?;
+        t.history = each_into_model(self.history, "history", M::into_model)?;
+        t.artifacts = each_into_model(self.artifacts, "artifacts", Artifact::into_model)?;
         t.metadata = owned_meta(self.metadata);
         Ok(t)
     }

@@ -22,12 +22,12 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::WireError;
-use super::v1::{Role, State};
-use crate::model::{self, TaskState};
-
 use super::task::{Wire, WireState};
-use super::{Meta, Str, borrowed, meta, opt_str, owned_meta};
+use super::v1::{Role, State};
+use super::{
+    Meta, Str, WireError, borrowed, each_into_model, meta, opt_str, owned_meta, owned_strs, strs,
+};
+use crate::model::{self, TaskState};
 
 /// A task state as the v0.3 proto spells it (`TASK_STATE_CANCELLED`); read as v1.0's
 /// [`State`] reads any spelling.
@@ -224,14 +224,6 @@ impl Part<'_> {
     }
 }
 
-fn parts_into_model(parts: Vec<Part<'_>>, field: &str) -> Result<Vec<model::Part>, WireError> {
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| p.into_model().map_err(|e| e.at(&format!("{field}[{i}]"))))
-        .collect()
-}
-
 /// A v0.3 Message: its parts are `content`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -270,7 +262,7 @@ impl<'a> From<&'a model::Message> for Message<'a> {
             role: m.role.into(),
             content: m.parts.iter().map(Part::from).collect(),
             metadata: meta(&m.metadata),
-            extensions: m.extensions.iter().map(|s| borrowed(s)).collect(),
+            extensions: strs(&m.extensions),
             reference_task_ids: Vec::new(),
         }
     }
@@ -281,12 +273,12 @@ impl Message<'_> {
     pub fn into_model(self) -> Result<model::Message, WireError> {
         Ok(model::Message {
             role: self.role.into(),
-            parts: parts_into_model(self.content, "content")?,
+            parts: each_into_model(self.content, "content", Part::into_model)?,
             message_id: self.message_id.into_owned(),
             task_id: self.task_id.map(Cow::into_owned),
             context_id: self.context_id.map(Cow::into_owned),
             reference_task_ids: self.reference_task_ids,
-            extensions: self.extensions.into_iter().map(Cow::into_owned).collect(),
+            extensions: owned_strs(self.extensions),
             metadata: owned_meta(self.metadata),
         })
     }
@@ -469,7 +461,7 @@ impl<'a> From<&'a model::PushNotificationConfig> for PushNotificationConfig<'a> 
             url: borrowed(&c.url),
             token: opt_str(&c.token),
             authentication: c.authentication.as_ref().map(|a| AuthenticationInfo {
-                schemes: a.schemes.iter().map(|s| borrowed(s)).collect(),
+                schemes: strs(&a.schemes),
                 credentials: opt_str(&a.credentials),
             }),
         }
@@ -488,7 +480,7 @@ impl PushNotificationConfig<'_> {
                     schemes: if a.schemes.is_empty() {
                         vec!["Bearer".to_owned()]
                     } else {
-                        a.schemes.into_iter().map(Cow::into_owned).collect()
+                        owned_strs(a.schemes)
                     },
                     credentials: a.credentials.map(Cow::into_owned),
                 }
@@ -674,12 +666,10 @@ impl<'a> From<&'a model::MessageSendParams> for SendMessageRequest<'a> {
         SendMessageRequest {
             message: (&p.message).into(),
             configuration: SendMessageConfiguration {
-                accepted_output_modes: c
-                    .and_then(|c| c.accepted_output_modes.as_deref())
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|s| borrowed(s))
-                    .collect(),
+                accepted_output_modes: strs(
+                    c.and_then(|c| c.accepted_output_modes.as_deref())
+                        .unwrap_or_default(),
+                ),
                 push_notification: c
                     .and_then(|c| c.push_notification_config.as_ref())
                     .map(PushNotificationConfig::from),
@@ -698,12 +688,8 @@ impl SendMessageRequest<'_> {
         Ok(model::MessageSendParams {
             message: self.message.into_model().map_err(|e| e.at("message"))?,
             configuration: Some(model::MessageSendConfiguration {
-                accepted_output_modes: (!c.accepted_output_modes.is_empty()).then(|| {
-                    c.accepted_output_modes
-                        .into_iter()
-                        .map(Cow::into_owned)
-                        .collect()
-                }),
+                accepted_output_modes: (!c.accepted_output_modes.is_empty())
+                    .then(|| owned_strs(c.accepted_output_modes)),
                 history_length: c.history_length,
                 push_notification_config: c.push_notification.map(|p| p.into_model()),
                 blocking: Some(c.blocking),

@@ -26,15 +26,12 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::model::{self, Metadata, TaskState};
-
-/// What a push config made over v1.0 records, so its webhook gets v1.0 bodies.
-const V1_0: &str = "1.0";
-
 use super::task::{Wire, WireState};
 use super::{
-    Meta, Str, WireError, borrowed, is_empty, meta, opt_str, owned_meta, owned_strs, strs,
+    Meta, Str, WireError, borrowed, each_into_model, is_empty, meta, opt_str, owned_meta,
+    owned_strs, strs,
 };
+use crate::model::{self, Metadata, TaskState};
 
 // ---------------------------------------------------------------------------------------------
 // Enums.
@@ -322,14 +319,6 @@ fn v03_part(
     }
 }
 
-fn parts_into_model(parts: Vec<Part<'_>>) -> Result<Vec<model::Part>, WireError> {
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| p.into_model().map_err(|e| e.at(&format!("parts[{i}]"))))
-        .collect()
-}
-
 /// A Message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -383,7 +372,7 @@ impl Message<'_> {
     pub fn into_model(self) -> Result<model::Message, WireError> {
         Ok(model::Message {
             role: self.role.into(),
-            parts: parts_into_model(self.parts)?,
+            parts: each_into_model(self.parts, "parts", Part::into_model)?,
             message_id: self.message_id.into_owned(),
             task_id: self.task_id.map(Cow::into_owned),
             context_id: self.context_id.map(Cow::into_owned),
@@ -695,18 +684,14 @@ impl<'a> From<&'a model::MessageSendParams> for SendMessageRequest<'a> {
 }
 
 impl SendMessageRequest<'_> {
-    /// The model's params. A push config made here is marked as made over v1.0, so its
-    /// webhook gets v1.0 bodies.
+    /// The model's params (a push config's `body_version` left unset, as
+    /// [`PushConfig::into_model`] leaves it: the side that stores it decides).
     pub fn into_model(self) -> Result<model::MessageSendParams, WireError> {
         let configuration = self.configuration.map(|c| {
             let push = c
                 .task_push_notification_config
                 .map(|p| p.into_model().push_notification_config)
-                .or(c.push_notification_config)
-                .map(|mut cfg| {
-                    cfg.body_version = Some(V1_0.into());
-                    cfg
-                });
+                .or(c.push_notification_config);
             model::MessageSendConfiguration {
                 accepted_output_modes: c.accepted_output_modes.map(owned_strs),
                 history_length: c.history_length,
@@ -859,12 +844,7 @@ impl ListTasksResponse<'_> {
     /// The model's page.
     pub fn into_model(self) -> Result<model::ListTasksResult, WireError> {
         Ok(model::ListTasksResult {
-            tasks: self
-                .tasks
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| t.into_model().map_err(|e| e.at(&format!("tasks[{i}]"))))
-                .collect::<Result<_, _>>()?,
+            tasks: each_into_model(self.tasks, "tasks", Task::into_model)?,
             next_page_token: self.next_page_token.into_owned(),
             page_size: self.page_size,
             total_size: self.total_size,
