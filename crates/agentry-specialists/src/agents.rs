@@ -9,7 +9,8 @@ use agentry_core::tools::ToolRegistry;
 use serde_json::{Map, Value, json};
 
 use crate::pptx::{Outline, OutlineSlide, build_outline};
-use crate::rag::{KeyPoint, RagAgent};
+use crate::rag::brief::{Facet, heading};
+use crate::rag::{KeyPoint, RagAgent, bullet};
 
 /// A request the agent cannot take: the task is rejected with this text.
 fn bad_request(why: impl Into<String>) -> AgentError {
@@ -34,7 +35,9 @@ fn structured(ask: &Ask) -> Option<Map<String, Value>> {
 }
 
 /// The RAG agent: a question in, a cited answer out (text, plus the key points and citations
-/// as a data part). Input: text, or `{"question": "...", "points": N}`.
+/// as a data part). Input: text, or `{"question": "...", "points": N}`; with `"facets": N` it
+/// answers with a brief of the work the question names (see [`crate::rag::brief`]) when it
+/// names one.
 pub struct RagSpecialist {
     /// Its retrieval settings and knowledge base.
     pub agent: RagAgent,
@@ -64,24 +67,42 @@ impl RagSpecialist {
     /// Its card at `url`: the collection's title, its skill.
     pub fn card(&self, url: &str) -> AgentCard {
         let mut card = AgentCard::new(&self.title(), &self.description(), url);
-        card.skills = vec![AgentSkill {
-            id: "answer".into(),
-            name: "Answer from the documents".into(),
-            description: format!(
-                "Answers questions from the `{}` collection with quoted key points and \
+        card.skills = vec![
+            AgentSkill {
+                id: "brief".into(),
+                name: "Brief a work".into(),
+                description: format!(
+                    "For a work in the `{}` collection: its facets (for a play: who's who, the \
+                     plot act by act, main themes, key passages; for other documents: what it \
+                     is about, main points, key terms, open questions), each a list of short \
+                     verbatim quotes with citations.",
+                    self.agent.collection
+                ),
+                tags: vec!["rag".into(), "summary".into(), "citations".into()],
+                examples: vec!["{\"question\": \"Hamlet\", \"facets\": 4}".into()],
+                input_modes: Some(vec!["application/json".into()]),
+                output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
+                security: Vec::new(),
+            },
+            AgentSkill {
+                id: "answer".into(),
+                name: "Answer from the documents".into(),
+                description: format!(
+                    "Answers questions from the `{}` collection with quoted key points and \
                  citations (document, section, byte offsets); says so when the documents hold \
                  no evidence.",
-                self.agent.collection
-            ),
-            tags: vec!["rag".into(), "search".into(), "citations".into()],
-            examples: vec![
-                "Who is Hamlet?".into(),
-                "What does the ghost ask of Hamlet?".into(),
-            ],
-            input_modes: None,
-            output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
-            security: Vec::new(),
-        }];
+                    self.agent.collection
+                ),
+                tags: vec!["rag".into(), "search".into(), "citations".into()],
+                examples: vec![
+                    "Who is Hamlet?".into(),
+                    "What does the ghost ask of Hamlet?".into(),
+                ],
+                input_modes: None,
+                output_modes: Some(vec!["text/plain".into(), "application/json".into()]),
+                security: Vec::new(),
+            },
+        ];
         card
     }
 }
@@ -97,7 +118,7 @@ impl AgentHandle for RagSpecialist {
         )
     }
     fn skills(&self) -> Vec<String> {
-        vec!["answer".into()]
+        vec!["answer".into(), "brief".into()]
     }
     fn stream(&self, ask: Ask) -> UpdateStream<'_> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -117,6 +138,36 @@ impl AgentHandle for RagSpecialist {
                 .and_then(|m| m.get("points"))
                 .and_then(Value::as_u64)
                 .map_or(self.agent.points, |n| n.clamp(1, 40) as usize);
+            let facets = input
+                .as_ref()
+                .and_then(|m| m.get("facets"))
+                .and_then(Value::as_u64)
+                .or_else(|| (ask.skill.as_deref() == Some("brief")).then_some(4));
+            if let Some(facets) = facets {
+                let _ = tx.send(progress(format!(
+                    "Reading the work `{question}` names in the `{}` collection",
+                    self.agent.collection
+                )));
+                let facets = facets.clamp(1, 29) as usize;
+                if let Some(b) = self
+                    .agent
+                    .brief(&question, facets)
+                    .await
+                    .map_err(AgentError::failed)?
+                {
+                    let data = match serde_json::to_value(&b) {
+                        Ok(Value::Object(m)) => m,
+                        _ => Map::new(),
+                    };
+                    return Ok(Reply {
+                        text: b.answer,
+                        data: vec![data],
+                        context_id: ask.context_id,
+                        ..Default::default()
+                    });
+                }
+                // No document is that work: a subject inside them, answered with key points.
+            }
             let _ = tx.send(progress(format!(
                 "Searching the `{}` collection for: {question}",
                 self.agent.collection
@@ -186,68 +237,84 @@ impl PptSpecialist {
     }
 }
 
-/// Title case for headings written in capitals (`ACT III > Scene I` → `Act III, Scene I`),
-/// keeping Roman numerals.
-fn heading(section: &str) -> String {
-    section
-        .split(" > ")
-        .map(|part| {
-            part.trim_end_matches('.')
-                .split(' ')
-                .map(|w| {
-                    let roman = !w.is_empty() && w.chars().all(|c| "IVXLC.,".contains(c));
-                    if roman || w.chars().any(char::is_lowercase) {
-                        w.to_owned()
-                    } else {
-                        let lower = w.to_lowercase();
-                        let mut c = lower.chars();
-                        c.next()
-                            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
-                            .unwrap_or_default()
-                    }
-                })
+/// An outline from a brief's facets: a title slide, then one slide per facet, its bullets the
+/// facet's quotes (label, quote, speaker, citation number), its notes the full citations.
+pub fn outline_from_facets(title: &str, document: &str, facets: &[Facet]) -> Outline {
+    let slides = facets
+        .iter()
+        .map(|f| OutlineSlide {
+            title: f.title.clone(),
+            bullets: f.points.iter().map(bullet).collect(),
+            notes: f
+                .points
+                .iter()
+                .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join("\n"),
+            pictures: Vec::new(),
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    Outline {
+        title: title.to_owned(),
+        subtitle: format!("Every line quoted from {document}, with its source in the notes"),
+        slides,
+        file_name: None,
+    }
 }
 
-/// An outline from cited key points: one title slide, then up to `slides - 1` bullet slides
-/// following the documents' order, each titled by the section its evidence comes from; the
-/// bullets are the quotes with their citation numbers, the notes the full citations.
+/// An outline from cited key points (a subject inside the documents, not a whole work): one
+/// title slide, then bullet slides in the documents' order, one per top-level section (act,
+/// chapter) or run of sections when there are more sections than slides, titled by what they
+/// cite; the bullets are the quotes with their citation numbers, the notes the full citations.
+/// A quote that appears twice is shown once.
 pub fn outline_from_research(title: &str, key_points: &[KeyPoint], slides: usize) -> Outline {
     let mut kps: Vec<&KeyPoint> = key_points.iter().collect();
     kps.sort_by(|a, b| {
         (&a.citation.document, a.citation.start).cmp(&(&b.citation.document, b.citation.start))
     });
-    let content = slides.saturating_sub(1).max(1).min(kps.len().max(1));
-    let mut out = Vec::new();
-    let per = kps.len().div_ceil(content).max(1);
-    for group in kps.chunks(per) {
-        let first = group[0];
-        let mut bullets = Vec::new();
-        let mut notes = Vec::new();
-        for k in group {
-            let who = k
-                .speaker
-                .as_ref()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default();
-            bullets.push(format!("“{}”{who} [{}]", k.text, k.citation.n));
-            notes.push(format!("[{}] {}", k.citation.n, k.citation.label()));
+    let mut seen = std::collections::HashSet::new();
+    kps.retain(|k| seen.insert(k.text.clone()));
+    // Where a point is: its document and top-level section.
+    let place = |k: &KeyPoint| {
+        let top = k.citation.section.split(" > ").next().unwrap_or("");
+        let label = if top.is_empty() {
+            k.citation.title.clone()
+        } else {
+            heading(top)
+        };
+        (k.citation.document.clone(), label)
+    };
+    let mut groups: Vec<((String, String), Vec<&KeyPoint>)> = Vec::new();
+    for k in kps {
+        let p = place(k);
+        match groups.last_mut() {
+            Some((q, g)) if *q == p => g.push(k),
+            _ => groups.push((p, vec![k])),
         }
-        out.push(OutlineSlide {
-            title: if first.citation.section.is_empty() {
-                first.citation.title.clone()
-            } else {
-                heading(&first.citation.section)
-            },
-            bullets,
-            notes: notes.join("\n"),
-            pictures: Vec::new(),
-        });
     }
+    let content = slides.saturating_sub(1).max(1);
+    let mut merged: Vec<(Vec<String>, Vec<&KeyPoint>)> = Vec::new();
+    let per = groups.len().div_ceil(content).max(1);
+    for run in groups.chunks(per) {
+        let labels = run.iter().map(|((_, l), _)| l.clone()).collect::<Vec<_>>();
+        merged.push((
+            labels,
+            run.iter().flat_map(|(_, g)| g.iter().copied()).collect(),
+        ));
+    }
+    let out = merged
+        .into_iter()
+        .map(|(labels, group)| OutlineSlide {
+            title: crate::rag::brief::span(&labels),
+            bullets: group.iter().map(|k| bullet(k)).collect(),
+            notes: group
+                .iter()
+                .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            pictures: Vec::new(),
+        })
+        .collect();
     let mut docs: Vec<&str> = key_points
         .iter()
         .map(|k| k.citation.document.as_str())
@@ -277,6 +344,24 @@ impl AgentHandle for PptSpecialist {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         progress_stream(rx, async move {
             let outline = match structured(&ask) {
+                Some(m) if m.get("research").is_some_and(|r| r.get("facets").is_some()) => {
+                    let title = m
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Presentation");
+                    let facets: Vec<Facet> =
+                        serde_json::from_value(m["research"]["facets"].clone())
+                            .map_err(|e| bad_request(format!("research.facets: {e}")))?;
+                    if facets.iter().all(|f| f.points.is_empty()) {
+                        return Err(bad_request(
+                            "the research holds no cited points: there is nothing to put on slides",
+                        ));
+                    }
+                    let document = m["research"]["document"]
+                        .as_str()
+                        .unwrap_or("the documents");
+                    outline_from_facets(title, document, &facets)
+                }
                 Some(m) if m.contains_key("research") => {
                     let title = m
                         .get("title")

@@ -1,7 +1,9 @@
 //! The main job: "Create a 5-slide presentation about Hamlet based on our documents".
 //!
 //! [`plan`] reads the request (topic, number of slides) and gives the workflow: the RAG agent
-//! gathers cited key points, then the PPT agent builds the deck from them. A request that asks
+//! writes a cited brief of the work the topic names, one facet per slide (who's who, plot,
+//! themes, key passages for a play; see [`crate::rag::brief`]), or cited key points when the
+//! topic is a subject inside the documents; then the PPT agent builds the deck from it. A request that asks
 //! for no deck becomes a single RAG step. The default reading is rule-based on purpose: it must
 //! work with the 135M embedded model, which cannot plan reliably. With a configured model
 //! ([`understand_with`]) the model reads the request, and the rules take over whenever its
@@ -152,14 +154,14 @@ pub fn plan_request(task: &str, r: Request) -> (Workflow, Value) {
         Some(slides) => {
             let wf: Workflow = serde_json::from_value(json!({
                 "name": "presentation",
-                "description": "Cited key points from the documents (RAG), then a deck built from them (PPT).",
-                "inputs": ["topic", "slides", "points", "text"],
+                "description": "A cited brief of the work (or key points on a subject) from the documents (RAG), then a deck built from it (PPT).",
+                "inputs": ["topic", "slides", "points", "facets", "text"],
                 "steps": [
                     {
                         "id": "research",
                         "agent": "rag",
                         "skill": "answer",
-                        "input": "{\"question\": \"${input.topic}\", \"points\": ${input.points}}"
+                        "input": "{\"question\": \"${input.topic}\", \"points\": ${input.points}, \"facets\": ${input.facets}}"
                     },
                     {
                         "id": "deck",
@@ -175,8 +177,10 @@ pub fn plan_request(task: &str, r: Request) -> (Workflow, Value) {
             let input = json!({
                 "topic": r.topic,
                 "slides": slides,
-                // Three quotes per content slide.
+                // Three quotes per content slide, when the topic is a subject inside the
+                // documents; one facet per content slide when it names a work.
                 "points": (slides - 1) * 3,
+                "facets": slides - 1,
                 "text": task,
             });
             (wf, input)

@@ -142,7 +142,8 @@ fn a_cited_hamlet_deck_from_our_documents() {
         assert!(!bullets.is_empty(), "{s}");
         for b in bullets {
             let b = b.as_str().unwrap();
-            // “quote” (Speaker) [n]
+            // Label: “quote …” (Speaker) [n]; an abridged quote's citation covers the words
+            // shown.
             let n: usize = b
                 .rsplit_once('[')
                 .unwrap()
@@ -150,7 +151,8 @@ fn a_cited_hamlet_deck_from_our_documents() {
                 .trim_end_matches(']')
                 .parse()
                 .unwrap();
-            let quote = b.split('”').next().unwrap().trim_start_matches('“');
+            let quote = b.split_once('“').unwrap().1.rsplit_once('”').unwrap().0;
+            let quote = quote.strip_suffix(" …").unwrap_or(quote);
             let line = notes
                 .lines()
                 .find(|l| l.starts_with(&format!("[{n}] hamlet_gut.txt, ")))

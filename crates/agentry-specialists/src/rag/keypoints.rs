@@ -68,6 +68,13 @@ pub struct KeyPoint {
     /// The speaker or lead-in the sentence belongs to, when the source marks one (plays).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speaker: Option<String>,
+    /// What the point is about on a slide (`Act I`, `Revenge`), when it is one of a facet's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The quote is the start of a longer sentence (shown with `…`); the citation covers
+    /// exactly the words shown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abridged: bool,
     /// Where it is.
     pub citation: Citation,
     /// Ranking score: similarity plus a bonus for naming the question's key words.
@@ -78,6 +85,7 @@ pub struct KeyPoint {
 
 struct Candidate {
     text: String,
+    abridged: bool,
     speaker: Option<String>,
     hit: usize,
     start: usize,
@@ -117,16 +125,23 @@ fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
             if end_here || i + 1 == bytes.len() {
                 let e = i + 1;
                 let raw = &body[s..e];
-                let clean = raw.split_whitespace().collect::<Vec<_>>().join(" ");
                 let lead = raw.len() - raw.trim_start().len();
-                let words = clean.split(' ').count();
-                if (6..=60).contains(&words) && !clean.starts_with('[') {
+                let words = raw.split_whitespace().count();
+                if (6..=60).contains(&words) && !raw.trim_start().starts_with('[') {
+                    // Long sentences are shown (and cited) up to a clause end, marked abridged.
+                    let at = base + body_off;
+                    let ((a, z), abridged) = super::brief::abridge(
+                        text,
+                        (at + s + lead, at + e),
+                        super::brief::MAX_WORDS,
+                    );
                     out.push(Candidate {
-                        text: clean,
+                        text: super::brief::normalized(&text[a..z]),
+                        abridged,
                         speaker: speaker.clone(),
                         hit: hit_index,
-                        start: hit.start + base + body_off + s + lead,
-                        end: hit.start + base + body_off + e,
+                        start: hit.start + a,
+                        end: hit.start + z,
                     });
                 }
                 s = e;
@@ -168,6 +183,9 @@ pub async fn key_points(
                 .collect()
         })
         .unwrap_or_default();
+    // "Who is X?" is answered first by a line that introduces X (`Hamlet, Son to ...`, the
+    // way cast lists, glossaries and indexes do).
+    let asked = who_is(question);
     // Relevance: similarity to the question, a bonus for naming its key words, and a small
     // prior for the better-ranked chunks.
     let rel: Vec<f32> = cands
@@ -176,7 +194,13 @@ pub async fn key_points(
         .map(|(c, v)| {
             let lower = c.text.to_lowercase();
             let named = words.iter().filter(|w| lower.contains(w.as_str())).count() as f32;
+            let introduces = asked.as_ref().is_some_and(|x| {
+                lower
+                    .strip_prefix(x.as_str())
+                    .is_some_and(|rest| rest.starts_with([',', ' ', ':', '—']) && lower.len() < 160)
+            });
             dot(q, v) + 0.1 * named.min(2.0) - 0.002 * c.hit as f32
+                + if introduces { 1.0 } else { 0.0 }
         })
         .collect();
     let mut chosen: Vec<usize> = Vec::new();
@@ -205,6 +229,8 @@ pub async fn key_points(
             KeyPoint {
                 text: c.text.clone(),
                 speaker: c.speaker.clone(),
+                label: None,
+                abridged: c.abridged,
                 relevance: rel[i],
                 similarity: dot(q, &vs[i]),
                 citation: Citation {
@@ -220,6 +246,16 @@ pub async fn key_points(
             }
         })
         .collect())
+}
+
+/// The name in "Who is X?" / "Who was X?", lower case.
+fn who_is(question: &str) -> Option<String> {
+    let q = question.trim().trim_end_matches('?').trim().to_lowercase();
+    let rest = ["who is ", "who was ", "who's "]
+        .iter()
+        .find_map(|p| q.strip_prefix(p))?;
+    let name = rest.trim_start_matches("the ").trim();
+    (!name.is_empty() && name.split_whitespace().count() <= 4).then(|| name.to_owned())
 }
 
 #[cfg(test)]
@@ -241,6 +277,16 @@ mod tests {
             vector_rank: Some(1),
             keyword_rank: None,
         }
+    }
+
+    #[test]
+    fn who_is_questions_name_someone() {
+        assert_eq!(who_is("Who is Hamlet?").as_deref(), Some("hamlet"));
+        assert_eq!(
+            who_is("who was the Lady Macbeth").as_deref(),
+            Some("lady macbeth")
+        );
+        assert_eq!(who_is("What is revenge?"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! model write a summary that must cite the numbered evidence; an answer citing nothing it was
 //! given is discarded for the extractive one. When nothing relevant is found it says so.
 
+pub mod brief;
 pub mod chunk;
 pub mod keypoints;
 pub mod parse;
@@ -67,6 +68,55 @@ pub struct RagAnswer {
     pub method: String,
 }
 
+/// A brief of one work: its facets, each a list of cited quotes (see [`brief`]).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Brief {
+    /// What was asked about.
+    pub topic: String,
+    /// The collection searched.
+    pub collection: String,
+    /// The work's file name.
+    pub document: String,
+    /// Its title.
+    pub title: String,
+    /// One per slide: who's who, the plot, themes, key passages (a play), or what it is about,
+    /// main points, key terms, open questions (other documents). Citations are numbered
+    /// across all of them.
+    pub facets: Vec<brief::Facet>,
+    /// The facets as cited text (Markdown), with the sources at the end.
+    pub answer: String,
+    /// How the text above the facets was written: `extractive` (none) or `model` (a summary
+    /// by the configured model, kept only when it cites the facets' quotes and nothing else).
+    pub method: String,
+}
+
+/// Words of a topic that do not name a work.
+const NOT_A_TITLE: &[&str] = &[
+    "the",
+    "a",
+    "an",
+    "of",
+    "play",
+    "work",
+    "book",
+    "document",
+    "documents",
+    "our",
+    "about",
+    "tragedy",
+    "story",
+    "novel",
+    "text",
+];
+
+/// The lower-case words of `s`, split at anything not alphanumeric.
+fn title_words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
 /// Below this cosine similarity between the question and its best sentence the evidence is
 /// treated as missing (MiniLM: unrelated English text scores about 0.0-0.25).
 const MIN_SIMILARITY: f32 = 0.35;
@@ -96,6 +146,101 @@ impl RagAgent {
             points: 6,
             writer: None,
         }
+    }
+
+    /// A brief of the work `topic` names (every word of it in a document's title or file
+    /// name), with `slides` facets; `None` when the topic names no document, which is then a
+    /// subject *inside* the documents, answered with cited key points by [`Self::answer`].
+    pub async fn brief(&self, topic: &str, slides: usize) -> Result<Option<Brief>, RagError> {
+        let wanted: Vec<String> = title_words(topic)
+            .into_iter()
+            .filter(|w| !NOT_A_TITLE.contains(&w.as_str()))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(None);
+        }
+        let docs = self.kb.documents(&self.collection)?;
+        let named: Vec<&(String, String, String)> = docs
+            .iter()
+            .filter(|(_, name, title)| {
+                let mut have = title_words(title);
+                have.extend(title_words(name));
+                wanted.iter().all(|w| have.contains(w))
+            })
+            .collect();
+        let path = match named.as_slice() {
+            [] => return Ok(None),
+            [one] => one.0.clone(),
+            several => {
+                // Several editions of one work: the one retrieval ranks first.
+                let hits = self.kb.search(&self.collection, topic, 10).await?;
+                several
+                    .iter()
+                    .max_by_key(|d| {
+                        std::cmp::Reverse(
+                            hits.iter()
+                                .position(|h| h.path == d.0)
+                                .unwrap_or(usize::MAX),
+                        )
+                    })
+                    .map_or_else(|| several[0].0.clone(), |d| d.0.clone())
+            }
+        };
+        let kb = self.kb.clone();
+        let collection = self.collection.clone();
+        let topic = topic.to_owned();
+        let coll = collection.clone();
+        // Reading whole documents and counting their words is CPU work: off the async workers.
+        let built = tokio::task::spawn_blocking(move || -> Result<_, RagError> {
+            let collection = coll;
+            let Some(work) = kb.work(&collection, &path)? else {
+                return Ok(None);
+            };
+            // The other works, to tell what is particular to this one (at most 50 read).
+            let mut background = brief::Counts::default();
+            for (other, ..) in docs.iter().filter(|d| d.0 != path).take(50) {
+                if let Some(w) = kb.work(&collection, other)? {
+                    background.merge(&brief::counts(&w));
+                }
+            }
+            let mut facets = brief::facets(&work, &background, slides.max(1));
+            let mut n = 0;
+            for p in facets.iter_mut().flat_map(|f| f.points.iter_mut()) {
+                n += 1;
+                p.citation.n = n;
+            }
+            Ok(Some((work.document, work.title, facets)))
+        })
+        .await
+        .map_err(|e| RagError::Store(format!("brief: {e}")))??;
+        let Some((document, title, facets)) = built else {
+            return Ok(None);
+        };
+        let points: Vec<KeyPoint> = facets.iter().flat_map(|f| f.points.clone()).collect();
+        let summary = match &self.writer {
+            Some(llm) if !points.is_empty() => written_summary(&**llm, &topic, &points).await,
+            _ => None,
+        };
+        let mut answer = String::new();
+        if let Some(s) = &summary {
+            answer.push_str(s);
+            answer.push_str("\n\n");
+        }
+        answer.push_str(&brief_text(&title, &document, &facets));
+        Ok(Some(Brief {
+            topic,
+            collection,
+            document,
+            title,
+            facets,
+            answer,
+            method: if summary.is_some() {
+                "model"
+            } else {
+                "extractive"
+            }
+            .into(),
+        }))
     }
 
     /// Answers `question` from the collection.
@@ -145,6 +290,43 @@ impl RagAgent {
     }
 }
 
+/// A quote as shown: in quotes, `…` when abridged, its speaker after it.
+pub fn quoted(k: &KeyPoint) -> String {
+    let dots = if k.abridged { " …" } else { "" };
+    let who = k
+        .speaker
+        .as_ref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
+    format!("“{}{dots}”{who}", k.text)
+}
+
+/// A point as a bullet: `Act I: “…” (Hamlet) [3]`.
+pub fn bullet(k: &KeyPoint) -> String {
+    let label = k
+        .label
+        .as_ref()
+        .map(|l| format!("{l}: "))
+        .unwrap_or_default();
+    format!("{label}{} [{}]", quoted(k), k.citation.n)
+}
+
+/// The facets as Markdown, with the sources at the end.
+fn brief_text(title: &str, document: &str, facets: &[brief::Facet]) -> String {
+    let mut s = format!("From {title} ({document}), every line quoted:\n");
+    for f in facets {
+        s.push_str(&format!("\n## {}\n", f.title));
+        for p in &f.points {
+            s.push_str(&format!("- {}\n", bullet(p)));
+        }
+    }
+    s.push_str("\nSources:\n");
+    for p in facets.iter().flat_map(|f| &f.points) {
+        s.push_str(&format!("[{}] {}\n", p.citation.n, p.citation.label()));
+    }
+    s
+}
+
 /// The key points as a cited list.
 pub fn extractive_answer(kps: &[KeyPoint]) -> String {
     let mut s = String::from("From the documents:\n");
@@ -154,7 +336,8 @@ pub fn extractive_answer(kps: &[KeyPoint]) -> String {
             .as_ref()
             .map(|sp| format!("{sp}: "))
             .unwrap_or_default();
-        s.push_str(&format!("- {who}\"{}\" [{}]\n", k.text, k.citation.n));
+        let dots = if k.abridged { " …" } else { "" };
+        s.push_str(&format!("- {who}\"{}{dots}\" [{}]\n", k.text, k.citation.n));
     }
     s.push_str("\nSources:\n");
     for k in kps {
@@ -163,9 +346,24 @@ pub fn extractive_answer(kps: &[KeyPoint]) -> String {
     s
 }
 
-/// A model-written summary that cites the evidence, or `None` when the model cited nothing it
-/// was given (the caller falls back to the extractive answer).
+/// A model-written summary that cites the evidence, followed by the sources, or `None` when
+/// the model cited nothing it was given (the caller falls back to the extractive answer).
 async fn written_answer(
+    llm: &dyn DynLlmProvider,
+    question: &str,
+    kps: &[KeyPoint],
+) -> Option<String> {
+    let mut s = written_summary(llm, question, kps).await?;
+    s.push_str("\n\nSources:\n");
+    for k in kps {
+        s.push_str(&format!("[{}] {}\n", k.citation.n, k.citation.label()));
+    }
+    Some(s)
+}
+
+/// The model's summary of `kps` for `question`, kept only when it cites at least one of them
+/// and nothing else.
+async fn written_summary(
     llm: &dyn DynLlmProvider,
     question: &str,
     kps: &[KeyPoint],
@@ -187,7 +385,8 @@ async fn written_answer(
         ..Default::default()
     };
     let text = llm.chat_dyn(req).await.ok()?.message.content;
-    let cites_given = (1..=kps.len()).any(|n| text.contains(&format!("[{n}]")));
+    let given: std::collections::HashSet<usize> = kps.iter().map(|k| k.citation.n).collect();
+    let cites_given = given.iter().any(|n| text.contains(&format!("[{n}]")));
     let cites_unknown = text
         .match_indices('[')
         .filter_map(|(i, _)| {
@@ -195,15 +394,10 @@ async fn written_answer(
             let end = rest.find(']')?;
             rest[..end].parse::<usize>().ok()
         })
-        .any(|n| n == 0 || n > kps.len());
+        .any(|n| !given.contains(&n));
     if !cites_given || cites_unknown {
         tracing::info!("model summary discarded: it cites no given evidence");
         return None;
     }
-    let mut s = text.trim().to_owned();
-    s.push_str("\n\nSources:\n");
-    for k in kps {
-        s.push_str(&format!("[{}] {}\n", k.citation.n, k.citation.label()));
-    }
-    Some(s)
+    Some(text.trim().to_owned())
 }

@@ -186,6 +186,10 @@ CREATE TABLE IF NOT EXISTS chunks (
   ord INTEGER NOT NULL, section TEXT NOT NULL, page INTEGER,
   start INTEGER NOT NULL, end INTEGER NOT NULL, text TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
+-- Each document's text as parsed (the offsets citations use), for reading a work whole.
+-- Knowledge bases from before it have none: their works are rebuilt from the chunks.
+CREATE TABLE IF NOT EXISTS document_texts (
+  document_id INTEGER PRIMARY KEY REFERENCES documents(id), text TEXT NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, heading, tokenize = 'porter unicode61');
 ";
 
@@ -493,8 +497,18 @@ impl KnowledgeBase {
             });
             let written = self
                 .blocking(move |kb| {
-                    kb.replace_document(cid, &key, &name, &doc.title, &hash, len, &chunks, &vectors)
-                        .map(|replaced| replaced.then_some(chunks.len()))
+                    kb.replace_document(
+                        cid,
+                        &key,
+                        &name,
+                        &doc.title,
+                        &hash,
+                        len,
+                        &chunks,
+                        &vectors,
+                        Some(&doc.text),
+                    )
+                    .map(|replaced| replaced.then_some(chunks.len()))
                 })
                 .await?;
             match written {
@@ -590,7 +604,7 @@ impl KnowledgeBase {
             .file_name()
             .map_or(key.to_owned(), |n| n.to_string_lossy().into_owned());
         let bytes = chunks.iter().map(|c| c.end).max().unwrap_or(0);
-        self.replace_document(cid, key, &name, title, "", bytes, chunks, vectors)
+        self.replace_document(cid, key, &name, title, "", bytes, chunks, vectors, None)
             .map(drop)
     }
 
@@ -637,6 +651,110 @@ impl KnowledgeBase {
         .map_err(db)
     }
 
+    /// The documents of a collection: (path, file name, title), in the order they were
+    /// ingested.
+    pub fn documents(&self, collection: &str) -> Result<Vec<(String, String, String)>, RagError> {
+        let Some(cid) = self.collection_id(collection, false)? else {
+            return Ok(Vec::new());
+        };
+        let conn = self.lock();
+        let mut st = conn
+            .prepare("SELECT path, name, title FROM documents WHERE collection_id = ?1 ORDER BY id")
+            .map_err(db)?;
+        st.query_map([cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)
+    }
+
+    /// One document whole, for reading it as a work (a brief): its text as parsed (the offsets
+    /// citations use), its sections and its chunks. A document ingested before the knowledge
+    /// base kept texts is rebuilt from its chunks, which are stored trimmed: the whitespace
+    /// between two comes back as a line end (one byte) or a blank line (more).
+    pub fn work(
+        &self,
+        collection: &str,
+        path: &str,
+    ) -> Result<Option<super::brief::Work>, RagError> {
+        let Some(cid) = self.collection_id(collection, false)? else {
+            return Ok(None);
+        };
+        let conn = self.lock();
+        let doc: Option<(i64, String, String, usize)> = conn
+            .query_row(
+                "SELECT id, name, title, bytes FROM documents WHERE collection_id = ?1 AND path = ?2",
+                params![cid, path],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(db)?;
+        let Some((id, name, title, bytes)) = doc else {
+            return Ok(None);
+        };
+        let stored: Option<String> = conn
+            .query_row(
+                "SELECT text FROM document_texts WHERE document_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db)?;
+        let mut st = conn
+            .prepare(
+                "SELECT id, section, start, end, text FROM chunks WHERE document_id = ?1 \
+                 ORDER BY start",
+            )
+            .map_err(db)?;
+        let rows: Vec<(i64, String, usize, usize, String)> = st
+            .query_map([id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .map_err(db)?
+            .collect::<Result<_, _>>()
+            .map_err(db)?;
+        let mut w = super::brief::Work {
+            document: name,
+            title,
+            ..Default::default()
+        };
+        // The stored text is used when every chunk is where it says it is in it.
+        let fits = stored.as_deref().is_some_and(|t| {
+            rows.iter()
+                .all(|(_, _, start, end, text)| t.get(*start..*end) == Some(text.as_str()))
+        });
+        let mut rebuilt = String::new();
+        for (cid, section, start, end, text) in rows {
+            // Overlapping or inconsistent rows (a damaged file) are skipped, not trusted.
+            if start < rebuilt.len() || end != start + text.len() {
+                continue;
+            }
+            match start - rebuilt.len() {
+                0 => {}
+                1 => rebuilt.push('\n'),
+                n => {
+                    rebuilt.push_str("\n\n");
+                    rebuilt.extend(std::iter::repeat_n(' ', n - 2));
+                }
+            }
+            rebuilt.push_str(&text);
+            w.chunks.push((cid, start, end));
+            match w.sections.last_mut() {
+                Some(last) if last.0 == section => last.2 = end,
+                _ => w.sections.push((section, start, end)),
+            }
+        }
+        w.text = match stored {
+            Some(t) if fits => t,
+            _ => {
+                // Whatever followed the last chunk was whitespace.
+                let tail = bytes.saturating_sub(rebuilt.len()).min(1 << 20);
+                rebuilt.extend(std::iter::repeat_n('\n', tail));
+                rebuilt
+            }
+        };
+        Ok(Some(w))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn replace_document(
         &self,
@@ -648,6 +766,7 @@ impl KnowledgeBase {
         bytes: usize,
         chunks: &[super::chunk::Chunk],
         vectors: &[Vec<f32>],
+        text: Option<&str>,
     ) -> Result<bool, RagError> {
         let dims = self.embedder.dimensions();
         let table = vec_table(dims);
@@ -675,6 +794,7 @@ impl KnowledgeBase {
                     ),
                     "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE document_id = ?1)".into(),
                     "DELETE FROM chunks WHERE document_id = ?1".into(),
+                    "DELETE FROM document_texts WHERE document_id = ?1".into(),
                 ] {
                     tx.execute(&sql, [id]).map_err(db)?;
                 }
@@ -696,6 +816,13 @@ impl KnowledgeBase {
                 tx.last_insert_rowid()
             }
         };
+        if let Some(text) = text {
+            tx.execute(
+                "INSERT INTO document_texts (document_id, text) VALUES (?1, ?2)",
+                params![doc_id, text],
+            )
+            .map_err(db)?;
+        }
         {
             let mut ins = tx
                 .prepare(
@@ -1051,6 +1178,42 @@ mod vector_tests {
                 assert_eq!(hits[0].vector_rank, Some(1));
             }
         }
+    }
+
+    /// A work is read back whole: the stored text as ingested, or, for a knowledge base from
+    /// before texts were kept, rebuilt from the chunks with each chunk at its offsets.
+    #[tokio::test]
+    async fn a_work_reads_back_as_ingested_or_rebuilt_from_chunks() {
+        let dir = std::env::temp_dir().join(format!("agentry-kb-work-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let text =
+            "# Notes\n\nFirst paragraph, with a line\n  indented after it.\n\n## Part\n\nSecond.\n";
+        std::fs::write(dir.join("notes.md"), text).unwrap();
+        let kb = KnowledgeBase::open(&dir.join("kb.db"), Arc::new(Axes), "axes").unwrap();
+        kb.ingest(&dir.join("notes.md"), "c", &|_| {})
+            .await
+            .unwrap();
+        let docs = kb.documents("c").unwrap();
+        assert_eq!(docs.len(), 1);
+        let w = kb.work("c", &docs[0].0).unwrap().unwrap();
+        assert_eq!(w.text, text);
+        assert_eq!(w.document, "notes.md");
+        assert!(
+            w.sections.iter().any(|s| s.0 == "Notes > Part"),
+            "{:?}",
+            w.sections
+        );
+        kb.lock().execute("DELETE FROM document_texts", []).unwrap();
+        let w = kb.work("c", &docs[0].0).unwrap().unwrap();
+        assert_eq!(w.text.len(), text.len());
+        for &(id, a, b) in &w.chunks {
+            let chunk = &kb.chunks_by_id(&[id]).unwrap()[0];
+            assert_eq!(&w.text[a..b], chunk.text);
+        }
+        assert!(kb.work("c", "no/such/path").unwrap().is_none());
+        assert!(kb.work("nope", &docs[0].0).unwrap().is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Keyword and vector candidates stay inside the searched collection, with one collection

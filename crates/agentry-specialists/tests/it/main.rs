@@ -3,6 +3,7 @@
 //! One test binary per crate (each binary links the whole dependency tree): the files
 //! below are its modules, grouped by concern.
 
+mod deck;
 mod formats;
 mod kinds;
 mod pptx;

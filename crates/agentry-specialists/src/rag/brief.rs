@@ -1,0 +1,1340 @@
+//! A brief of one work, for "a presentation about X based on our documents": the facets a
+//! person wants, each backed by verbatim quotes with their citations.
+//!
+//! For a play: who's who (the cast list's lines for the characters who speak most), the plot
+//! act by act, the main themes, the key passages. For other documents: what it is about, the
+//! main points section by section, its key terms, the open questions it raises.
+//!
+//! Offline there is no model that can be trusted to write prose (the embedded 135M one cannot),
+//! so every facet is *extracted* from the document's structure and word statistics: speaker
+//! tags and the cast list, the words that set one act or section apart from the others, the
+//! longest speeches, a lexicon of literary themes counted against the collection's other works.
+//! Nothing is tuned to one work: the tests run one rubric over several plays and a technical
+//! document set. Bullets stay short: a quote longer than [`MAX_WORDS`] is cut at a clause end
+//! and marked abridged (the cited bytes are exactly the words shown).
+//!
+//! Everything here is pure (no I/O): [`crate::rag::RagAgent::brief`] loads the work from the
+//! knowledge base and numbers the citations.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::keypoints::{Citation, KeyPoint};
+
+/// Words per bullet quote; longer sentences are abridged at a clause end.
+pub const MAX_WORDS: usize = 18;
+
+/// One document as the knowledge base holds it.
+#[derive(Debug, Clone, Default)]
+pub struct Work {
+    /// File name.
+    pub document: String,
+    /// Its title.
+    pub title: String,
+    /// Its text, with the offsets citations use (whitespace between chunks may differ).
+    pub text: String,
+    /// Sections in order: heading path and byte range.
+    pub sections: Vec<(String, usize, usize)>,
+    /// Chunks in order: id and byte range (a citation names the chunk it is in).
+    pub chunks: Vec<(i64, usize, usize)>,
+}
+
+/// One facet of the work: a slide's worth of cited points.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Facet {
+    /// What it is about: `Who's who`, `The plot: Acts I-II`, `Main themes`...
+    pub title: String,
+    /// Its quoted points, each cited.
+    pub points: Vec<KeyPoint>,
+}
+
+/// Word counts of a text, for comparing one work against others.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    words: HashMap<String, usize>,
+    total: usize,
+    /// Documents merged in, and in how many of them each stem occurs.
+    docs: usize,
+    df: HashMap<String, usize>,
+}
+
+impl Counts {
+    /// The counts of word stems in `text`.
+    pub fn of(text: &str) -> Counts {
+        let mut c = Counts::default();
+        c.add(text);
+        c
+    }
+
+    fn add(&mut self, text: &str) {
+        for w in tokens(text) {
+            self.total += 1;
+            *self.words.entry(key(w)).or_default() += 1;
+        }
+        // Two-word phrases too (their keys hold a space), for key terms; not in the total.
+        for (k, _) in phrases(text) {
+            *self.words.entry(k).or_default() += 1;
+        }
+    }
+
+    fn get(&self, k: &str) -> usize {
+        self.words.get(k).copied().unwrap_or(0)
+    }
+
+    /// Adds another document's counts.
+    pub fn merge(&mut self, other: &Counts) {
+        for (k, n) in &other.words {
+            *self.words.entry(k.clone()).or_default() += n;
+            *self.df.entry(k.clone()).or_default() += 1;
+        }
+        self.total += other.total;
+        self.docs += 1;
+    }
+}
+
+/// Common English and Early Modern English words that carry no topic.
+static STOP: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
+    "a about above after again against all am an and any are as at be because been before being \
+     below between both but by can did do does doing down during each few for from further had \
+     has have having he her here hers herself him himself his how i if in into is it its itself \
+     just me more most my myself no nor not now of off on once only or other our ours ourselves \
+     out over own same she should so some such than that the their theirs them themselves then \
+     there these they this those through to too under until up very was we were what when where \
+     which while who whom why will with would you your yours yourself yourselves thou thee thy \
+     thine hath doth dost art shalt wilt ere tis o oh ay nay sir let shall may must come go well \
+     yet upon us one make made say said see tell give take like thus might could hast hadst didst \
+     canst wouldst shouldst couldst ye yea unto therefore though whose hither thither whither \
+     hence thence wherefore ha ho fie alas lo pray sirrah madam mine em th ne er also use used \
+     uses using get gets got new many much way ways also via per etc e g ie eg one two three \
+     each every within without into onto than then else whether either neither"
+        .split_whitespace()
+        .collect()
+});
+
+/// The words of `text`: letters and inner apostrophes, at least three letters, no stop words.
+fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphabetic() || c == '\''))
+        .map(|w| w.trim_matches('\''))
+        .filter(|w| w.len() >= 3 && !STOP.contains(w.to_lowercase().as_str()))
+}
+
+/// Adjacent word pairs with no punctuation or stop word between them (`tail latency`,
+/// `task store`): their key (stems) and how they are written.
+fn phrases(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    let mut prev: Option<&str> = None;
+    text.split_whitespace().filter_map(move |raw| {
+        let clean = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let starts_clean = raw.starts_with(|c: char| c.is_alphanumeric());
+        let ends_clean = raw.ends_with(|c: char| c.is_alphanumeric());
+        let word = clean.len() >= 3
+            && clean.chars().all(|c| c.is_alphabetic() || c == '-')
+            && !STOP.contains(clean.to_lowercase().as_str());
+        let pair = match (prev, word && starts_clean) {
+            (Some(p), true) => Some((
+                format!("{} {}", key(p), key(clean)),
+                format!("{} {}", p, clean),
+            )),
+            _ => None,
+        };
+        prev = (word && ends_clean).then_some(clean);
+        pair
+    })
+}
+
+/// A crude stem: lower case, one common suffix off, a final `e` off (`madness` and `mad`,
+/// `revenge` and `revenged` meet).
+fn key(w: &str) -> String {
+    let mut w = w.to_lowercase();
+    for suf in ["ness", "ing", "ed", "'d", "es", "s", "ly"] {
+        if w.len() >= suf.len() + 3 && w.ends_with(suf) {
+            w.truncate(w.len() - suf.len());
+            break;
+        }
+    }
+    if w.len() > 3 && w.ends_with('e') {
+        w.pop();
+    }
+    w
+}
+
+/// `text` with runs of whitespace made one space: how a quote is shown.
+pub fn normalized(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Title case for headings written in capitals (`ACT III > Scene I` → `Act III, Scene I`),
+/// keeping Roman numerals; a heading with lower-case letters is kept as written (`MCP client`).
+pub fn heading(section: &str) -> String {
+    section
+        .split(" > ")
+        .map(|part| {
+            if part.chars().any(char::is_lowercase) {
+                return part.trim_end_matches('.').to_owned();
+            }
+            part.trim_end_matches('.')
+                .split(' ')
+                .map(|w| {
+                    let roman = !w.is_empty() && w.chars().all(|c| "IVXLC.,".contains(c));
+                    if roman || w.chars().any(char::is_lowercase) {
+                        w.to_owned()
+                    } else {
+                        let lower = w.to_lowercase();
+                        let mut c = lower.chars();
+                        c.next()
+                            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                            .unwrap_or_default()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A speech of a play: its speaker tag and the byte range of what is said.
+#[derive(Debug, Clone)]
+struct Speech {
+    speaker: String,
+    start: usize,
+    end: usize,
+}
+
+/// Lines of `text[a..b]` with their offsets (without the line end).
+fn lines(text: &str, a: usize, b: usize) -> impl Iterator<Item = (usize, &str)> {
+    let mut at = a;
+    text[a..b].split_inclusive('\n').map(move |l| {
+        let here = at;
+        at += l.len();
+        (here, l.trim_end_matches(['\n', '\r']))
+    })
+}
+
+/// The speeches: paragraphs whose first line is a short speaker tag ending in `.` (`Ham.`,
+/// `LADY MACBETH.`, `1 Clown.`), the way printed plays mark who speaks.
+fn speeches(text: &str) -> Vec<Speech> {
+    let mut out = Vec::new();
+    let mut para: Vec<(usize, &str)> = Vec::new();
+    let mut flush = |para: &mut Vec<(usize, &str)>| {
+        if para.len() >= 2 {
+            let tag = para[0].1.trim();
+            let words = tag.split_whitespace().count();
+            let first = tag.chars().next().unwrap_or(' ');
+            if tag.len() <= 24
+                && tag.len() >= 3
+                && tag.ends_with('.')
+                && words <= 3
+                && first.is_alphanumeric()
+                && !tag.to_lowercase().starts_with("act ")
+                && !tag.to_lowercase().starts_with("scene")
+            {
+                let (last_at, last) = para[para.len() - 1];
+                out.push(Speech {
+                    speaker: tag.trim_end_matches('.').trim().to_owned(),
+                    start: para[1].0,
+                    end: last_at + last.len(),
+                });
+            }
+        }
+        para.clear();
+    };
+    for (at, line) in lines(text, 0, text.len()) {
+        if line.trim().is_empty() {
+            flush(&mut para);
+        } else {
+            para.push((at, line));
+        }
+    }
+    flush(&mut para);
+    out
+}
+
+/// Sentences of `text[a..b]`: they end at `.`, `!` or `?` before whitespace, at a blank line
+/// or at a list item, table row or heading; in a play (`stage`) bracketed stage directions are
+/// left out.
+fn sentences(text: &str, a: usize, b: usize, stage: bool) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut push = |s: usize, e: usize| {
+        let raw = &text[s..e];
+        let lead = raw.len() - raw.trim_start().len();
+        let mut s = s + lead;
+        let t = text[s..e].trim_end();
+        let mut e = s + t.len();
+        // A list marker or quote mark of Markdown is not part of the sentence.
+        for marker in ["- ", "* ", "> "] {
+            if text[s..e].starts_with(marker) {
+                s += marker.len();
+            }
+        }
+        while s < e && text[s..e].starts_with(' ') {
+            s += 1;
+        }
+        while e > s && text[s..e].ends_with(['\n', '\r', ' ']) {
+            e -= 1;
+        }
+        if e > s {
+            out.push((s, e));
+        }
+    };
+    let mut s = a;
+    let mut i = a;
+    while i < b {
+        let c = bytes[i];
+        if stage && c == b'[' {
+            push(s, i);
+            i = text[i..b].find(']').map_or(b, |j| i + j + 1);
+            s = i;
+            continue;
+        }
+        if c == b'\n' {
+            // A boundary line: blank, or a list item, table row, heading or fence.
+            let next = text[i + 1..b].trim_start_matches([' ', '\t']);
+            let item = ["- ", "* ", "+ ", "|", "#", "```", "~~~", ">", "\n", "\r"]
+                .iter()
+                .any(|m| next.starts_with(m))
+                || next.starts_with(|c: char| c.is_ascii_digit())
+                    && next.split_once(". ").is_some_and(|(n, _)| {
+                        n.len() <= 2 && n.chars().all(|c| c.is_ascii_digit())
+                    });
+            if item {
+                push(s, i);
+                s = i + 1;
+            }
+            i += 1;
+            continue;
+        }
+        if matches!(c, b'.' | b'!' | b'?') && (i + 1 >= b || bytes[i + 1].is_ascii_whitespace()) {
+            push(s, i + 1);
+            s = i + 1;
+        }
+        i += 1;
+    }
+    push(s, b);
+    out
+}
+
+/// `at`, moved back to the start of the character it falls in.
+fn boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Words in a range.
+fn word_count(text: &str, (a, b): (usize, usize)) -> usize {
+    text[a..b].split_whitespace().count()
+}
+
+/// Whether `at` ends a line of verse: a line break after a short line (prose wrapped at a
+/// fixed width breaks anywhere, verse at the end of a metrical line).
+fn verse_line_end(text: &str, at: usize) -> bool {
+    let rest = &text[at..];
+    if !rest.starts_with(['\n', '\r']) {
+        return false;
+    }
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    at - start <= 60
+}
+
+/// The range shown for a sentence: whole when it has at most `max` words, else cut at the last
+/// clause end (`,` `;` `:` `!` `?` `--` or a verse line end) within `max` words, or after `max`
+/// words. The bool says it was cut.
+pub(crate) fn abridge(text: &str, (a, b): (usize, usize), max: usize) -> ((usize, usize), bool) {
+    if word_count(text, (a, b)) <= max {
+        return ((a, b), false);
+    }
+    let bytes = text.as_bytes();
+    let (mut words, mut strong, mut weak, mut hard) = (0, None, None, b);
+    let mut i = a;
+    while i < b {
+        while i < b && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b {
+            break;
+        }
+        let w0 = i;
+        while i < b && !bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let w = &text[w0..i];
+        words += 1;
+        if words >= 5 {
+            if w.ends_with([';', ':', '!', '?']) || w.ends_with("--") {
+                strong = Some(i);
+            } else if w.ends_with(',') || verse_line_end(text, i) {
+                weak = Some(i);
+            }
+        }
+        if words == max {
+            hard = i;
+            break;
+        }
+    }
+    ((a, strong.or(weak).unwrap_or(hard)), true)
+}
+
+impl Work {
+    /// The section a byte offset is in.
+    fn section_at(&self, at: usize) -> &str {
+        self.sections
+            .iter()
+            .find(|(_, a, b)| (*a..*b).contains(&at))
+            .map_or("", |(t, _, _)| t.as_str())
+    }
+
+    /// A cited point for `text[a..b]` (abridged when long).
+    fn point(
+        &self,
+        range: (usize, usize),
+        speaker: Option<String>,
+        label: Option<String>,
+        score: f32,
+    ) -> KeyPoint {
+        let ((a, b), abridged) = abridge(&self.text, range, MAX_WORDS);
+        let chunk_id = self
+            .chunks
+            .iter()
+            .find(|(_, s, e)| (*s..*e).contains(&a))
+            .map_or(0, |c| c.0);
+        KeyPoint {
+            text: normalized(&self.text[a..b]),
+            speaker,
+            label,
+            abridged,
+            relevance: score,
+            similarity: 0.0,
+            citation: Citation {
+                n: 0,
+                document: self.document.clone(),
+                title: self.title.clone(),
+                section: self.section_at(a).to_owned(),
+                page: None,
+                start: a,
+                end: b,
+                chunk_id,
+            },
+        }
+    }
+
+    /// Top-level parts (acts, chapters, or a Markdown document's second-level sections when one
+    /// title heads them all): label and byte range.
+    fn parts(&self) -> Vec<(String, usize, usize)> {
+        let top = |t: &str| t.split(" > ").next().unwrap_or("").to_owned();
+        let tops: HashSet<String> = self
+            .sections
+            .iter()
+            .map(|s| top(&s.0))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let depth = if tops.len() <= 1 { 2 } else { 1 };
+        let mut out: Vec<(String, usize, usize)> = Vec::new();
+        for (title, a, b) in &self.sections {
+            let parts: Vec<&str> = title.split(" > ").collect();
+            if parts.len() < depth || title.is_empty() {
+                continue;
+            }
+            // The part's own heading, without a parenthetical (`Results (2026-11-22, ...)`).
+            let label = parts[depth - 1]
+                .split(" (")
+                .next()
+                .unwrap_or(parts[depth - 1])
+                .trim()
+                .to_owned();
+            match out.last_mut() {
+                Some(last) if last.0 == label => last.2 = *b,
+                _ => out.push((label, *a, *b)),
+            }
+        }
+        out
+    }
+}
+
+/// One of the work's characters: the cast-list line that introduces them.
+#[derive(Debug, Clone)]
+struct Persona {
+    /// The name part, lower case (`claudius`, `lady macbeth`, `duke of cornwall`).
+    name: String,
+    /// The first word of the description (`king` in `Claudius, King of Denmark.`).
+    role: String,
+    line: (usize, usize),
+}
+
+impl Persona {
+    /// `Claudius`, `Lady Macbeth`.
+    fn display(&self, text: &str) -> String {
+        let line = &text[self.line.0..self.line.1];
+        title_case(line.split(',').next().unwrap_or(line).trim_end_matches('.'))
+    }
+}
+
+/// Words written in capitals get an initial capital only (`LADY MACBETH` → `Lady Macbeth`).
+fn title_case(name: &str) -> String {
+    name.split(' ')
+        .map(|w| {
+            if w.chars().any(char::is_lowercase) {
+                w.to_owned()
+            } else {
+                let l = w.to_lowercase();
+                let mut c = l.chars();
+                c.next()
+                    .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                    .unwrap_or_default()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Cast-list lines before the first act: `Name, description.` or a short `NAME.`, after a
+/// heading that names the list (`PERSONS REPRESENTED`, `Dramatis Personae`, `Characters`)
+/// when there is one, else after the title line.
+fn personae(text: &str, before: usize) -> Vec<Persona> {
+    let front: Vec<(usize, &str)> = lines(text, 0, before).collect();
+    let heading = front.iter().position(|(_, l)| {
+        let l = l.trim().to_lowercase();
+        l.len() < 40
+            && ["persons", "dramatis", "characters", "cast of"]
+                .iter()
+                .any(|w| l.starts_with(w))
+    });
+    let first = heading.map_or_else(
+        || {
+            front
+                .iter()
+                .position(|(_, l)| !l.trim().is_empty())
+                .map_or(0, |i| i + 1)
+        },
+        |h| h + 1,
+    );
+    let mut out = Vec::new();
+    for &(at, line) in &front[first.min(front.len())..] {
+        let t = line.trim();
+        let lead = line.len() - line.trim_start().len();
+        if t.len() < 3 || t.len() > 100 || t.starts_with('[') {
+            continue;
+        }
+        if !t.starts_with(|c: char| c.is_uppercase()) {
+            continue;
+        }
+        let (name, desc) = match t.split_once(',') {
+            Some((n, d)) => (n, d),
+            None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
+            None => continue,
+        };
+        out.push(Persona {
+            name: name.trim().to_lowercase(),
+            role: desc
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_matches(|c: char| !c.is_alphabetic())
+                .to_lowercase(),
+            line: (at + lead, at + lead + t.len()),
+        });
+    }
+    out
+}
+
+/// The cast-list line for a speaker tag: the same name, else a name word the tag abbreviates
+/// (`Ham` → Hamlet, `Glou` → Gloster), else a role (`King` → `Claudius, King of Denmark`).
+fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
+    let t = tag.to_lowercase();
+    if let Some(p) = ps.iter().find(|p| p.name == t) {
+        return Some(p);
+    }
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let mut best: Option<(usize, &Persona)> = None;
+    for p in ps {
+        for w in p.name.split_whitespace() {
+            let cp = common(&t, w);
+            if cp >= 3 && cp * 4 >= t.chars().count() * 3 && best.is_none_or(|(b, _)| cp > b) {
+                best = Some((cp, p));
+            }
+        }
+    }
+    best.map(|b| b.1)
+        .or_else(|| ps.iter().find(|p| !p.role.is_empty() && p.role == t))
+}
+
+/// Literary themes and the words that signal them; which ones a work has is decided by counting
+/// them against the collection's other works.
+const THEMES: &[(&str, &str)] = &[
+    ("Revenge", "revenge revenged vengeance avenge"),
+    ("Madness", "mad madness madman lunacy insane distracted"),
+    (
+        "Death and mortality",
+        "death die dies dead grave skull mortal dust",
+    ),
+    ("Ambition", "ambition ambitious"),
+    (
+        "Guilt and conscience",
+        "guilt guilty conscience sin remorse",
+    ),
+    ("Jealousy", "jealous jealousy suspicion"),
+    ("Love", "love lover beloved"),
+    (
+        "Honesty and deception",
+        "honest honesty lie false deceive villain",
+    ),
+    ("Power and kingship", "king crown throne majesty royal"),
+    ("Fate and prophecy", "fate fortune prophecy destiny stars"),
+    ("Family", "father mother daughter son brother sister"),
+    (
+        "Loyalty and betrayal",
+        "loyal loyalty traitor treason betray",
+    ),
+    ("Nature", "nature natural unnatural"),
+    ("Justice", "justice law judge"),
+    ("War and honour", "war battle soldier honour honor"),
+    ("Fear", "fear afraid terror"),
+    ("Sleep and dreams", "sleep dream dreams"),
+    ("Heaven and hell", "heaven hell damned soul"),
+    ("Old age", "old age aged"),
+    ("Sight and blindness", "eyes blind sight"),
+];
+
+/// Words that mark something left open in a technical text.
+const OPEN: &[&str] = &[
+    "not yet",
+    "not measured",
+    "not done",
+    "next:",
+    "next,",
+    "todo",
+    "open question",
+    "unclear",
+    "unknown",
+    "remains",
+    "remaining",
+    "still ",
+    "future",
+    "not met",
+];
+
+/// How a candidate sentence (its range and speaker) is scored for a facet.
+type Score<'a> = dyn Fn((usize, usize), Option<&str>) -> f32 + 'a;
+
+/// What the facets are built from, computed once.
+struct Analysis<'w> {
+    work: &'w Work,
+    speeches: Vec<Speech>,
+    personae: Vec<Persona>,
+    parts: Vec<(String, usize, usize)>,
+    /// Speaker tags by words spoken, most first.
+    main: Vec<String>,
+    /// Lower-case names the main characters go by (tags and cast-list names).
+    names: HashSet<String>,
+    used: HashSet<(usize, usize)>,
+    play: bool,
+}
+
+impl<'w> Analysis<'w> {
+    fn new(work: &'w Work) -> Self {
+        let text = &work.text;
+        let speeches = speeches(text);
+        let mut parts = work.parts();
+        let acts: Vec<_> = parts
+            .iter()
+            .filter(|p| p.0.to_lowercase().starts_with("act"))
+            .cloned()
+            .collect();
+        if acts.len() >= 2 {
+            parts = acts;
+        }
+        if parts.is_empty() {
+            parts.push((work.title.clone(), 0, text.len()));
+        }
+        let first = parts.first().map_or(text.len(), |p| p.1);
+        let personae = personae(text, first);
+        let mut words: HashMap<&str, usize> = HashMap::new();
+        for s in &speeches {
+            *words.entry(&s.speaker).or_default() += word_count(text, (s.start, s.end));
+        }
+        let mut main: Vec<(&str, usize)> = words
+            .into_iter()
+            .filter(|(t, _)| !matches!(t.to_lowercase().as_str(), "all" | "both"))
+            .collect();
+        main.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let main: Vec<String> = main.into_iter().map(|m| m.0.to_owned()).collect();
+        let mut names = HashSet::new();
+        for tag in main.iter().take(7) {
+            names.insert(tag.to_lowercase());
+            if let Some(p) = persona_for(tag, &personae) {
+                names.extend(p.name.split_whitespace().map(str::to_owned));
+            }
+        }
+        let from = parts.first().map_or(0, |p| p.1);
+        let spoken: usize = speeches.iter().map(|s| s.end - s.start).sum();
+        // A play: speeches by at least three speakers make up most of what follows the front
+        // matter.
+        let play = main.len() >= 3 && spoken * 2 >= text.len().saturating_sub(from);
+        Analysis {
+            work,
+            speeches,
+            personae,
+            parts,
+            main,
+            names,
+            used: HashSet::new(),
+            play,
+        }
+    }
+
+    fn is_play(&self) -> bool {
+        self.play
+    }
+
+    fn text(&self) -> &'w str {
+        &self.work.text
+    }
+
+    /// How a speaker is shown: the cast list's name, else the tag (`SECOND WITCH` → `Second
+    /// Witch`).
+    fn speaker_name(&self, tag: &str) -> String {
+        persona_for(tag, &self.personae).map_or_else(|| title_case(tag), |p| p.display(self.text()))
+    }
+
+    fn is_main(&self, tag: &str) -> bool {
+        self.main.iter().take(6).any(|m| m == tag)
+    }
+
+    fn names_main(&self, range: (usize, usize)) -> bool {
+        tokens(&self.text()[range.0..range.1]).any(|w| self.names.contains(&w.to_lowercase()))
+    }
+
+    /// Sentences to quote inside `range`, with their speaker: from speeches in a play, from the
+    /// whole text otherwise (skipping code, tables and headings).
+    fn candidates(&self, range: (usize, usize)) -> Vec<((usize, usize), Option<String>)> {
+        let text = self.text();
+        let mut out = Vec::new();
+        if self.is_play() {
+            for s in &self.speeches {
+                if s.start >= range.0 && s.end <= range.1 {
+                    for r in sentences(text, s.start, s.end, true) {
+                        out.push((r, Some(s.speaker.clone())));
+                    }
+                }
+            }
+        } else {
+            let mut fenced = false;
+            let mut at = range.0;
+            for (l_at, line) in lines(text, range.0, range.1) {
+                let t = line.trim_start();
+                if t.starts_with("```") || t.starts_with("~~~") {
+                    if !fenced {
+                        out.extend(
+                            sentences(text, at, l_at, false)
+                                .into_iter()
+                                .map(|r| (r, None)),
+                        );
+                    }
+                    fenced = !fenced;
+                    at = l_at + line.len();
+                }
+            }
+            if !fenced {
+                out.extend(
+                    sentences(text, at, range.1, false)
+                        .into_iter()
+                        .map(|r| (r, None)),
+                );
+            }
+            out.retain(|(r, _)| {
+                let s = &text[r.0..r.1];
+                !s.starts_with(['#', '|']) && !s.contains('|') && !s.contains("```")
+            });
+        }
+        out
+    }
+
+    /// Words that set `range` apart from the rest of the work: `log` of how much more often a
+    /// stem occurs in it, for stems it uses at least twice.
+    fn distinctive(&self, range: (usize, usize)) -> HashMap<String, f32> {
+        let text = self.text();
+        let inside = self.counted(range);
+        let mut all = Counts::default();
+        for p in &self.parts {
+            all.merge(&self.counted((p.1, p.2)));
+        }
+        if all.total == 0 {
+            all = Counts::of(text);
+        }
+        let rest = (all.total.saturating_sub(inside.total)).max(1) as f32;
+        let n = inside.total.max(1) as f32;
+        inside
+            .words
+            .iter()
+            .filter(|(_, f)| **f >= 2)
+            .filter_map(|(k, &f)| {
+                let out = all.get(k).saturating_sub(f) as f32;
+                let s = ((f as f32 / n) / ((out + 1.0) / rest)).ln();
+                (s > 0.0).then(|| (k.clone(), s))
+            })
+            .collect()
+    }
+
+    /// Word counts of what is said in `range` (speeches only, in a play).
+    fn counted(&self, range: (usize, usize)) -> Counts {
+        let text = self.text();
+        let mut c = Counts::default();
+        if self.is_play() {
+            for s in &self.speeches {
+                if s.start >= range.0 && s.end <= range.1 {
+                    for r in sentences(text, s.start, s.end, true) {
+                        c.add(&text[r.0..r.1]);
+                    }
+                }
+            }
+        } else {
+            c.add(&text[range.0..range.1]);
+        }
+        c
+    }
+
+    /// The best unused sentence of `range` by `score`, with 5 to `max_words` words.
+    fn best(
+        &self,
+        range: (usize, usize),
+        max_words: usize,
+        score: &Score<'_>,
+    ) -> Option<((usize, usize), Option<String>, f32)> {
+        let text = self.text();
+        let mut seen = HashSet::new();
+        self.candidates(range)
+            .into_iter()
+            .filter(|(r, _)| (5..=max_words).contains(&word_count(text, *r)))
+            .filter(|(r, _)| !self.used.contains(r) && seen.insert(normalized(&text[r.0..r.1])))
+            .map(|(r, who)| {
+                let s = score(r, who.as_deref());
+                (r, who, s)
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.0.cmp(&a.0.0)))
+    }
+
+    fn take(
+        &mut self,
+        r: (usize, usize),
+        who: Option<&str>,
+        label: Option<String>,
+        score: f32,
+    ) -> KeyPoint {
+        self.used.insert(r);
+        let speaker = who.map(|t| self.speaker_name(t));
+        self.work.point(r, speaker, label, score)
+    }
+
+    /// The cast-list lines of the characters who speak most.
+    fn who_is_who(&mut self) -> Facet {
+        let mut points = Vec::new();
+        let mut lines_used = HashSet::new();
+        for tag in self.main.clone() {
+            if points.len() == 7 {
+                break;
+            }
+            if let Some(p) = persona_for(&tag, &self.personae)
+                && lines_used.insert(p.line)
+            {
+                let line = p.line;
+                points.push(self.take(line, None, None, 1.0));
+            }
+        }
+        if points.len() < 3 {
+            // No cast list: each main speaker's first substantial line.
+            points.clear();
+            for tag in self.main.clone().into_iter().take(6) {
+                let first = self
+                    .speeches
+                    .iter()
+                    .filter(|s| s.speaker == tag)
+                    .flat_map(|s| sentences(self.text(), s.start, s.end, true))
+                    .find(|r| word_count(self.text(), *r) >= 5);
+                if let Some(r) = first {
+                    let name = self.speaker_name(&tag);
+                    points.push(self.take(r, Some(&tag), Some(name), 1.0));
+                }
+            }
+        }
+        Facet {
+            title: "Who's who".into(),
+            points,
+        }
+    }
+
+    /// One or more lines per part (act, section) that set it apart from the others, preferring
+    /// the main characters.
+    fn per_part(&mut self, parts: &[(String, usize, usize)], per: usize) -> Vec<KeyPoint> {
+        let mut points = Vec::new();
+        for (label, a, b) in parts {
+            let d = self.distinctive((*a, *b));
+            for _ in 0..per {
+                let text = self.text();
+                let score = |r: (usize, usize), who: Option<&str>| {
+                    let ks: HashSet<String> = tokens(&text[r.0..r.1]).map(key).collect();
+                    let s: f32 = ks.iter().filter_map(|k| d.get(k)).sum();
+                    let mut s = s / (word_count(text, r) as f32).sqrt();
+                    if who.is_some_and(|w| self.is_main(w)) {
+                        s += 0.5;
+                    }
+                    if self.names_main(r) {
+                        s += 0.5;
+                    }
+                    s
+                };
+                if let Some((r, who, s)) = self.best((*a, *b), 20, &score) {
+                    points.push(self.take(r, who.as_deref(), Some(heading(label)), s));
+                }
+            }
+        }
+        points
+    }
+
+    /// Themes from [`THEMES`] the work speaks of more than the collection's other works, each
+    /// with the line that names it most plainly.
+    fn themes(&mut self, background: &Counts, n: usize) -> Facet {
+        let mine = match self.parts.first() {
+            Some(first) => self.counted((first.1, self.text().len())),
+            None => Counts::of(self.text()),
+        };
+        let rate = |c: &Counts, keys: &[String]| {
+            keys.iter().map(|k| c.get(k)).sum::<usize>() as f32 * 1e4 / c.total.max(1) as f32
+        };
+        let mut scored: Vec<(f32, &str, Vec<String>)> = THEMES
+            .iter()
+            .map(|(name, words)| {
+                let keys: Vec<String> = words.split(' ').map(key).collect();
+                let count: usize = keys.iter().map(|k| mine.get(k)).sum();
+                let r = rate(&mine, &keys);
+                let s = if background.total == 0 {
+                    r
+                } else {
+                    r * ((r + 1.0) / (rate(background, &keys) + 1.0)).ln()
+                };
+                (if count >= 5 { s } else { f32::MIN }, *name, keys)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let whole = (self.parts.first().map_or(0, |p| p.1), self.text().len());
+        let mut points = Vec::new();
+        for (_, name, keys) in scored.into_iter().take_while(|t| t.0 > 0.0) {
+            if points.len() == n {
+                break;
+            }
+            let text = self.text();
+            let score = |r: (usize, usize), who: Option<&str>| {
+                let hits = tokens(&text[r.0..r.1])
+                    .filter(|w| keys.contains(&key(w)))
+                    .count() as f32;
+                if hits == 0.0 {
+                    return f32::MIN;
+                }
+                let mut s = hits.min(2.0);
+                if who.is_some_and(|w| self.is_main(w)) {
+                    s += 0.5;
+                }
+                if self.names_main(r) {
+                    s += 0.3;
+                }
+                s - 0.02 * word_count(text, r) as f32
+            };
+            if let Some((r, who, v)) = self.best(whole, 20, &score)
+                && v > f32::MIN
+            {
+                points.push(self.take(r, who.as_deref(), Some(name.to_owned()), v));
+            }
+        }
+        Facet {
+            title: "Main themes".into(),
+            points,
+        }
+    }
+
+    /// The openings of the longest speeches (soliloquies and set pieces), at most two per
+    /// speaker, from different acts where possible.
+    fn key_passages(&mut self, n: usize) -> Facet {
+        let text = self.text();
+        // A set piece is long, spoken by a main character, and often alone on stage: the others
+        // have just left (an exit before it or near its top) or a scene opens with it.
+        let mut ranked: Vec<(f32, usize)> = self
+            .speeches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let lines = text[s.start..s.end].lines().count() as f32;
+                let mut w = if self.is_main(&s.speaker) { 1.5 } else { 1.0 };
+                let before = i.checked_sub(1).map_or(0, |j| self.speeches[j].end);
+                let lead = &text[before..boundary(text, s.start + (s.end - s.start) / 4)];
+                if lead.contains("[Ex") || lead.contains("\nScene") || lead.contains("\nSCENE") {
+                    w *= 2.0;
+                }
+                (lines * w, i)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let parts = self.parts.clone();
+        let part_of = |at: usize| parts.iter().position(|p| (p.1..p.2).contains(&at));
+        let mut chosen: Vec<usize> = Vec::new();
+        for pass in 0..2 {
+            for &(_, i) in ranked.iter().take(40) {
+                if chosen.len() == n {
+                    break;
+                }
+                let s = &self.speeches[i];
+                let same_speaker = chosen
+                    .iter()
+                    .filter(|&&j| self.speeches[j].speaker == s.speaker)
+                    .count();
+                let same_part = chosen
+                    .iter()
+                    .any(|&j| part_of(self.speeches[j].start) == part_of(s.start));
+                if chosen.contains(&i) || same_speaker >= 2 || pass == 0 && same_part {
+                    continue;
+                }
+                chosen.push(i);
+            }
+        }
+        chosen.sort_by_key(|&i| self.speeches[i].start);
+        let mut points = Vec::new();
+        for i in chosen {
+            let s = self.speeches[i].clone();
+            // Where the set piece starts: after an exit near the top, at the first sentence of
+            // seven words or more (past a farewell and "Now I am alone.").
+            let quarter = boundary(text, s.start + (s.end - s.start) / 4);
+            let mut from = s.start;
+            if let Some(j) = text[s.start..quarter].rfind("[Ex")
+                && let Some(k) = text[s.start + j..s.end].find(']')
+            {
+                from = s.start + j + k + 1;
+            }
+            let first = sentences(text, from, s.end, true)
+                .into_iter()
+                .find(|r| word_count(text, *r) >= 7 && !self.used.contains(r));
+            if let Some(r) = first {
+                let label = part_of(r.0).map(|p| heading(&parts[p].0));
+                points.push(self.take(r, Some(&s.speaker), label, 1.0));
+            }
+        }
+        Facet {
+            title: "Key passages".into(),
+            points,
+        }
+    }
+
+    /// The opening sentences: what the document says it is about.
+    fn about(&mut self) -> Facet {
+        let start = self
+            .work
+            .sections
+            .iter()
+            .find(|s| !s.0.is_empty())
+            .map_or(0, |s| s.1);
+        let cands = self.candidates((start, self.text().len()));
+        let mut points = Vec::new();
+        for (r, _) in cands {
+            if points.len() == 3 {
+                break;
+            }
+            if word_count(self.text(), r) >= 6 {
+                points.push(self.take(r, None, None, 1.0));
+            }
+        }
+        Facet {
+            title: format!("What {} is about", self.work.title),
+            points,
+        }
+    }
+
+    /// Distinctive terms of the document against the others (frequent here, rare or absent in
+    /// the other documents), each with its plainest sentence. Names count: in a technical text
+    /// they are the terms (`SQLite`, `DataFusion`).
+    fn key_terms(&mut self, background: &Counts, n: usize) -> Facet {
+        let text = self.text();
+        let mine = Counts::of(text);
+        let mut surface: HashMap<String, HashMap<String, usize>> = HashMap::new();
+        for w in tokens(text) {
+            *surface
+                .entry(key(w))
+                .or_default()
+                .entry(w.to_owned())
+                .or_default() += 1;
+        }
+        for (k, written) in phrases(text) {
+            *surface.entry(k).or_default().entry(written).or_default() += 1;
+        }
+        let others = background.docs as f32;
+        let mut terms: Vec<(f32, String)> = mine
+            .words
+            .iter()
+            // Short single words are rarely terms (`lower`, `time`).
+            .filter(|(k, f)| **f >= 3 && (k.contains(' ') || k.len() >= 6))
+            .map(|(k, &f)| {
+                let r = f as f32 / mine.total.max(1) as f32;
+                let b = (background.get(k) as f32 + 1.0) / (background.total.max(1) as f32);
+                // Spread over the other documents: a word all of them use is common language.
+                let df = background.df.get(k).copied().unwrap_or(0) as f32;
+                let rare = ((others + 1.0) / (df + 1.0)).ln().max(0.0) + 0.1;
+                // A phrase says more than either of its words.
+                let phrase = if k.contains(' ') { 6.0 } else { 1.0 };
+                (f as f32 * (r / b).ln() * rare * phrase, k.clone())
+            })
+            .filter(|t| t.0 > 0.0)
+            .collect();
+        terms.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut points = Vec::new();
+        let mut shown_words: HashSet<String> = HashSet::new();
+        for (_, k) in terms.into_iter().take(4 * n) {
+            if points.len() == n {
+                break;
+            }
+            // One term per word: `tail latency` and `latency` are the same term.
+            if k.split(' ').any(|w| shown_words.contains(w)) {
+                continue;
+            }
+            let score = |r: (usize, usize), _: Option<&str>| {
+                // The term must be among the words shown (a long sentence is abridged).
+                let ((a, b), _) = abridge(text, r, MAX_WORDS);
+                let s = &text[a..b];
+                let words: Vec<String> = if k.contains(' ') {
+                    phrases(s).map(|p| p.0).collect()
+                } else {
+                    tokens(s).map(key).collect()
+                };
+                match words.iter().position(|w| *w == k) {
+                    Some(p) => 1.0 - 0.05 * p as f32 - 0.01 * words.len() as f32,
+                    None => f32::MIN,
+                }
+            };
+            if let Some((r, who, v)) = self.best((0, text.len()), 25, &score)
+                && v > f32::MIN
+            {
+                let shown = surface
+                    .get(&k)
+                    .and_then(|s| s.iter().max_by_key(|(w, n)| (**n, std::cmp::Reverse(*w))))
+                    .map_or(k.clone(), |(w, _)| w.clone());
+                shown_words.extend(k.split(' ').map(str::to_owned));
+                points.push(self.take(r, who.as_deref(), Some(shown), v));
+            }
+        }
+        Facet {
+            title: "Key terms".into(),
+            points,
+        }
+    }
+
+    /// Questions the document asks and what it says is not done yet.
+    fn open_questions(&mut self, n: usize) -> Facet {
+        let text = self.text();
+        let mut points = Vec::new();
+        let cands = self.candidates((0, text.len()));
+        let mut parts_used = HashSet::new();
+        for pass in 0..2 {
+            for (r, _) in &cands {
+                if points.len() == n {
+                    break;
+                }
+                let s = text[r.0..r.1].to_lowercase();
+                let open = s.ends_with('?') || OPEN.iter().any(|w| s.contains(w));
+                let words = word_count(text, *r);
+                if !open || !(5..=40).contains(&words) || self.used.contains(r) {
+                    continue;
+                }
+                let part = self.parts.iter().position(|p| (p.1..p.2).contains(&r.0));
+                if pass == 0 && !parts_used.insert(part) {
+                    continue;
+                }
+                let label = part.map(|p| heading(&self.parts[p].0));
+                points.push(self.take(*r, None, label, 1.0));
+            }
+        }
+        points.sort_by_key(|p| p.citation.start);
+        Facet {
+            title: "Open questions".into(),
+            points,
+        }
+    }
+}
+
+/// What a work says, counted the way [`facets`] counts it (a play's speeches, not its stage
+/// directions and speaker tags): the background another work is compared against.
+pub fn counts(work: &Work) -> Counts {
+    let a = Analysis::new(work);
+    let from = a.parts.first().map_or(0, |p| p.1);
+    a.counted((from, work.text.len()))
+}
+
+/// Splits `parts` into `k` runs of consecutive parts, as even as can be.
+fn runs<T: Clone>(parts: &[T], k: usize) -> Vec<Vec<T>> {
+    let k = k.clamp(1, parts.len().max(1));
+    let mut out = Vec::new();
+    let mut at = 0;
+    for i in 0..k {
+        let len = (parts.len() - at).div_ceil(k - i);
+        out.push(parts[at..at + len].to_vec());
+        at += len;
+    }
+    out
+}
+
+/// `Acts I-II` / `Act III` for a run of parts labelled `Act I`, `Act II`...
+pub fn span(labels: &[String]) -> String {
+    match labels {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first, .., last] => {
+            let (kind, a) = first.split_once(' ').unwrap_or(("", first));
+            let b = last.split_once(' ').map_or(last.as_str(), |x| x.1);
+            if !kind.is_empty() && last.starts_with(kind) && !a.contains(' ') && !b.contains(' ') {
+                format!("{kind}s {a}-{b}")
+            } else {
+                format!("{first} to {last}")
+            }
+        }
+    }
+}
+
+/// The facets of `work` for `slides` content slides (the title slide not counted).
+/// `background` holds the word counts of the collection's other documents (empty when it has
+/// none), against which themes and key terms are judged.
+pub fn facets(work: &Work, background: &Counts, slides: usize) -> Vec<Facet> {
+    let slides = slides.max(1);
+    let mut a = Analysis::new(work);
+    let parts = a.parts.clone();
+    let play = a.is_play();
+    // The facets in order of priority for a short deck; the parts facet (plot or main points)
+    // takes every slide beyond four.
+    let order: &[usize] = match slides {
+        1 => &[1],
+        2 => &[0, 1],
+        3 => &[0, 1, 3],
+        _ => &[0, 1, 2, 3],
+    };
+    let part_slides = slides.saturating_sub(3).max(1);
+    // At most six parts a slide: the largest, kept in document order.
+    let mut parts = parts;
+    if parts.len() > 6 * part_slides {
+        parts.sort_by_key(|p| std::cmp::Reverse(p.2 - p.1));
+        parts.truncate(6 * part_slides);
+        parts.sort_by_key(|p| p.1);
+    }
+    let mut out = Vec::new();
+    for &f in order {
+        match (play, f) {
+            (true, 0) => out.push(a.who_is_who()),
+            (false, 0) => out.push(a.about()),
+            (_, 1) => {
+                let runs = runs(&parts, part_slides);
+                let longest = runs.iter().map(Vec::len).max().unwrap_or(1).max(1);
+                let per = (6 / longest).clamp(1, 3);
+                let single = runs.len() == 1;
+                for run in runs {
+                    let labels: Vec<String> = run.iter().map(|p| heading(&p.0)).collect();
+                    let points = a.per_part(&run, per);
+                    let what = if play { "The plot" } else { "Main points" };
+                    let title = if single {
+                        if play {
+                            "The plot, act by act".to_owned()
+                        } else {
+                            "Main points".to_owned()
+                        }
+                    } else {
+                        format!("{what}: {}", span(&labels))
+                    };
+                    out.push(Facet { title, points });
+                }
+            }
+            (true, 2) => out.push(a.themes(background, 5)),
+            (false, 2) => out.push(a.key_terms(background, 5)),
+            (true, 3) => out.push(a.key_passages(5)),
+            (false, 3) => out.push(a.open_questions(5)),
+            _ => {}
+        }
+    }
+    out.retain(|f| !f.points.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAY: &str = "THE TRAGEDY OF TESTING\n\nPERSONS REPRESENTED.\n\nCLAUDIUS, King of Denmark.\nHamlet, Son to the late King.\nGertrude, Queen of Denmark.\n\nACT I.\n\nScene I. A room.\n\nHam.\nThe ghost of my father walks upon the platform tonight, and it speaks of murder.\n\nKing.\nOur brother's death is green in memory, and the crown is ours.\n\nQueen.\nGood Hamlet, cast thy nighted colour off, and look upon the king.\n\nACT II.\n\nScene I. A hall.\n\nHam.\n[Exit Queen.]\nNow I am alone.\nTo be, or not to be, that is the question: whether it is nobler in the mind to suffer the slings and arrows.\nThe play's the thing wherein I'll catch the conscience of the king.\n\nKing.\nMy offence is rank, it smells to heaven; it hath the primal eldest curse upon it.\n";
+
+    fn work(text: &str) -> Work {
+        let acts: Vec<usize> = text.match_indices("ACT ").map(|m| m.0).collect();
+        Work {
+            document: "t.txt".into(),
+            title: "The Tragedy of Testing".into(),
+            text: text.into(),
+            sections: vec![
+                ("PERSONS REPRESENTED".into(), 0, acts[0]),
+                ("ACT I > Scene I. A room".into(), acts[0], acts[1]),
+                ("ACT II > Scene I. A hall".into(), acts[1], text.len()),
+            ],
+            chunks: vec![(1, 0, text.len())],
+        }
+    }
+
+    #[test]
+    fn speakers_are_matched_to_the_cast_list() {
+        let ps = personae(PLAY, PLAY.find("ACT I").unwrap());
+        let name = |tag: &str| persona_for(tag, &ps).map(|p| p.display(PLAY));
+        assert_eq!(name("Ham").as_deref(), Some("Hamlet"));
+        assert_eq!(name("King").as_deref(), Some("Claudius"));
+        assert_eq!(name("Queen").as_deref(), Some("Gertrude"));
+        assert_eq!(name("Fran"), None);
+        assert_eq!(speeches(PLAY).len(), 5);
+    }
+
+    #[test]
+    fn long_sentences_are_abridged_at_a_clause_end_and_stay_verbatim() {
+        let s = "To be, or not to be, that is the question: whether it is nobler in the mind to suffer the slings and arrows of outrageous fortune.";
+        let ((a, b), cut) = abridge(s, (0, s.len()), 12);
+        assert!(cut);
+        assert_eq!(&s[a..b], "To be, or not to be, that is the question:");
+        let ((_, b), cut) = abridge(s, (0, 20), 12);
+        assert!(!cut && b == 20);
+    }
+
+    #[test]
+    fn a_play_gets_cast_plot_and_passages_all_cited_verbatim() {
+        let w = work(PLAY);
+        let fs = facets(&w, &Counts::default(), 3);
+        let titles: Vec<&str> = fs.iter().map(|f| f.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            ["Who's who", "The plot, act by act", "Key passages"]
+        );
+        assert_eq!(fs[0].points[0].text, "Hamlet, Son to the late King.");
+        let acts: HashSet<_> = fs[1]
+            .points
+            .iter()
+            .map(|p| p.label.clone().unwrap())
+            .collect();
+        assert_eq!(
+            acts,
+            HashSet::from(["Act I".to_owned(), "Act II".to_owned()])
+        );
+        // The set piece starts after the exit and the short line.
+        let passage = &fs[2].points.iter().find(|p| p.abridged).unwrap();
+        assert_eq!(passage.text, "To be, or not to be, that is the question:");
+        let mut seen = HashSet::new();
+        for p in fs.iter().flat_map(|f| &f.points) {
+            let c = &p.citation;
+            assert_eq!(normalized(&PLAY[c.start..c.end]), p.text);
+            assert!(seen.insert((c.start, c.end)), "{} twice", p.text);
+            assert!(p.text.split_whitespace().count() <= MAX_WORDS);
+        }
+    }
+
+    #[test]
+    fn acts_are_spanned_by_name() {
+        assert_eq!(span(&["Act I".into(), "Act II".into()]), "Acts I-II");
+        assert_eq!(span(&["Act III".into()]), "Act III");
+        assert_eq!(runs(&[1, 2, 3, 4, 5], 2), vec![vec![1, 2, 3], vec![4, 5]]);
+    }
+}
