@@ -20,8 +20,11 @@ fn require(ok: bool, msg: &str, peer: agentry_testkit::Peer) -> bool {
     ok || agentry_testkit::missing::<()>(peer, msg).is_some()
 }
 
+/// Runs `agentry` in `home` (a run without `--output` writes there, never into the sources).
 fn agentry(home: &Path, args: &[&str]) -> std::process::Output {
+    std::fs::create_dir_all(home).unwrap();
     Command::new(BIN)
+        .current_dir(home)
         .env("AGENTRY_HOME", home)
         .args(args)
         .output()
