@@ -237,22 +237,25 @@ impl PptSpecialist {
     }
 }
 
+/// A slide of cited points: the points as bullets, their full citations as the notes.
+fn slide<'k>(title: String, points: impl Iterator<Item = &'k KeyPoint> + Clone) -> OutlineSlide {
+    OutlineSlide {
+        title,
+        bullets: points.clone().map(bullet).collect(),
+        notes: points
+            .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        pictures: Vec::new(),
+    }
+}
+
 /// An outline from a brief's facets: a title slide, then one slide per facet, its bullets the
 /// facet's quotes (label, quote, speaker, citation number), its notes the full citations.
 pub fn outline_from_facets(title: &str, document: &str, facets: &[Facet]) -> Outline {
     let slides = facets
         .iter()
-        .map(|f| OutlineSlide {
-            title: f.title.clone(),
-            bullets: f.points.iter().map(bullet).collect(),
-            notes: f
-                .points
-                .iter()
-                .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            pictures: Vec::new(),
-        })
+        .map(|f| slide(f.title.clone(), f.points.iter()))
         .collect();
     Outline {
         title: title.to_owned(),
@@ -304,16 +307,7 @@ pub fn outline_from_research(title: &str, key_points: &[KeyPoint], slides: usize
     }
     let out = merged
         .into_iter()
-        .map(|(labels, group)| OutlineSlide {
-            title: crate::rag::brief::span(&labels),
-            bullets: group.iter().map(|k| bullet(k)).collect(),
-            notes: group
-                .iter()
-                .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            pictures: Vec::new(),
-        })
+        .map(|(labels, group)| slide(crate::rag::brief::span(&labels), group.into_iter()))
         .collect();
     let mut docs: Vec<&str> = key_points
         .iter()

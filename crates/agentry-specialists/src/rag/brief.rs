@@ -177,15 +177,7 @@ pub fn heading(section: &str) -> String {
                 .split(' ')
                 .map(|w| {
                     let roman = !w.is_empty() && w.chars().all(|c| "IVXLC.,".contains(c));
-                    if roman || w.chars().any(char::is_lowercase) {
-                        w.to_owned()
-                    } else {
-                        let lower = w.to_lowercase();
-                        let mut c = lower.chars();
-                        c.next()
-                            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
-                            .unwrap_or_default()
-                    }
+                    if roman { w.to_owned() } else { title_case(w) }
                 })
                 .collect::<Vec<_>>()
                 .join(" ")
