@@ -1323,6 +1323,46 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any text (plays, prose, Markdown, binary junk, multi-byte characters) gives facets
+        /// without a panic, and every point quotes the text at its citation.
+        #[test]
+        fn any_text_gives_verbatim_facets(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::string::string_regex("[A-Za-zé' ,;:.!?\\[\\]-]{0,60}").unwrap(),
+                    proptest::strategy::Just("\n".to_owned()),
+                    proptest::strategy::Just("\n\n".to_owned()),
+                    proptest::strategy::Just("\n\nHam.\n".to_owned()),
+                    proptest::strategy::Just("\n\nACT II.\n\n".to_owned()),
+                    proptest::strategy::Just("\n## Part\n".to_owned()),
+                ],
+                0..60,
+            ),
+            slides in 1usize..8,
+        ) {
+            let text: String = pieces.concat();
+            let mid = text.len() / 2;
+            let mid = boundary(&text, mid);
+            let w = Work {
+                document: "t".into(),
+                title: "T".into(),
+                text: text.clone(),
+                sections: vec![("ACT I".into(), 0, mid), ("ACT II".into(), mid, text.len())],
+                chunks: vec![(1, 0, text.len())],
+            };
+            let mut background = Counts::default();
+            background.merge(&Counts::of("the king is dead, long live the king"));
+            for f in facets(&w, &background, slides) {
+                for p in &f.points {
+                    let c = &p.citation;
+                    proptest::prop_assert_eq!(normalized(&text[c.start..c.end]), p.text.clone());
+                    proptest::prop_assert!(p.text.split_whitespace().count() <= MAX_WORDS);
+                }
+            }
+        }
+    }
+
     #[test]
     fn acts_are_spanned_by_name() {
         assert_eq!(span(&["Act I".into(), "Act II".into()]), "Acts I-II");
