@@ -624,6 +624,8 @@ struct Analysis<'w> {
     names: HashSet<String>,
     used: HashSet<(usize, usize)>,
     play: bool,
+    /// Counts over all parts, computed once (every part is compared against them).
+    whole: std::sync::OnceLock<Counts>,
 }
 
 impl<'w> Analysis<'w> {
@@ -675,6 +677,7 @@ impl<'w> Analysis<'w> {
             names,
             used: HashSet::new(),
             play,
+            whole: std::sync::OnceLock::new(),
         }
     }
 
@@ -700,19 +703,29 @@ impl<'w> Analysis<'w> {
         tokens(&self.text()[range.0..range.1]).any(|w| self.names.contains(&w.to_lowercase()))
     }
 
+    /// The sentences of the speeches inside `range`, each with its speech.
+    fn spoken(&self, range: (usize, usize)) -> impl Iterator<Item = ((usize, usize), &Speech)> {
+        let text = self.text();
+        self.speeches
+            .iter()
+            .filter(move |s| s.start >= range.0 && s.end <= range.1)
+            .flat_map(move |s| {
+                sentences(text, s.start, s.end, true)
+                    .into_iter()
+                    .map(move |r| (r, s))
+            })
+    }
+
     /// Sentences to quote inside `range`, with their speaker: from speeches in a play, from the
     /// whole text otherwise (skipping code, tables and headings).
     fn candidates(&self, range: (usize, usize)) -> Vec<((usize, usize), Option<String>)> {
         let text = self.text();
         let mut out = Vec::new();
         if self.is_play() {
-            for s in &self.speeches {
-                if s.start >= range.0 && s.end <= range.1 {
-                    for r in sentences(text, s.start, s.end, true) {
-                        out.push((r, Some(s.speaker.clone())));
-                    }
-                }
-            }
+            out.extend(
+                self.spoken(range)
+                    .map(|(r, s)| (r, Some(s.speaker.clone()))),
+            );
         } else {
             let mut fenced = false;
             let mut at = range.0;
@@ -750,13 +763,16 @@ impl<'w> Analysis<'w> {
     fn distinctive(&self, range: (usize, usize)) -> HashMap<String, f32> {
         let text = self.text();
         let inside = self.counted(range);
-        let mut all = Counts::default();
-        for p in &self.parts {
-            all.merge(&self.counted((p.1, p.2)));
-        }
-        if all.total == 0 {
-            all = Counts::of(text);
-        }
+        let all = self.whole.get_or_init(|| {
+            let mut all = Counts::default();
+            for p in &self.parts {
+                all.merge(&self.counted((p.1, p.2)));
+            }
+            if all.total == 0 {
+                all = Counts::of(text);
+            }
+            all
+        });
         let rest = (all.total.saturating_sub(inside.total)).max(1) as f32;
         let n = inside.total.max(1) as f32;
         inside
@@ -776,12 +792,8 @@ impl<'w> Analysis<'w> {
         let text = self.text();
         let mut c = Counts::default();
         if self.is_play() {
-            for s in &self.speeches {
-                if s.start >= range.0 && s.end <= range.1 {
-                    for r in sentences(text, s.start, s.end, true) {
-                        c.add(&text[r.0..r.1]);
-                    }
-                }
+            for (r, _) in self.spoken(range) {
+                c.add(&text[r.0..r.1]);
             }
         } else {
             c.add(&text[range.0..range.1]);

@@ -174,15 +174,14 @@ impl RagAgent {
             several => {
                 // Several editions of one work: the one retrieval ranks first.
                 let hits = self.kb.search(&self.collection, topic, 10).await?;
+                let rank = |d: &&&(String, String, String)| {
+                    hits.iter()
+                        .position(|h| h.path == d.0)
+                        .unwrap_or(usize::MAX)
+                };
                 several
                     .iter()
-                    .max_by_key(|d| {
-                        std::cmp::Reverse(
-                            hits.iter()
-                                .position(|h| h.path == d.0)
-                                .unwrap_or(usize::MAX),
-                        )
-                    })
+                    .min_by_key(rank)
                     .map_or_else(|| several[0].0.clone(), |d| d.0.clone())
             }
         };
@@ -192,14 +191,13 @@ impl RagAgent {
         let coll = collection.clone();
         // Reading whole documents and counting their words is CPU work: off the async workers.
         let built = tokio::task::spawn_blocking(move || -> Result<_, RagError> {
-            let collection = coll;
-            let Some(work) = kb.work(&collection, &path)? else {
+            let Some(work) = kb.work(&coll, &path)? else {
                 return Ok(None);
             };
             // The other works, to tell what is particular to this one (at most 50 read).
             let mut background = brief::Counts::default();
             for (other, ..) in docs.iter().filter(|d| d.0 != path).take(50) {
-                if let Some(w) = kb.work(&collection, other)? {
+                if let Some(w) = kb.work(&coll, other)? {
                     background.merge(&brief::counts(&w));
                 }
             }
@@ -216,10 +214,16 @@ impl RagAgent {
         let Some((document, title, facets)) = built else {
             return Ok(None);
         };
-        let points: Vec<KeyPoint> = facets.iter().flat_map(|f| f.points.clone()).collect();
         let summary = match &self.writer {
-            Some(llm) if !points.is_empty() => written_summary(&**llm, &topic, &points).await,
-            _ => None,
+            Some(llm) => {
+                let points: Vec<KeyPoint> = facets.iter().flat_map(|f| f.points.clone()).collect();
+                if points.is_empty() {
+                    None
+                } else {
+                    written_summary(&**llm, &topic, &points).await
+                }
+            }
+            None => None,
         };
         let mut answer = String::new();
         if let Some(s) = &summary {

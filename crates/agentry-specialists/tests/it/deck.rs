@@ -20,7 +20,7 @@ use agentry_core::embed::{EmbedError, Embedder};
 
 use agentry_core::a2a::{AgentHandle, Ask};
 use agentry_specialists::agents::PptSpecialist;
-use agentry_specialists::pptx::{Decks, Outline};
+use agentry_specialists::pptx::{Decks, Outline, OutlineSlide};
 use agentry_specialists::rag::brief::{MAX_WORDS, normalized};
 use agentry_specialists::rag::{Brief, KeyPoint, KnowledgeBase, RagAgent};
 use serde_json::json;
@@ -211,6 +211,15 @@ fn rubric(outline: &Outline, brief: &Brief, texts: &HashMap<String, String>) -> 
     wrong
 }
 
+/// The labels of a slide's bullets (`Act I`, `Revenge`), in order.
+fn labels(slide: &OutlineSlide) -> Vec<String> {
+    slide
+        .bullets
+        .iter()
+        .filter_map(|b| parse_bullet(b)?.label)
+        .collect()
+}
+
 /// Facts about a play a teacher would check.
 struct Expect {
     topic: &'static str,
@@ -345,12 +354,7 @@ async fn decks_about_two_plays_pass_the_rubric() {
             e.characters
         );
         // The plot covers every act, in order.
-        let plot: Vec<String> = slide("The plot, act by act")
-            .bullets
-            .iter()
-            .filter_map(|b| parse_bullet(b)?.label)
-            .collect();
-        let mut acts = plot.clone();
+        let mut acts = labels(slide("The plot, act by act"));
         acts.dedup();
         assert_eq!(
             acts,
@@ -359,11 +363,7 @@ async fn decks_about_two_plays_pass_the_rubric() {
             e.topic
         );
         // Themes a reader would name.
-        let themes: Vec<String> = slide("Main themes")
-            .bullets
-            .iter()
-            .filter_map(|b| parse_bullet(b)?.label)
-            .collect();
+        let themes = labels(slide("Main themes"));
         let known = themes
             .iter()
             .filter(|t| e.themes.contains(&t.as_str()))
@@ -455,11 +455,7 @@ async fn a_deck_about_technical_documents_passes_the_rubric() {
         assert!(s.bullets.len() >= 2, "{}: {:?}", s.title, s.bullets);
     }
     // Main points come from different sections, each labelled by its section.
-    let sections: HashSet<String> = outline.slides[1]
-        .bullets
-        .iter()
-        .filter_map(|b| parse_bullet(b)?.label)
-        .collect();
+    let sections: HashSet<String> = labels(&outline.slides[1]).into_iter().collect();
     assert!(sections.len() >= 4, "{sections:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -468,7 +464,6 @@ async fn a_deck_about_technical_documents_passes_the_rubric() {
 /// names another act.
 #[test]
 fn the_rubric_catches_what_it_is_for() {
-    use agentry_specialists::pptx::OutlineSlide;
     use agentry_specialists::rag::{Citation, brief::Facet};
     let text = "ACT I.\n\nHam.\nA little more than kin, and less than kind.\n\nACT II.\n\nHam.\nWords, words, words, and more words, said over and over and over again until the words lose all meaning for us.\n";
     let at = |s: &str| text.find(s).unwrap();
