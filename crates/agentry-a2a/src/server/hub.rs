@@ -397,6 +397,14 @@ impl AgentTasks {
         }
     }
 
+    /// Whether another replica sharing the store runs a turn of `task_id` now.
+    async fn running_elsewhere(&self, task_id: &str) -> Result<bool, RpcError> {
+        self.store
+            .running_elsewhere(task_id)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))
+    }
+
     /// The live hub of a task, or one loaded from the store, when `caller` owns the task.
     /// Another caller's task is not found, exactly as a task that does not exist.
     pub(super) async fn open(
@@ -425,6 +433,9 @@ impl AgentTasks {
             .map_err(|e| RpcError::internal(e.to_string()))?;
         let mut pushes = Vec::new();
         if is_orphan(&task) {
+            if self.running_elsewhere(task_id).await? {
+                return Err(elsewhere(task_id));
+            }
             recover(&mut task);
             pushes = self.outgoing(&push, &task);
             self.store
@@ -627,6 +638,17 @@ impl AgentTasks {
             {
                 room_for(&st.push, &normalize_push(cfg, &hub.task_id))?;
             }
+            // Replicas sharing the store: one turn of a task at a time, wherever messages
+            // land (a new task is this process's alone).
+            if st.stored
+                && !self
+                    .store
+                    .take_turn(&hub.task_id)
+                    .await
+                    .map_err(|e| RpcError::internal(e.to_string()))?
+            {
+                return Err(elsewhere(&hub.task_id));
+            }
             let previous = st.stored.then(|| st.task.clone());
             message.task_id = Some(hub.task_id.clone());
             message.context_id = Some(hub.context_id.clone());
@@ -725,7 +747,10 @@ impl AgentTasks {
             .map_err(|e| RpcError::internal(e.to_string()))?
             .filter(|t| t.owner.as_deref() == caller)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
-        if is_orphan(&task) && !self.hubs().contains_key(task_id) {
+        if is_orphan(&task)
+            && !self.hubs().contains_key(task_id)
+            && !self.running_elsewhere(task_id).await?
+        {
             let lease = self.open(task_id, caller).await?;
             return Ok(lease.hub.state.lock().await.task.clone());
         }
@@ -740,7 +765,10 @@ impl AgentTasks {
     ) -> Result<Vec<Task>, RpcError> {
         let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            if is_orphan(&t) && !self.hubs().contains_key(&t.id) {
+            if is_orphan(&t)
+                && !self.hubs().contains_key(&t.id)
+                && !self.running_elsewhere(&t.id).await?
+            {
                 let lease = self.open(&t.id, caller).await?;
                 out.push(lease.hub.state.lock().await.task.clone());
             } else {
@@ -841,6 +869,16 @@ impl AgentTasks {
         st.push.retain(|c| c.id.as_deref() != Some(config_id));
         Ok(())
     }
+}
+
+/// A task whose turn another replica runs: requests that need the running turn (a message,
+/// a subscription, cancel, push configs) go to that replica until task events cross
+/// replicas.
+fn elsewhere(task_id: &str) -> RpcError {
+    RpcError::unsupported(format!(
+        "task {task_id} is running on another replica of this agent: send this request to \
+         that replica, or again when the turn has ended"
+    ))
 }
 
 /// Whether a stored task was left mid-turn by a process that is gone. In one process a turn

@@ -9,6 +9,8 @@ use std::pin::Pin;
 
 use crate::model::{PushNotificationConfig, Task, TaskState};
 
+#[cfg(any(test, feature = "store-contract"))]
+pub mod contract;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -213,6 +215,27 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         let _ = (scope, key);
         Box::pin(async { Err(StoreError::Unsupported("idempotency keys")) })
+    }
+
+    /// Takes the next turn of stored task `task_id` for this process, before its agent runs.
+    /// A store shared by several processes (replicas) answers `false` while another live
+    /// process runs a turn of the task (so one turn runs at a time, wherever the messages
+    /// land); a store of one process always answers `true` (the default). The turn is held
+    /// while the task is saved `submitted` or `working` and released by the save that ends it.
+    fn take_turn<'a>(&'a self, task_id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let _ = task_id;
+        Box::pin(async { Ok(true) })
+    }
+
+    /// Whether another live process runs a turn of task `task_id` now: then a task stored
+    /// as `working` is not an orphan of a dead process, and this process must not recover
+    /// it. `false` for a store of one process (the default).
+    fn running_elsewhere<'a>(
+        &'a self,
+        task_id: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let _ = task_id;
+        Box::pin(async { Ok(false) })
     }
 
     /// Whether the store answers: the server's readiness probe (`/readyz`). The default

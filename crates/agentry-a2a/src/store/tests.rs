@@ -1,208 +1,8 @@
 //! The same contract checked on every store.
 
+use super::contract::{check as contract, task};
 use super::*;
 use crate::model::*;
-
-fn task(id: &str, state: TaskState) -> Task {
-    let mut t = Task::new(id.into(), "ctx".into());
-    t.history
-        .push(Message::text(Role::User, "hi").in_task(id, "ctx"));
-    if state != TaskState::Submitted {
-        t.transition(TaskStatus::now(state, None)).unwrap();
-    }
-    t
-}
-
-fn push(id: &str) -> PushNotificationConfig {
-    PushNotificationConfig {
-        id: Some(id.into()),
-        url: format!("https://example.com/{id}"),
-        token: None,
-        authentication: None,
-        body_version: None,
-    }
-}
-
-async fn contract(store: &dyn TaskStore) {
-    assert!(store.get("t1").await.unwrap().is_none());
-    let mut t = task("t1", TaskState::Working);
-    store.save(&t).await.unwrap();
-    t.apply_artifact(&Artifact::new(Some("a"), vec![Part::text("x")]), false);
-    store.save(&t).await.unwrap();
-    assert_eq!(store.get("t1").await.unwrap().unwrap(), t);
-
-    store.set_push("t1", &push("a")).await.unwrap();
-    store.set_push("t1", &push("b")).await.unwrap();
-    let mut a2 = push("a");
-    a2.token = Some("new".into());
-    store.set_push("t1", &a2).await.unwrap();
-    let list = store.list_push("t1").await.unwrap();
-    assert_eq!(list.len(), 2);
-    assert_eq!(list[0].token.as_deref(), Some("new"));
-    assert!(store.delete_push("t1", "b").await.unwrap());
-    assert!(!store.delete_push("t1", "b").await.unwrap());
-    assert_eq!(store.list_push("t1").await.unwrap().len(), 1);
-    assert!(store.list_push("other").await.unwrap().is_empty());
-
-    listing(store).await;
-    idempotency_keys(store).await;
-}
-
-/// Claims of idempotency keys: first wins, scopes apart, release frees, expiry frees, and
-/// of many concurrent claims of one key exactly one wins.
-async fn idempotency_keys(store: &dyn TaskStore) {
-    let claim = |t: &str, f: &str| KeyClaim {
-        task_id: t.into(),
-        fingerprint: f.into(),
-    };
-    let later = crate::time::now_unix_millis() + 60_000;
-    let first = claim("task-1", "f1");
-    assert_eq!(
-        store.claim_key("alice", "k", &first, later).await.unwrap(),
-        None
-    );
-    // A retry, or another request under the same key: the first claim comes back.
-    for other in [claim("task-2", "f1"), claim("task-2", "f2")] {
-        assert_eq!(
-            store.claim_key("alice", "k", &other, later).await.unwrap(),
-            Some(first.clone())
-        );
-    }
-    // Another caller's key of the same name is its own.
-    assert_eq!(
-        store
-            .claim_key("bob", "k", &claim("task-3", "f1"), later)
-            .await
-            .unwrap(),
-        None
-    );
-    // Released: the next claim takes it.
-    store.release_key("alice", "k").await.unwrap();
-    let second = claim("task-4", "f4");
-    assert_eq!(
-        store.claim_key("alice", "k", &second, later).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        store.claim_key("alice", "k", &first, later).await.unwrap(),
-        Some(second.clone())
-    );
-    // Expired: taken again.
-    let gone = crate::time::now_unix_millis() - 1;
-    assert_eq!(
-        store.claim_key("alice", "old", &first, gone).await.unwrap(),
-        None
-    );
-    assert_eq!(
-        store
-            .claim_key("alice", "old", &second, later)
-            .await
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        store
-            .claim_key("alice", "old", &first, later)
-            .await
-            .unwrap(),
-        Some(claim("task-4", "f4"))
-    );
-    // 32 concurrent claims of one key: one winner, and every loser sees the winner's claim.
-    let claims: Vec<KeyClaim> = (0..32).map(|i| claim(&format!("c{i}"), "f")).collect();
-    let results = futures_util::future::join_all(
-        claims
-            .iter()
-            .map(|c| store.claim_key("carol", "race", c, later)),
-    )
-    .await;
-    let winners: Vec<usize> = results
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| matches!(r, Ok(None)))
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(winners.len(), 1, "{results:?}");
-    for r in &results {
-        if let Ok(Some(held)) = r {
-            assert_eq!(held, &claims[winners[0]]);
-        }
-    }
-    // Writes keep call order: this one resolved, every claim before it is stored too.
-    store.release_key("nobody", "none").await.unwrap();
-}
-
-/// Filters, newest-first order and paging of `list`.
-async fn listing(store: &dyn TaskStore) {
-    let at = |id: &str, ctx: &str, state: TaskState, ms: i64| {
-        let mut t = task(id, state);
-        t.context_id = ctx.into();
-        t.status.timestamp = Some(crate::time::format_unix_millis(ms));
-        t
-    };
-    for t in [
-        at("l1", "c1", TaskState::Completed, 1_000),
-        at("l2", "c1", TaskState::Working, 3_000),
-        at("l3", "c2", TaskState::Completed, 2_000),
-        at("l4", "c1", TaskState::Completed, 4_000),
-    ] {
-        store.save(&t).await.unwrap();
-    }
-    let ids = |p: &TaskPage| p.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
-    let q = |ctx: Option<&str>, state, after: Option<i64>, offset, limit| TaskQuery {
-        context_id: ctx.map(str::to_owned),
-        state,
-        status_after: after.map(crate::time::format_unix_millis),
-        owner: None,
-        offset,
-        limit,
-    };
-    // A task with an owner is listed only for that owner, and keeps its owner.
-    let mut owned = at("o1", "c1", TaskState::Completed, 5_000);
-    owned.owner = Some("bearer:alice".into());
-    store.save(&owned).await.unwrap();
-    assert_eq!(
-        store.get("o1").await.unwrap().unwrap().owner.as_deref(),
-        Some("bearer:alice")
-    );
-    // A parked task stays parked (a restarted server must not take it for an orphan).
-    let mut parked = at("p1", "c9", TaskState::Working, 5_500);
-    parked.parked = true;
-    store.save(&parked).await.unwrap();
-    assert!(store.get("p1").await.unwrap().unwrap().parked);
-    let listed = store
-        .list(&TaskQuery {
-            context_id: Some("c9".into()),
-            limit: 10,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    assert!(listed.tasks[0].parked);
-    let mine = TaskQuery {
-        owner: Some("bearer:alice".into()),
-        limit: 10,
-        ..Default::default()
-    };
-    let p = store.list(&mine).await.unwrap();
-    assert_eq!((ids(&p), p.total), (vec!["o1".into()], 1));
-    let p = store.list(&q(Some("c1"), None, None, 0, 10)).await.unwrap();
-    assert_eq!(
-        (ids(&p), p.total),
-        (vec!["l4".into(), "l2".into(), "l1".into()], 3)
-    );
-    let p = store.list(&q(Some("c1"), None, None, 1, 1)).await.unwrap();
-    assert_eq!((ids(&p), p.total), (vec!["l2".into()], 3));
-    let p = store
-        .list(&q(None, Some(TaskState::Completed), Some(1_500), 0, 10))
-        .await
-        .unwrap();
-    assert_eq!((ids(&p), p.total), (vec!["l4".into(), "l3".into()], 2));
-    let p = store
-        .list(&q(Some("none"), None, None, 0, 10))
-        .await
-        .unwrap();
-    assert_eq!((ids(&p), p.total), (vec![], 0));
-}
 
 #[tokio::test]
 async fn memory_store_contract() {
@@ -318,6 +118,16 @@ async fn sqlite_push_outbox_keeps_notifications_until_acknowledged() {
     let m = MemoryStore::default();
     m.enqueue_pushes(&[push(9)]).await.unwrap();
     assert!(m.pending_pushes().await.unwrap().is_empty());
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_outbox_contract() {
+    let path = temp_db();
+    super::contract::check_outbox(&SqliteStore::open(&path).unwrap()).await;
     for ext in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
     }
