@@ -7,7 +7,8 @@
 #   BENCH_PROTOS="1.0" bash bench/run.sh     (one version only)
 #
 # Workloads: "message" (the agent answers with a direct message) and "task" (submitted ->
-# working -> artifact -> completed; agentry with its SQLite store). For each server: requests/s,
+# working -> artifact -> completed; agentry with its SQLite store, and as "agentry-pg" with
+# PostgreSQL at $BENCH_POSTGRES, default the local test database when one answers; "" skips). For each server: requests/s,
 # p50/p99 latency, server CPU seconds per 1k requests, peak RSS, and ratios against agentry.
 # Then a soak: agentry's resident memory while 500,000 tasks run (BENCH_SOAK_TASKS to change).
 # Each protocol version starts with "bare": the same HTTP stack (axum, the example binary's
@@ -29,7 +30,11 @@ mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 echo "==> building agentry's A2A echo server (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo)
+(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features postgres --example serve_echo)
+PG=${BENCH_POSTGRES-postgres://postgres@127.0.0.1:5432/test}
+if [ -n "$PG" ] && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && [ -z "${BENCH_POSTGRES:-}" ]; then
+  echo "    no PostgreSQL on 127.0.0.1:5432: agentry-pg left out"; PG=
+fi
 # The peers are the interop tests' echo servers (tests/interop, tests/a2a-peers).
 JS_PEERS=$ROOT/tests/a2a-peers
 if [[ " ${BENCH_PEERS-js python} " == *" js "* ]] && [ ! -d "$JS_PEERS/node_modules/@a2a-js/sdk" ]; then
@@ -67,6 +72,7 @@ start() { # name mode
       local em=task; [ "$mode" = message ] && em=message
       "$BIN" "$PORT" "$em" "$db" 2>/dev/null &
       ;;
+    agentry-pg) "$BIN" "$PORT" task "$PG" 2>/dev/null & ;;
     bare) "$BIN" "$PORT" bare 2>/dev/null & ;;
     js) (cd "$JS_PEERS" && A2A_MODE=$mode A2A_PORT=$PORT exec node a2a_js1_echo_server.mjs >/dev/null 2>&1) & ;;
     python) A2A_MODE=$mode A2A_PORT=$PORT .venv-sdk1/bin/python "$ROOT/tests/interop/a2a_sdk1_echo_server.py" >/dev/null 2>&1 & ;;
@@ -113,6 +119,7 @@ for proto in $PROTOS; do
       measure "$name" "$mode" "$proto"
     done
   done
+  [ -n "$PG" ] && measure agentry-pg task "$proto"
 done
 
 echo
@@ -130,6 +137,14 @@ for proto in $PROTOS; do
     done
   done
 done
+
+if [ -n "$PG" ]; then
+  for proto in $PROTOS; do
+    awk -v a="${RPS[agentry-pg/task/$proto]}" -v b="${RPS[agentry/task/$proto]}" \
+        -v pa="${P99[agentry-pg/task/$proto]}" -v pb="${P99[agentry/task/$proto]}" -v v="$proto" \
+      'BEGIN {printf "  v%-4s task on PostgreSQL vs SQLite: throughput x%.2f   p99 %s ms vs %s ms\n", v, a/b, pa, pb}'
+  done
+fi
 
 echo
 echo "==> soak: agentry task echo (SQLite), $SOAK tasks, resident memory"

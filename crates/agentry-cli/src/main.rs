@@ -224,14 +224,6 @@ enum CardArg {
     V1,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum StoreArg {
-    /// SQLite file (the default; tasks survive a restart).
-    Sqlite,
-    /// In memory (lost on exit; oldest finished tasks evicted past 10,000).
-    Memory,
-}
-
 #[derive(Args)]
 struct ServeArgs {
     /// Serve the agents of this file (agentry.toml); the flags below override its [server].
@@ -249,8 +241,11 @@ struct ServeArgs {
     /// The URL clients should use (put in the agent cards); default http://HOST:PORT/.
     #[arg(long)]
     public_url: Option<String>,
-    #[arg(long, value_enum)]
-    store: Option<StoreArg>,
+    /// Task store: sqlite (the default; tasks survive a restart), memory (lost on exit), or
+    /// a PostgreSQL URL (postgres://user@host/db, or env:NAME holding one) that several
+    /// replicas share.
+    #[arg(long, value_parser = parse_store)]
+    store: Option<StoreKind>,
     /// Built-in agent: its SQLite task store; default $AGENTRY_HOME/<agent>.db
     /// (AGENTRY_HOME defaults to ~/.local/share/agentry).
     #[arg(long, conflicts_with = "config")]
@@ -362,9 +357,12 @@ type Telemetry = Option<agentry::telemetry::Telemetry>;
 #[cfg(not(feature = "otel"))]
 type Telemetry = Option<std::convert::Infallible>;
 
-/// Logs (events, no span prefixes) to stderr as `AGENTRY_LOG` filters them; with the `otel`
-/// feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans over OTLP as `AGENTRY_TRACE` filters
-/// them (default `info`, the dependencies' own spans and logs left out).
+/// Logs (events, no span prefixes) to stderr as `AGENTRY_LOG` filters them, as text or, with
+/// `AGENTRY_LOG_FORMAT=json`, one JSON object per line (time, level, target, fields, and the
+/// fields of the spans around the event: a request's method, task and correlation id) for
+/// log collectors; with the `otel` feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans over
+/// OTLP as `AGENTRY_TRACE` filters them (default `info`, the dependencies' own spans and
+/// logs left out).
 fn logging() -> Telemetry {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -372,11 +370,23 @@ fn logging() -> Telemetry {
 
     let logs =
         EnvFilter::try_from_env("AGENTRY_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_filter(filter::filter_fn(|m| m.is_event()))
-        .with_filter(logs);
-    let registry = tracing_subscriber::registry().with(fmt);
+    let json = std::env::var("AGENTRY_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
+    let text = (!json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(filter::filter_fn(|m| m.is_event()))
+    });
+    let lines = json.then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_writer(std::io::stderr)
+            .with_filter(filter::filter_fn(|m| m.is_event()))
+    });
+    let registry = tracing_subscriber::registry()
+        .with(text.with_filter(logs.clone()))
+        .with(lines.with_filter(logs));
     #[cfg(feature = "otel")]
     {
         let telemetry = match agentry::telemetry::Telemetry::from_env("agentry") {
@@ -555,10 +565,7 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
         s.public_url = Some(u);
     }
     if let Some(st) = args.store {
-        s.store = match st {
-            StoreArg::Sqlite => StoreKind::Sqlite,
-            StoreArg::Memory => StoreKind::Memory,
-        };
+        s.store = st;
     }
     if let Some(t) = args.token {
         s.bearer_tokens.push(t);
@@ -641,4 +648,9 @@ async fn mcp_serve(
         }
         .into())
     }
+}
+
+/// `--store`: what agentry.toml's `store` accepts.
+fn parse_store(s: &str) -> Result<StoreKind, String> {
+    s.parse()
 }

@@ -6,6 +6,9 @@
 //! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task|conformance|bare] [SQLITE_DB [process|power]]
 //! ```
 //!
+//! With the `postgres` feature, a `postgres://` URL instead of the SQLite file keeps the
+//! tasks in PostgreSQL (namespace `bench-echo-PID`, so runs do not see each other's tasks).
+//!
 //! `bare` is no A2A server at all: an axum handler that parses the JSON-RPC body into a JSON
 //! tree and answers a message echoing its text, with the card route `bench/run.sh` waits
 //! on. It is the ceiling the message workload is measured against (same HTTP stack, same
@@ -47,6 +50,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let store: Arc<dyn TaskStore> = match args.get(2) {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            #[cfg(feature = "postgres")]
+            {
+                let db = agentry::postgres::Database::connect(url).await?;
+                Arc::new(db.task_store(&format!("bench-echo-{}", std::process::id())))
+            }
+            #[cfg(not(feature = "postgres"))]
+            {
+                return Err(format!("{url}: built without the `postgres` feature").into());
+            }
+        }
         Some(path) => {
             let durability = match args.get(3).map(String::as_str) {
                 Some("power") | None => Durability::Power,

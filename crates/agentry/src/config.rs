@@ -303,7 +303,9 @@ pub struct ServerSection {
     pub host: String,
     /// Port to listen on.
     pub port: u16,
-    /// Task store: `sqlite` (default; tasks survive a restart) or `memory`.
+    /// Task store: `sqlite` (default; tasks survive a restart), `memory`, or a PostgreSQL
+    /// URL (`postgres://user@host/db`, or `env:NAME` / `file:PATH` holding one; feature
+    /// `postgres`): tasks and checkpoints in one database that several replicas share.
     pub store: StoreKind,
     /// Where SQLite files go (task stores, workflow runs); default [`crate::home_dir`].
     #[serde(alias = "data_dir")]
@@ -350,6 +352,11 @@ pub struct ServerSection {
     /// are not fsynced, for disks whose flushes are slow). docs/BENCHMARKS.md has the cost
     /// of each.
     pub durability: DurabilityChoice,
+    /// With a PostgreSQL store: how long a replica's hold on a task whose turn it runs lasts
+    /// unless renewed (default 30; renewed every third of it). When a replica dies, its
+    /// running tasks are recovered by another replica this much later; shorter means
+    /// faster takeover and more renewals.
+    pub lease_seconds: u64,
     /// Programs the agents' MCP stdio servers may start, besides those of
     /// `$AGENTRY_MCP_ALLOW`: names looked up on `PATH` or paths, compared as the files they
     /// resolve to; `"*"` allows any. None by default: a config naming `command = "npx"` is
@@ -525,6 +532,7 @@ impl Default for ServerSection {
             metrics: false,
             drain_delay_ms: 0,
             durability: DurabilityChoice::Power,
+            lease_seconds: 30,
             mcp_allow: Vec::new(),
             audit: false,
             audit_mode: AuditMode::Durable,
@@ -579,13 +587,60 @@ impl ServerSection {
 }
 
 /// Where tasks are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+#[non_exhaustive]
 pub enum StoreKind {
     /// One SQLite file per agent under the state folder; tasks survive a restart.
     Sqlite,
     /// In memory: lost on exit (oldest finished tasks evicted past 10,000).
     Memory,
+    /// One PostgreSQL database for every agent (and every replica): tasks, push configs,
+    /// idempotency keys and run checkpoints. Holds a URL, or `env:NAME` / `file:PATH`
+    /// naming where the URL is (it may carry a password).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for StoreKind {
+    /// Never the URL: it may hold a password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreKind::Sqlite => f.write_str("Sqlite"),
+            StoreKind::Memory => f.write_str("Memory"),
+            StoreKind::Postgres(_) => f.write_str("Postgres(..)"),
+        }
+    }
+}
+
+impl std::str::FromStr for StoreKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sqlite" => Ok(StoreKind::Sqlite),
+            "memory" => Ok(StoreKind::Memory),
+            s if s.starts_with("postgres://")
+                || s.starts_with("postgresql://")
+                || s.starts_with("env:")
+                || s.starts_with("file:") =>
+            {
+                Ok(StoreKind::Postgres(s.to_owned()))
+            }
+            _ => Err(
+                "store: `sqlite`, `memory`, or a PostgreSQL URL (`postgres://user@host/db`, \
+                 `env:NAME`, `file:PATH`)"
+                    .into(),
+            ),
+        }
+    }
+}
+
+impl TryFrom<String> for StoreKind {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
 }
 
 /// `[[agents]]`: one served agent, from a config file, an inline table, or built in.

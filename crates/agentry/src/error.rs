@@ -101,6 +101,10 @@ pub enum Error {
     /// The A2A layer failed.
     #[error(transparent)]
     A2a(#[from] agentry_a2a::A2aError),
+    /// The PostgreSQL database of `store = "postgres://..."` could not be used.
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Postgres(#[from] agentry_postgres::Error),
 }
 
 impl Error {

@@ -46,7 +46,8 @@
 //! - [`flow`]: workflows, the engine, the planner, the orchestrator, publish-subscribe.
 //! - [`governance`]: the tamper-evident audit trail.
 //! - [`mcp`] (feature `mcp`), [`local`] (feature `local`), [`specialists`] (feature
-//!   `specialists`), [`data`] (feature `data`).
+//!   `specialists`), [`data`] (feature `data`), [`postgres`] (feature `postgres`): the task
+//!   and run stores on PostgreSQL that replicas share.
 //!
 //! ## Features
 //! | feature | adds | default |
@@ -57,6 +58,8 @@
 //! | `data` | the data agent: SQL over files and databases (DataFusion), charts | no |
 //! | `pdf` | PDF ingestion | no |
 //! | `otel` | OpenTelemetry export of the spans over OTLP/HTTP (`OTEL_*` variables) | no |
+//! | `eval` | benchmarking A2A agents on tau2-bench domains | no |
+//! | `postgres` | `store = "postgres://..."`: tasks, push configs, idempotency keys and run checkpoints in one PostgreSQL database several replicas share | no |
 //! | `full` | all of the above | no |
 //!
 //! With `default-features = false` the crate is A2A, the agent core and workflows: the part
@@ -100,6 +103,8 @@ pub use agentry_governance as governance;
 pub use agentry_local as local;
 #[cfg(feature = "mcp")]
 pub use agentry_mcp as mcp;
+#[cfg(feature = "postgres")]
+pub use agentry_postgres as postgres;
 #[cfg(feature = "specialists")]
 pub use agentry_specialists as specialists;
 

@@ -24,8 +24,10 @@ pub struct ServedInfo {
     pub name: String,
     /// The URL clients use.
     pub url: String,
-    /// Where its task store is (`None`: in memory).
+    /// Where its task store is (`None`: in memory, or in PostgreSQL: see `database`).
     pub store: Option<std::path::PathBuf>,
+    /// The PostgreSQL database its tasks are in (host, port, name; no credentials).
+    pub database: Option<String>,
 }
 
 /// The agents of a config, ready to serve: an axum router and what it serves.
@@ -54,11 +56,56 @@ impl Service {
                 format!("{public}{p}")
             }
         };
+        // `store = "postgres://..."`: one database for every agent, connected once.
+        #[cfg(feature = "postgres")]
+        let pg = match &server.store {
+            StoreKind::Postgres(spec) => {
+                let options = agentry_postgres::Options::default()
+                    .lease(std::time::Duration::from_secs(server.lease_seconds.max(1)));
+                Some(agentry_postgres::Database::connect_with(&secret(spec)?, options).await?)
+            }
+            _ => None,
+        };
+        let database = {
+            #[cfg(feature = "postgres")]
+            {
+                pg.as_ref().map(|db| db.target().to_owned())
+            }
+            #[cfg(not(feature = "postgres"))]
+            {
+                None::<String>
+            }
+        };
+        // Checkpoints of an agent's runs go beside its tasks (same file, or same database),
+        // so an interrupted run resumes, and a run and its task are backed up together.
+        let runs_for = |name: &str, file: Option<&Path>| -> Result<Checkpoints, Error> {
+            #[cfg(feature = "postgres")]
+            if let Some(db) = &pg {
+                return Ok(Checkpoints::new(Arc::new(
+                    db.run_store(namespace(name, file)),
+                )));
+            }
+            let _ = name;
+            Ok(match file {
+                Some(file) => Checkpoints::new(Arc::new(SqliteRunStore::open(file)?)),
+                None => Checkpoints::default(),
+            })
+        };
         let store_for =
             |name: &str,
              file: Option<&Path>|
              -> Result<(Arc<dyn TaskStore>, Option<std::path::PathBuf>), Error> {
-                Ok(match server.store {
+                Ok(match &server.store {
+                    StoreKind::Postgres(_) => {
+                        #[cfg(feature = "postgres")]
+                        if let Some(db) = &pg {
+                            return Ok((Arc::new(db.task_store(namespace(name, file))), None));
+                        }
+                        return Err(Error::Disabled {
+                            what: "a PostgreSQL task store".into(),
+                            feature: "postgres",
+                        });
+                    }
                     StoreKind::Memory => (Arc::new(MemoryStore::default()), None),
                     StoreKind::Sqlite => {
                         let path = file
@@ -141,6 +188,7 @@ impl Service {
                     name: card.name.clone(),
                     url: url_for(&path),
                     store: file,
+                    database: database.clone(),
                 },
             ));
             let mut svc = AgentService {
@@ -179,12 +227,7 @@ impl Service {
                 );
             } else if let Some((_, cfg)) = configured.next() {
                 let store = store_for(&cfg.name, entry.db.as_deref())?;
-                // Runs are checkpointed beside their tasks (same file), so an interrupted run
-                // resumes, and a run and its task are backed up and deleted together.
-                let checkpoints = match &store.1 {
-                    Some(file) => Checkpoints::new(Arc::new(SqliteRunStore::open(file)?)),
-                    None => Checkpoints::default(),
-                };
+                let checkpoints = runs_for(&cfg.name, store.1.as_deref())?;
                 let agent = Arc::new(
                     configs
                         .create(cfg.clone())
@@ -205,6 +248,12 @@ impl Service {
         }
         let setup = configs.assemble(made)?;
         if let Some(o) = &setup.config.orchestrator {
+            #[cfg(feature = "postgres")]
+            let engine = Arc::new(match &pg {
+                Some(db) => setup.engine_on(Arc::new(db.run_store("workflows"))),
+                None => setup.engine()?,
+            });
+            #[cfg(not(feature = "postgres"))]
             let engine = Arc::new(setup.engine()?);
             let mut orch =
                 agentry_flow::a2a::Orchestrator::new("orchestrator", engine, setup.workflows()?);
@@ -248,6 +297,15 @@ impl Service {
             agents: served.into_iter().map(|(_, s)| s).collect(),
         })
     }
+}
+
+/// An agent's rows in a shared database: its entry's `db` file name when it names one (as
+/// that names its SQLite file), else its name.
+#[cfg(feature = "postgres")]
+fn namespace<'a>(name: &'a str, file: Option<&'a Path>) -> &'a str {
+    file.and_then(|f| f.file_stem())
+        .and_then(|s| s.to_str())
+        .unwrap_or(name)
 }
 
 /// The credentials an agent requires: its own when its entry names any (`bearer_tokens` or
@@ -469,10 +527,11 @@ pub async fn serve(
             source,
         })?;
     for a in &service.agents {
-        let store = a
-            .store
-            .as_ref()
-            .map_or_else(|| "in memory".to_owned(), |p| p.display().to_string());
+        let store = match (&a.store, &a.database) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(db)) => format!("in PostgreSQL at {db}"),
+            (None, None) => "in memory".to_owned(),
+        };
         tracing::info!(
             "agent `{}` at {} (card: {}/.well-known/agent-card.json; tasks {store})",
             a.name,

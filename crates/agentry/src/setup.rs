@@ -270,7 +270,13 @@ impl Setup {
     pub fn engine(&self) -> Result<Engine, Error> {
         let path = self.config.server.state_dir().join("workflows.db");
         let runs = agentry_core::runs::SqliteRunStore::open(&path)?;
-        Ok(Engine::new(self.registry.clone()).with_store(Arc::new(runs)))
+        Ok(self.engine_on(Arc::new(runs)))
+    }
+
+    /// The workflow engine over the registry, checkpointing runs in `runs` (a shared
+    /// database, where another replica can resume them).
+    pub fn engine_on(&self, runs: Arc<dyn agentry_core::runs::RunStore>) -> Engine {
+        Engine::new(self.registry.clone()).with_store(runs)
     }
 
     /// The planner of the `[planner]` section.

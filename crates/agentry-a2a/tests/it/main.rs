@@ -13,5 +13,6 @@ mod interop_sdk03;
 mod interop_v1;
 mod operations;
 mod persistence;
+mod replicas;
 mod server;
 mod wire;

@@ -9,6 +9,7 @@ mod eval;
 mod governance;
 mod main_job;
 mod operations;
+mod replicas;
 mod security;
 mod support;
 mod tracing;

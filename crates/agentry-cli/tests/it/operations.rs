@@ -60,3 +60,43 @@ fn metrics_and_draining_from_the_config() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `AGENTRY_LOG_FORMAT=json`: every log line is one JSON object (time, level, target, the
+/// event's fields) a log collector can read; the start-up lines name what is served.
+#[test]
+fn logs_are_json_lines_when_asked() {
+    use std::io::BufRead;
+    let port = free_port();
+    let home = std::env::temp_dir().join(format!("agentry-json-logs-{port}"));
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args(["serve", "--agent", "echo", "--store", "memory", "--port"])
+        .arg(port.to_string())
+        .env("AGENTRY_HOME", &home)
+        .env("AGENTRY_LOG_FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server_stderr = child.stderr.take().unwrap();
+    let server = crate::support::Server(child);
+    crate::support::wait_for(port);
+    drop(server);
+    let lines: Vec<String> = std::io::BufReader::new(server_stderr)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(!lines.is_empty(), "no log lines");
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line}"));
+        assert!(v["timestamp"].is_string(), "{line}");
+        assert!(v["level"].is_string(), "{line}");
+        assert!(v["fields"]["message"].is_string(), "{line}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("agent `echo`")),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -112,6 +112,38 @@ fn mistakes_are_named() {
     assert!(e.contains("nope"), "{e}");
 }
 
+/// `store`: sqlite, memory, or where a PostgreSQL URL is (never shown: it may hold a
+/// password); anything else is named with what is accepted.
+#[test]
+fn stores_are_sqlite_memory_or_a_postgresql_url() {
+    use agentry::config::StoreKind;
+    let dir = temp("stores");
+    for (value, expected) in [
+        ("sqlite", StoreKind::Sqlite),
+        ("memory", StoreKind::Memory),
+        (
+            "postgres://agentry:sekrit@db/agentry",
+            StoreKind::Postgres("postgres://agentry:sekrit@db/agentry".into()),
+        ),
+        (
+            "env:DATABASE_URL",
+            StoreKind::Postgres("env:DATABASE_URL".into()),
+        ),
+    ] {
+        let file = write(
+            &dir,
+            "store.toml",
+            &format!("[server]\nstore = \"{value}\"\n"),
+        );
+        let config = Config::load(&file).unwrap();
+        assert!(config.server.store == expected, "{value}");
+        assert!(!format!("{config:?}").contains("sekrit"), "{config:?}");
+    }
+    let wrong = write(&dir, "wrong.toml", "[server]\nstore = \"mysql://db\"\n");
+    let e = Config::load(&wrong).unwrap_err().to_string();
+    assert!(e.contains("postgres://") && e.contains("memory"), "{e}");
+}
+
 /// A `[[remotes]]` entry's credentials: one kind at most, `delegate` only with a token
 /// service to ask, `audience` only for delegated tokens; each mistake named.
 #[tokio::test]

@@ -5,6 +5,8 @@
 
 mod config;
 mod governance;
+#[cfg(feature = "postgres")]
+mod replicas;
 mod serve;
 mod tls;
 

@@ -1,0 +1,102 @@
+//! Two replicas of one agent on one PostgreSQL database (agentry-postgres): a task whose turn
+//! runs on one is read through the other as it is (not taken for an orphan of a dead
+//! process), and what needs the running turn (a message, cancel, a subscription) is refused
+//! there with a clear error until the turn ends. Needs PostgreSQL (127.0.0.1:5432, database
+//! `test`, or `$AGENTRY_TEST_POSTGRES`); the test command requires it.
+
+use std::sync::Arc;
+
+use agentry_a2a::A2aError;
+use agentry_a2a::client::{A2aClient, ClientConfig};
+use agentry_a2a::model::*;
+
+use crate::common;
+
+fn url() -> String {
+    std::env::var("AGENTRY_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn refused_as_elsewhere<T: std::fmt::Debug>(r: Result<T, A2aError>) {
+    match r {
+        Err(A2aError::Rpc(e)) => assert!(e.message.contains("another replica"), "{e:?}"),
+        other => panic!("expected the other-replica error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_running_on_one_replica_is_respected_by_the_other() {
+    let url = url();
+    let (a, b) = match tokio::join!(
+        agentry_postgres::Database::connect(&url),
+        agentry_postgres::Database::connect(&url)
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Postgres,
+                format!("no PostgreSQL at {url} ({e})"),
+            );
+            return;
+        }
+    };
+    let ns = format!("conformance-{}", agentry_a2a::new_id());
+    let sa = common::conformance_server(Arc::new(a.task_store(&ns))).await;
+    let sb = common::conformance_server(Arc::new(b.task_store(&ns))).await;
+    let ca = A2aClient::discover(&sa.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let cb = A2aClient::discover(&sb.base, ClientConfig::default())
+        .await
+        .unwrap();
+
+    // A long turn (10 s of progress) on replica A, not waited for.
+    let mut m = Message::text(Role::User, "work for a while");
+    m.message_id = format!("test-resubscribe-message-id-{}", agentry_a2a::new_id());
+    let mut p = MessageSendParams::new(m);
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(long) = ca.send_message(p).await.unwrap() else {
+        panic!("expected a task")
+    };
+    // The first save of a turn is queued, not awaited: wait until B can read it.
+    let mut seen = None;
+    for _ in 0..100 {
+        if let Ok(t) = cb.get_task(&long.id, None).await {
+            seen = Some(t);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let seen = seen.expect("replica B reads the task");
+    // Running (submitted or working, as far as A has saved it), not recovered as an orphan.
+    let running = |s: TaskState| matches!(s, TaskState::Submitted | TaskState::Working);
+    assert!(running(seen.state()), "{seen:?}");
+    let listed = cb
+        .list_tasks(ListTasksParams {
+            context_id: Some(long.context_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.tasks.len(), 1);
+    assert!(running(listed.tasks[0].state()), "{listed:?}");
+
+    // What needs the running turn is refused on B, and changes nothing.
+    let next = Message::text(Role::User, "and more").in_task(&long.id, &long.context_id);
+    refused_as_elsewhere(cb.send_message(MessageSendParams::new(next)).await);
+    refused_as_elsewhere(cb.cancel_task(&long.id).await);
+    assert!(running(ca.get_task(&long.id, None).await.unwrap().state()));
+
+    // A cancels its own turn; B then sees the task canceled, and released.
+    assert_eq!(
+        ca.cancel_task(&long.id).await.unwrap().state(),
+        TaskState::Canceled
+    );
+    assert_eq!(
+        cb.get_task(&long.id, None).await.unwrap().state(),
+        TaskState::Canceled
+    );
+}

@@ -1,0 +1,127 @@
+//! `agentry serve` replicas on one PostgreSQL database (`store = "postgres://..."`): a
+//! replica killed with SIGKILL mid-turn leaves its task to the others, which respect its
+//! hold while it lasts, then recover the task (input-required, saying why) and run the next
+//! message. Needs PostgreSQL (127.0.0.1:5432, database `test`, or `$AGENTRY_TEST_POSTGRES`);
+//! the test command requires it.
+
+use crate::support::{free_port, post_json, serve_config};
+
+fn url() -> String {
+    std::env::var("AGENTRY_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// The JSON body of an HTTP response.
+fn body(response: &str) -> serde_json::Value {
+    let start = response.find("\r\n\r\n").map_or(0, |i| i + 4);
+    let text = &response[start..];
+    let json = text.find('{').map_or(text, |i| &text[i..]);
+    let json = json.rfind('}').map_or(json, |i| &json[..=i]);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {response}"))
+}
+
+fn rpc(port: u16, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let request =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    body(&post_json(port, "/", &request.to_string()))
+}
+
+fn state(task: &serde_json::Value) -> String {
+    task["status"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_replica_killed_mid_turn_leaves_its_task_to_another() {
+    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
+        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
+    {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {}", url()),
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("agentry-replicas-{}", free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("agentry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nstore = \"{}\"\nlease_seconds = 5\n\n[[agents]]\npath = \"/\"\n\
+             builtin = {{ kind = \"conformance\" }}\ndb = \"conformance-{}\"\n",
+            url(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = serve_config(&config, pa, &[]);
+    let _b = serve_config(&config, pb, &[]);
+
+    // A turn of 10 s on replica A, not waited for.
+    let sent = rpc(
+        pa,
+        "message/send",
+        serde_json::json!({
+            "message": {"role": "user", "kind": "message", "messageId": "test-resubscribe-message-id-1",
+                        "parts": [{"kind": "text", "text": "work for a while"}]},
+            "configuration": {"blocking": false}
+        }),
+    );
+    let task = &sent["result"];
+    let id = task["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"))
+        .to_owned();
+    let get = |port| rpc(port, "tasks/get", serde_json::json!({"id": id}));
+    // Replica B reads it working (its first save is queued, not awaited: wait for it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while get(pb)["result"].is_null() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Running: submitted or working, as far as A has saved it.
+    let running = |t: &serde_json::Value| matches!(state(t).as_str(), "submitted" | "working");
+    assert!(running(&get(pb)["result"]));
+
+    // SIGKILL: nothing is saved, no hold released.
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    let just_after = get(pb);
+    assert!(
+        running(&just_after["result"]),
+        "A's hold lasts 5 s after its last renewal: {just_after}"
+    );
+    // Once the hold lapses, B recovers the task, saying why.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let recovered = loop {
+        let t = get(pb);
+        if state(&t["result"]) == "input-required" {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recovered after the lease: {t}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    let said = recovered["result"]["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("server stopped"), "{recovered}");
+
+    // The next message runs on B.
+    let again = rpc(
+        pb,
+        "message/send",
+        serde_json::json!({
+            "message": {"role": "user", "kind": "message", "messageId": "go-on-1", "taskId": id,
+                        "parts": [{"kind": "text", "text": "go on"}]}
+        }),
+    );
+    assert_eq!(state(&again["result"]), "working", "{again}");
+    assert!(again.to_string().contains("echo: go on"), "{again}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,358 @@
+//! Agentry on PostgreSQL: the state several agentry replicas share.
+//!
+//! On one machine agentry keeps tasks and checkpoints in SQLite files. Replicas behind a load
+//! balancer need one place they all read and write: [`Database`] connects to a PostgreSQL
+//! database, applies agentry's migrations (once, under an advisory lock, whichever replica
+//! starts first) and hands out stores per agent. The agent's name is a namespace, as the
+//! SQLite file name is on one machine:
+//!
+//! - [`PgTaskStore`]: the A2A task store (tasks, push configs, the push outbox,
+//!   idempotency keys), an [`agentry_a2a::store::TaskStore`];
+//! - [`PgRunStore`]: core's run store (checkpoints of ReAct runs and workflows), an
+//!   [`agentry_core::runs::RunStore`].
+//!
+//! Writes keep the task store's contract: queued at call time and applied in call order by
+//! one writer connection, which commits whatever is waiting in one transaction (a group
+//! commit), so a resolved write is committed (as durable as the server's
+//! `synchronous_commit` makes it) and throughput under load does not pay a commit per
+//! request. Reads go to a few other connections. A lost connection is made again on next
+//! use, and a group cut off by one is applied again on a new connection (every write is an
+//! upsert or a delete, so applying one twice changes nothing).
+//!
+//! A replica running a turn of a task holds it (a lease, renewed every third of
+//! [`Options::lease`]): other replicas do not take it for an orphan of a dead process, do
+//! not start a second turn of it, and cannot overwrite it; when the replica dies its holds
+//! lapse and any replica recovers the task. One turn of a task runs at a time, wherever its
+//! messages land.
+//!
+//! Idempotency keys are decided by the database (`INSERT .. ON CONFLICT`), not in memory as
+//! the single-process SQLite store does: of concurrent claims of one key, on any number of
+//! replicas, exactly one wins.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), agentry_postgres::Error> {
+//! let db = agentry_postgres::Database::connect("postgres://agentry@db.internal/agentry").await?;
+//! let tasks = db.task_store("researcher");
+//! let runs = db.run_store("researcher");
+//! # Ok(()) }
+//! ```
+//!
+//! TLS to the database is not supported yet: connect over a private network or a local
+//! socket (`postgres:///agentry?host=/run/postgresql`).
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Mutex, mpsc};
+
+mod conn;
+mod runs;
+mod tasks;
+mod writer;
+
+pub use runs::PgRunStore;
+pub use tasks::PgTaskStore;
+
+use conn::Conn;
+
+/// Read connections per [`Database`] (each pipelines the queries of concurrent callers).
+const READERS: usize = 4;
+
+/// Connecting, or preparing the database.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The URL (or key=value string) does not parse.
+    #[error("invalid PostgreSQL connection string")]
+    Url(#[source] tokio_postgres::Error),
+    /// The database could not be reached, or refused the credentials.
+    #[error("cannot connect to PostgreSQL at {target}")]
+    Connect {
+        /// Host, port and database (never the password).
+        target: String,
+        /// Why.
+        #[source]
+        source: DbError,
+    },
+    /// agentry's tables could not be made or brought up to date.
+    #[error("cannot apply agentry's migrations to {target}")]
+    Migrate {
+        /// Host, port and database.
+        target: String,
+        /// Why.
+        #[source]
+        source: DbError,
+    },
+}
+
+/// A PostgreSQL error whose message includes the server's (tokio-postgres says only
+/// "db error" and keeps the server's message as its source), or a failure of agentry's
+/// own around it.
+#[derive(Debug, Clone)]
+pub struct DbError(Repr);
+
+#[derive(Debug, Clone)]
+enum Repr {
+    Pg(Arc<tokio_postgres::Error>),
+    Other(&'static str),
+}
+
+impl DbError {
+    /// The driver's error underneath, if the driver failed.
+    pub fn inner(&self) -> Option<&tokio_postgres::Error> {
+        match &self.0 {
+            Repr::Pg(e) => Some(e),
+            Repr::Other(_) => None,
+        }
+    }
+
+    pub(crate) fn other(what: &'static str) -> Self {
+        DbError(Repr::Other(what))
+    }
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        DbError(Repr::Pg(Arc::new(e)))
+    }
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = match &self.0 {
+            Repr::Pg(e) => e,
+            Repr::Other(what) => return f.write_str(what),
+        };
+        write!(f, "{e}")?;
+        if let Some(db) = e.as_db_error() {
+            write!(f, ": {} ({})", db.message(), db.code().code())?;
+        } else if let Some(cause) = std::error::Error::source(&**e) {
+            write!(f, ": {cause}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner().and_then(std::error::Error::source)
+    }
+}
+
+/// How a [`Database`] behaves.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Options {
+    /// How long a replica's hold on a task it runs lasts unless renewed (it renews every
+    /// third of it): after a replica dies, its running tasks are taken for orphans this much
+    /// later. Default 30 s.
+    pub lease: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Options {
+    /// These options with `lease` as the hold's lifetime (at least 300 ms).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(300));
+        self
+    }
+}
+
+/// One PostgreSQL database, shared by every agent of a process (and by every replica):
+/// a writer connection, a few read connections, and the stores made from them. Cheap to
+/// clone; the connections close when the last clone and store are dropped.
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: tokio_postgres::Config,
+    target: String,
+    /// This replica, as the tasks it holds name it.
+    replica: Arc<str>,
+    writer: mpsc::UnboundedSender<writer::Write>,
+    readers: Vec<Mutex<Option<Arc<Conn>>>>,
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Database {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`, or a
+    /// key=value string), applies agentry's migrations, and starts the writer. Must be
+    /// called within a Tokio runtime, which runs the connections.
+    pub async fn connect(url: &str) -> Result<Database, Error> {
+        Self::connect_with(url, Options::default()).await
+    }
+
+    /// [`connect`](Self::connect) with `options`.
+    pub async fn connect_with(url: &str, options: Options) -> Result<Database, Error> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(Error::Url)?;
+        if config.get_application_name().is_none() {
+            config.application_name("agentry");
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        Self::with_config(config, options).await
+    }
+
+    /// [`connect_with`](Self::connect_with) with a parsed configuration.
+    pub async fn with_config(
+        config: tokio_postgres::Config,
+        options: Options,
+    ) -> Result<Database, Error> {
+        let target = conn::target(&config);
+        let mut first = conn::open(&config).await.map_err(|source| Error::Connect {
+            target: target.clone(),
+            source,
+        })?;
+        conn::migrate(&mut first)
+            .await
+            .map_err(|source| Error::Migrate {
+                target: target.clone(),
+                source,
+            })?;
+        // Prepared after the migrations: the statements name agentry's tables.
+        let first = conn::prepare(first)
+            .await
+            .map_err(|source| Error::Connect {
+                target: target.clone(),
+                source,
+            })?;
+        let replica: Arc<str> = agentry_a2a::new_id().into();
+        let lease = writer::Lease {
+            me: replica.clone(),
+            seconds: options.lease.as_secs_f64(),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(writer::run(config.clone(), first, lease, rx));
+        let inner = Arc::new(Inner {
+            config,
+            target,
+            replica,
+            writer: tx,
+            readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+        });
+        let every = (options.lease / 3).max(Duration::from_millis(100));
+        tokio::spawn(heartbeat(Arc::downgrade(&inner), every));
+        Ok(Database { inner })
+    }
+
+    /// This replica's id, as the tasks it runs name their holder.
+    pub fn replica(&self) -> &str {
+        &self.inner.replica
+    }
+
+    /// Host, port and database name (no credentials), for messages.
+    pub fn target(&self) -> &str {
+        &self.inner.target
+    }
+
+    /// The task store of the agent named `namespace`.
+    pub fn task_store(&self, namespace: &str) -> PgTaskStore {
+        PgTaskStore::new(self.clone(), namespace)
+    }
+
+    /// The run store (checkpoints) of the agent or engine named `namespace`.
+    pub fn run_store(&self, namespace: &str) -> PgRunStore {
+        PgRunStore::new(self.clone(), namespace)
+    }
+
+    /// Queues `op` now (writes keep the order of the calls) and returns a future that
+    /// resolves when its group is committed. Dropping the future does not cancel the write.
+    fn write(
+        &self,
+        op: writer::Op,
+    ) -> impl Future<Output = Result<writer::Done, WriteError>> + Send + 'static {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let queued = self.inner.writer.send(writer::Write { op, done }).is_ok();
+        async move {
+            if !queued {
+                return Err(WriteError::Closed);
+            }
+            rx.await
+                .map_err(|_| WriteError::Closed)?
+                .map_err(WriteError::Db)
+        }
+    }
+
+    /// Runs `f` on a read connection, made again (once) when it was lost.
+    async fn read<T, F, Fut>(&self, f: F) -> Result<T, DbError>
+    where
+        F: Fn(Arc<Conn>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let slot = &self.inner.readers
+            [self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.readers.len()];
+        let mut retried = false;
+        loop {
+            let conn = {
+                let mut slot = slot.lock().await;
+                match slot.as_ref().filter(|c| !c.client.is_closed()) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c =
+                            Arc::new(conn::prepare(conn::open(&self.inner.config).await?).await?);
+                        *slot = Some(c.clone());
+                        c
+                    }
+                }
+            };
+            match f(conn.clone()).await {
+                Err(e) if conn.client.is_closed() && !retried => {
+                    tracing::warn!(
+                        "PostgreSQL read connection to {} lost ({}); connecting again",
+                        self.inner.target,
+                        DbError::from(e)
+                    );
+                    retried = true;
+                }
+                r => return r.map_err(DbError::from),
+            }
+        }
+    }
+}
+
+/// Renews this replica's holds every `every` while the database is in use.
+async fn heartbeat(inner: std::sync::Weak<Inner>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let renewed = Database { inner }.write(writer::Op::Heartbeat);
+        if let Err(e) = renewed.await {
+            tracing::warn!("cannot renew this replica's holds on its running tasks: {e}");
+        }
+    }
+}
+
+/// Why a queued write did not happen.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    #[error("the PostgreSQL writer has stopped")]
+    Closed,
+    #[error(transparent)]
+    Db(DbError),
+}

@@ -1,0 +1,329 @@
+//! agentry-postgres against a real PostgreSQL: 127.0.0.1:5432, database `test` (or
+//! `$AGENTRY_TEST_POSTGRES`). The test command requires it (`AGENTRY_REQUIRE_POSTGRES=1`);
+//! elsewhere these tests record a skip. Each test works in namespaces of its own, so they
+//! run side by side in one database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentry_a2a::model::{TaskState, TaskStatus};
+use agentry_a2a::store::contract::{check, check_outbox, task};
+use agentry_a2a::store::{KeyClaim, TaskQuery, TaskStore};
+use agentry_core::runs::RunStore;
+use agentry_postgres::{Database, Error, Options};
+
+fn url() -> String {
+    std::env::var("AGENTRY_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A fresh connection (a replica's), or `None` (a recorded skip) without PostgreSQL.
+async fn replica(url: &str) -> Option<Database> {
+    match Database::connect(url).await {
+        Ok(db) => Some(db),
+        Err(e) => agentry_testkit::missing(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {} ({e})", url),
+        ),
+    }
+}
+
+/// A namespace no other test (or earlier run) uses.
+fn ns(name: &str) -> String {
+    format!("{name}-{}", agentry_a2a::new_id())
+}
+
+fn later() -> i64 {
+    agentry_a2a::time::now_unix_millis() + 60_000
+}
+
+#[tokio::test]
+async fn the_task_store_contract_holds() {
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    check(&db.task_store(&ns("contract"))).await;
+    check_outbox(&db.task_store(&ns("outbox"))).await;
+}
+
+/// Replicas (separate connections) see each other's tasks, and of concurrent claims of one
+/// idempotency key spread over them exactly one wins; a restart (new connections) loses
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_tasks_and_idempotency_keys() {
+    let Some(a) = replica(&url()).await else {
+        return;
+    };
+    let b = replica(&url()).await.expect("second replica");
+    let name = ns("replicas");
+    let (sa, sb) = (a.task_store(&name), b.task_store(&name));
+    let mut t = task("shared", TaskState::Working);
+    sa.save(&t).await.unwrap();
+    assert_eq!(sb.get("shared").await.unwrap().unwrap(), t);
+    // The turn ends on A (B may not write a task A runs: see the lease test).
+    t.transition(TaskStatus::now(TaskState::Completed, None))
+        .unwrap();
+    sa.save(&t).await.unwrap();
+    assert_eq!(
+        sb.get("shared").await.unwrap().unwrap().state(),
+        TaskState::Completed
+    );
+    // Another agent's namespace does not see it.
+    assert!(
+        a.task_store(&ns("other"))
+            .get("shared")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let (sa, sb) = (Arc::new(sa), Arc::new(sb));
+    let claims: Vec<KeyClaim> = (0..64)
+        .map(|i| KeyClaim {
+            task_id: format!("c{i}"),
+            fingerprint: "f".into(),
+        })
+        .collect();
+    let mut handles = Vec::new();
+    for (i, c) in claims.iter().cloned().enumerate() {
+        let store = if i % 2 == 0 { sa.clone() } else { sb.clone() };
+        handles.push(tokio::spawn(async move {
+            store.claim_key("carol", "race", &c, later()).await.unwrap()
+        }));
+    }
+    let mut results = Vec::new();
+    for h in handles {
+        results.push(h.await.unwrap());
+    }
+    let winners: Vec<usize> = (0..results.len())
+        .filter(|&i| results[i].is_none())
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in results.iter().flatten() {
+        assert_eq!(r, &claims[winners[0]]);
+    }
+    drop((sa, sb, a, b));
+
+    // Restarted: new connections, everything there.
+    let c = replica(&url()).await.expect("restarted replica");
+    let sc = c.task_store(&name);
+    assert_eq!(
+        sc.get("shared").await.unwrap().unwrap().state(),
+        TaskState::Completed
+    );
+    let other = KeyClaim {
+        task_id: "late".into(),
+        fingerprint: "f".into(),
+    };
+    assert_eq!(
+        sc.claim_key("carol", "race", &other, later())
+            .await
+            .unwrap(),
+        Some(claims[winners[0]].clone())
+    );
+}
+
+/// Writes keep call order and happen whether or not their future is awaited; concurrent
+/// writers lose nothing (they are committed in groups).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_keep_call_order_and_every_concurrent_write_lands() {
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let s = Arc::new(db.task_store(&ns("order")));
+    let mut t = task("t", TaskState::Working);
+    drop(s.save(&t));
+    drop(s.save(&task("dropped", TaskState::Working)));
+    t.transition(TaskStatus::now(TaskState::Completed, None))
+        .unwrap();
+    s.save(&t).await.unwrap();
+    assert_eq!(
+        s.get("t").await.unwrap().unwrap().state(),
+        TaskState::Completed
+    );
+    assert!(s.get("dropped").await.unwrap().is_some());
+
+    let mut handles = Vec::new();
+    for i in 0..200 {
+        let s = s.clone();
+        handles.push(tokio::spawn(async move {
+            let mut t = task(&format!("c{i}"), TaskState::Working);
+            s.save(&t).await.unwrap();
+            t.transition(TaskStatus::now(TaskState::Completed, None))
+                .unwrap();
+            s.save(&t).await.unwrap();
+        }));
+    }
+    for h in handles {
+        h.await.unwrap();
+    }
+    let page = s
+        .list(&TaskQuery {
+            state: Some(TaskState::Completed),
+            limit: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.total, 201, "200 tasks and `t`");
+    let counts = s.count_by_state().await.unwrap().unwrap();
+    assert!(counts.contains(&(TaskState::Completed, 201)), "{counts:?}");
+    assert!(counts.contains(&(TaskState::Working, 1)), "{counts:?}");
+}
+
+/// Checkpoints: written, read by another replica, replaced, deleted.
+#[tokio::test]
+async fn run_checkpoints_are_shared_and_deleted() {
+    let Some(a) = replica(&url()).await else {
+        return;
+    };
+    let b = replica(&url()).await.expect("second replica");
+    let name = ns("runs");
+    let (ra, rb) = (a.run_store(&name), b.run_store(&name));
+    assert_eq!(rb.get("run-1").await.unwrap(), None);
+    ra.put("run-1", r#"{"step":1}"#).await.unwrap();
+    ra.put("run-1", r#"{"step":2}"#).await.unwrap();
+    assert_eq!(
+        rb.get("run-1").await.unwrap().as_deref(),
+        Some(r#"{"step":2}"#)
+    );
+    rb.delete("run-1").await.unwrap();
+    rb.delete("run-1").await.unwrap();
+    assert_eq!(ra.get("run-1").await.unwrap(), None);
+    // Another namespace's key of the same name is its own.
+    assert_eq!(a.run_store(&ns("runs")).get("run-1").await.unwrap(), None);
+}
+
+/// The server ends every connection of the store (a failover, an administrator, a proxy's
+/// idle timeout): the next reads and writes connect again and succeed.
+#[tokio::test]
+async fn lost_connections_are_made_again() {
+    let app = format!("agentry-test-{}", agentry_a2a::new_id());
+    let sep = if url().contains('?') { '&' } else { '?' };
+    let Some(db) = replica(&format!("{}{sep}application_name={app}", url())).await else {
+        return;
+    };
+    let s = db.task_store(&ns("cut"));
+    s.save(&task("before", TaskState::Working)).await.unwrap();
+    assert!(s.get("before").await.unwrap().is_some());
+    let (admin, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for _ in 0..2 {
+        let cut: i64 = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(cut >= 2, "the writer and a reader were connected ({cut})");
+        s.save(&task("after", TaskState::Working)).await.unwrap();
+        assert!(s.get("before").await.unwrap().is_some());
+        assert!(s.get("after").await.unwrap().is_some());
+        s.ping().await.unwrap();
+    }
+}
+
+/// Bad input gets a clear error: a URL that does not parse, a server that is not there (the
+/// message names host, port and database, never the password).
+#[tokio::test]
+async fn connection_errors_say_where_and_hide_the_password() {
+    assert!(matches!(
+        Database::connect("postgres://[bad").await,
+        Err(Error::Url(_))
+    ));
+    let port = agentry_testkit::free_port();
+    let err = Database::connect(&format!(
+        "postgres://agentry:sekrit@127.0.0.1:{port}/agentry"
+    ))
+    .await
+    .unwrap_err();
+    let text = format!("{err}: {:?}", std::error::Error::source(&err));
+    assert!(matches!(err, Error::Connect { .. }), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}/agentry")),
+        "{text}"
+    );
+    assert!(!text.contains("sekrit"), "{text}");
+}
+
+/// A task row whose body is not a task is reported as corrupt, not a panic.
+#[tokio::test]
+async fn corrupt_rows_are_errors() {
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let name = ns("corrupt");
+    let (admin, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin
+        .execute(
+            "INSERT INTO agentry_tasks (ns, id, context_id, state, body)
+             VALUES ($1, 'bad', 'c', 'working', '{not json')",
+            &[&name],
+        )
+        .await
+        .unwrap();
+    let err = db.task_store(&name).get("bad").await.unwrap_err();
+    assert!(
+        matches!(err, agentry_a2a::store::StoreError::Corrupt { .. }),
+        "{err}"
+    );
+}
+
+/// A replica running a turn holds its task: another replica sees it running elsewhere,
+/// cannot take a turn of it or overwrite it; the hold is renewed while the replica lives,
+/// released by the save that ends the turn, and lapses when the replica dies (its
+/// connections gone, nothing renews it), so another replica takes the task over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_task_is_held_by_its_replica_until_the_turn_ends_or_the_replica_dies() {
+    let lease = Duration::from_millis(1500);
+    let options = Options::default().lease(lease);
+    let Some(a) = Database::connect_with(&url(), options.clone()).await.ok() else {
+        let _ = replica(&url()).await;
+        return;
+    };
+    let b = Database::connect_with(&url(), options).await.unwrap();
+    assert_ne!(a.replica(), b.replica());
+    let name = ns("lease");
+    let (sa, sb) = (a.task_store(&name), b.task_store(&name));
+    let mut t = task("job", TaskState::Working);
+    sa.save(&t).await.unwrap();
+    assert!(sb.running_elsewhere("job").await.unwrap());
+    assert!(!sa.running_elsewhere("job").await.unwrap());
+    assert!(!sb.take_turn("job").await.unwrap());
+    assert!(sa.take_turn("job").await.unwrap());
+    // B cannot overwrite it (a second turn, a cancel that A's turn does not know of).
+    let mut theirs = t.clone();
+    theirs
+        .transition(TaskStatus::now(TaskState::Canceled, None))
+        .unwrap();
+    let refused = sb.save(&theirs).await.unwrap_err();
+    assert!(refused.to_string().contains("another replica"), "{refused}");
+    assert_eq!(
+        sa.get("job").await.unwrap().unwrap().state(),
+        TaskState::Working
+    );
+    // Renewed: still held after more than a lease's time.
+    tokio::time::sleep(lease * 2).await;
+    assert!(sb.running_elsewhere("job").await.unwrap());
+    // The turn ends (input-required): released, B may take the next turn.
+    t.transition(TaskStatus::now(TaskState::InputRequired, None))
+        .unwrap();
+    sa.save(&t).await.unwrap();
+    assert!(!sb.running_elsewhere("job").await.unwrap());
+    assert!(sb.take_turn("job").await.unwrap());
+    assert!(sa.running_elsewhere("job").await.unwrap());
+    assert!(!sa.take_turn("job").await.unwrap());
+    // B dies: nothing renews its hold, which lapses; A takes the task over.
+    drop((sb, b));
+    tokio::time::sleep(lease + Duration::from_millis(500)).await;
+    assert!(!sa.running_elsewhere("job").await.unwrap());
+    assert!(sa.take_turn("job").await.unwrap());
+}
