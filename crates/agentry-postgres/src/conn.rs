@@ -34,6 +34,20 @@ pub(crate) async fn open(config: &Config) -> Result<Client, DbError> {
     Ok(client)
 }
 
+/// Whether `e` means the connection is gone (closed, or ended by the server: an
+/// administrator, a failover, a restart), so the request may be tried again on a new one.
+/// The error can arrive before the client notices the closed socket.
+pub(crate) fn lost(client: &Client, e: &tokio_postgres::Error) -> bool {
+    client.is_closed()
+        || e.is_closed()
+        || e.as_db_error().is_some_and(|d| {
+            let code = d.code().code();
+            matches!(d.severity(), "FATAL" | "PANIC")
+                || code.starts_with("57P")
+                || code.starts_with("08")
+        })
+}
+
 /// A connection with agentry's statements prepared on it.
 pub(crate) struct Conn {
     pub(crate) client: Client,
@@ -171,7 +185,6 @@ pub(crate) struct Statements {
     pub(crate) pending: Statement,
     pub(crate) ack: Statement,
     pub(crate) claim: Statement,
-    pub(crate) held: Statement,
     pub(crate) release: Statement,
     pub(crate) sweep: Statement,
     pub(crate) put_checkpoint: Statement,
@@ -211,7 +224,7 @@ impl Statements {
         let (
             (save, get, list, count, by_state, set_push),
             (list_push, delete_push, enqueue, pending, ack, claim),
-            (held, release, sweep, put_checkpoint, get_checkpoint, delete_checkpoint),
+            (release, sweep, put_checkpoint, get_checkpoint, delete_checkpoint),
         ) = tokio::try_join!(
             async {
                 tokio::try_join!(
@@ -264,26 +277,33 @@ impl Statements {
                          ORDER BY seq"
                     ),
                     c.prepare("DELETE FROM agentry_push_outbox WHERE ns = $1 AND id = $2"),
-                    // A row only when this claim took the key: it was free, or its claim
-                    // had expired (the conflicting row is locked either way, so concurrent
-                    // claims of one key queue here and exactly one wins).
+                    // One row: (NULL, NULL) when this claim took the key (it was free, or
+                    // its claim had expired), else the holder's claim. The conflicting row is
+                    // locked either way, so concurrent claims of one key queue here and
+                    // exactly one wins. No row: the holder committed after this statement's
+                    // snapshot (asked again by the writer).
                     c.prepare(
-                        "INSERT INTO agentry_idempotency_keys AS k
-                             (ns, scope, key, task_id, fingerprint, expires_ms)
-                         VALUES ($1, $2, $3, $4, $5, $6)
-                         ON CONFLICT (ns, scope, key) DO UPDATE SET task_id = EXCLUDED.task_id,
-                           fingerprint = EXCLUDED.fingerprint, expires_ms = EXCLUDED.expires_ms
-                         WHERE k.expires_ms <= $7
-                         RETURNING 1"
+                        "WITH took AS (
+                             INSERT INTO agentry_idempotency_keys AS k
+                                 (ns, scope, key, task_id, fingerprint, expires_ms)
+                             VALUES ($1, $2, $3, $4, $5, $6)
+                             ON CONFLICT (ns, scope, key) DO UPDATE
+                               SET task_id = EXCLUDED.task_id,
+                                   fingerprint = EXCLUDED.fingerprint,
+                                   expires_ms = EXCLUDED.expires_ms
+                             WHERE k.expires_ms <= $7
+                             RETURNING 1
+                         )
+                         SELECT NULL::text, NULL::text FROM took
+                         UNION ALL
+                         SELECT task_id, fingerprint FROM agentry_idempotency_keys
+                         WHERE ns = $1 AND scope = $2 AND key = $3
+                           AND NOT EXISTS (SELECT 1 FROM took)"
                     ),
                 )
             },
             async {
                 tokio::try_join!(
-                    c.prepare(
-                        "SELECT task_id, fingerprint FROM agentry_idempotency_keys
-                         WHERE ns = $1 AND scope = $2 AND key = $3"
-                    ),
                     c.prepare(
                         "DELETE FROM agentry_idempotency_keys WHERE ns = $1 AND scope = $2 AND key = $3"
                     ),
@@ -315,7 +335,6 @@ impl Statements {
             pending,
             ack,
             claim,
-            held,
             release,
             sweep,
             put_checkpoint,

@@ -317,13 +317,17 @@ impl Database {
                 }
             };
             match f(conn.clone()).await {
-                Err(e) if conn.client.is_closed() && !retried => {
+                Err(e) if !retried && conn::lost(&conn.client, &e) => {
                     tracing::warn!(
                         "PostgreSQL read connection to {} lost ({}); connecting again",
                         self.inner.target,
                         DbError::from(e)
                     );
                     retried = true;
+                    let mut slot = slot.lock().await;
+                    if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                        *slot = None;
+                    }
                 }
                 r => return r.map_err(DbError::from),
             }

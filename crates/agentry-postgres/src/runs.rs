@@ -43,7 +43,7 @@ impl PgRunStore {
         Box::pin(async move {
             match done.await {
                 Ok(Done::Rows(_)) => Ok(()),
-                Ok(Done::Claim(_)) => Err(RunStoreError::Backend(
+                Ok(Done::Claim(_) | Done::Undecided) => Err(RunStoreError::Backend(
                     "a checkpoint write was answered as a claim".into(),
                 )),
                 Err(e @ WriteError::Closed) => Err(backend(e)),

@@ -38,7 +38,7 @@ fn backend(e: impl Into<agentry_a2a::store::BoxError>) -> StoreError {
 fn written(r: Result<Done, WriteError>) -> Result<u64, StoreError> {
     match r {
         Ok(Done::Rows(n)) => Ok(n),
-        Ok(Done::Claim(_)) => Err(backend("a write was answered as a claim")),
+        Ok(Done::Claim(_) | Done::Undecided) => Err(backend("a write was answered as a claim")),
         Err(WriteError::Closed) => Err(StoreError::Closed),
         Err(WriteError::Db(e)) => Err(backend(e)),
     }

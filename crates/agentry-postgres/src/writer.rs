@@ -93,6 +93,9 @@ pub(crate) enum Done {
     Rows(u64),
     /// A claim: `None` when it took the key, else the claim that holds it.
     Claim(Option<KeyClaim>),
+    /// A claim whose statement saw neither (the holder committed after the statement's
+    /// snapshot): asked again before the group's results are given. Never leaves `commit`.
+    Undecided,
 }
 
 pub(crate) struct Write {
@@ -163,11 +166,12 @@ async fn apply(
         };
         match commit(c, lease, batch).await {
             Ok(done) => return done.into_iter().map(Ok).collect(),
-            Err(e) if c.client.is_closed() && attempt == 0 => {
+            Err(e) if attempt == 0 && e.inner().is_some_and(|pg| conn::lost(&c.client, pg)) => {
                 tracing::warn!(
                     "PostgreSQL writer connection lost ({e}); applying {} write(s) again",
                     batch.len()
                 );
+                *conn = None;
             }
             Err(e) if batch.len() > 1 => {
                 tracing::debug!("a group of {} writes failed ({e}); one by one", batch.len());
@@ -194,7 +198,14 @@ async fn apply(
     fail(DbError::other("the connection was lost twice"))
 }
 
-/// Applies `batch` in one transaction.
+/// A statement's result, in the order it was sent.
+type Pending<'t> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Done, tokio_postgres::Error>> + Send + 't>>;
+
+/// Applies `batch` in one transaction. Every statement is sent before any answer is awaited
+/// (tokio-postgres sends a request when its future is first polled, and `join_all` polls them
+/// in order), so a group costs about one round trip, not one per write; the server runs them
+/// in order.
 async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done>, DbError> {
     let me = &*lease.me;
     // The last save of each task in the group wins; earlier ones are skipped.
@@ -204,11 +215,27 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             last_save.insert((&**ns, task.id.as_str()), i);
         }
     }
+    // What statements bind that is computed, not borrowed from the batch.
+    let status: Vec<Option<String>> = batch
+        .iter()
+        .map(|w| match &w.op {
+            Op::Save { task, .. } => task
+                .status
+                .timestamp
+                .as_deref()
+                .map(agentry_a2a::time::normalize),
+            _ => None,
+        })
+        .collect();
     let s = &c.s;
-    let tx = c.client.transaction().await?;
-    let mut out = Vec::with_capacity(batch.len());
+    let txn = c.client.transaction().await?;
+    let tx = &txn;
+    // One entry per write: how many of the pending statements are its own.
+    let mut owned: Vec<usize> = Vec::with_capacity(batch.len());
+    let mut pending: Vec<Pending<'_>> = Vec::with_capacity(batch.len() + 8);
     for (i, w) in batch.iter().enumerate() {
-        let done = match &w.op {
+        let before = pending.len();
+        match &w.op {
             Op::Save {
                 ns,
                 task,
@@ -217,16 +244,16 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                 running,
             } => {
                 for (id, task_id, config, push) in pushes {
-                    tx.execute(&s.enqueue, &[&&**ns, id, task_id, config, push])
-                        .await?;
+                    pending.push(Box::pin(async move {
+                        tx.execute(&s.enqueue, &[&&**ns, id, task_id, config, push])
+                            .await
+                            .map(Done::Rows)
+                    }));
                 }
                 if last_save.get(&(&**ns, task.id.as_str())) == Some(&i) {
-                    let status_ts = task
-                        .status
-                        .timestamp
-                        .as_deref()
-                        .map(agentry_a2a::time::normalize);
-                    Done::Rows(
+                    let status_ts = &status[i];
+                    let holder = running.then_some(me);
+                    pending.push(Box::pin(async move {
                         tx.execute(
                             &s.save,
                             &[
@@ -234,53 +261,61 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                                 &task.id,
                                 &task.context_id,
                                 &task.state().as_str(),
-                                &status_ts,
+                                status_ts,
                                 &task.owner,
                                 &task.parked,
                                 body,
-                                &running.then_some(me),
+                                &holder,
                                 &lease.seconds,
                                 &me,
                             ],
                         )
-                        .await?,
-                    )
-                } else {
-                    Done::Rows(1)
+                        .await
+                        .map(Done::Rows)
+                    }));
                 }
             }
-            Op::TakeTurn { ns, task_id } => Done::Rows(
+            Op::TakeTurn { ns, task_id } => pending.push(Box::pin(async move {
                 tx.execute(&s.take_turn, &[&&**ns, task_id, &me, &lease.seconds])
-                    .await?,
-            ),
-            Op::Heartbeat => Done::Rows(tx.execute(&s.heartbeat, &[&me, &lease.seconds]).await?),
+                    .await
+                    .map(Done::Rows)
+            })),
+            Op::Heartbeat => pending.push(Box::pin(async move {
+                tx.execute(&s.heartbeat, &[&me, &lease.seconds])
+                    .await
+                    .map(Done::Rows)
+            })),
             Op::SetPush {
                 ns,
                 task_id,
                 config_id,
                 body,
-            } => Done::Rows(
+            } => pending.push(Box::pin(async move {
                 tx.execute(&s.set_push, &[&&**ns, task_id, config_id, body])
-                    .await?,
-            ),
+                    .await
+                    .map(Done::Rows)
+            })),
             Op::DeletePush {
                 ns,
                 task_id,
                 config_id,
-            } => Done::Rows(
+            } => pending.push(Box::pin(async move {
                 tx.execute(&s.delete_push, &[&&**ns, task_id, config_id])
-                    .await?,
-            ),
+                    .await
+                    .map(Done::Rows)
+            })),
             Op::Enqueue { ns, rows } => {
-                let mut n = 0;
                 for (id, task_id, config, body) in rows {
-                    n += tx
-                        .execute(&s.enqueue, &[&&**ns, id, task_id, config, body])
-                        .await?;
+                    pending.push(Box::pin(async move {
+                        tx.execute(&s.enqueue, &[&&**ns, id, task_id, config, body])
+                            .await
+                            .map(Done::Rows)
+                    }));
                 }
-                Done::Rows(n)
             }
-            Op::Ack { ns, id } => Done::Rows(tx.execute(&s.ack, &[&&**ns, id]).await?),
+            Op::Ack { ns, id } => pending.push(Box::pin(async move {
+                tx.execute(&s.ack, &[&&**ns, id]).await.map(Done::Rows)
+            })),
             Op::Claim {
                 ns,
                 scope,
@@ -288,60 +323,119 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                 claim,
                 expires_ms,
                 now_ms,
-            } => {
-                // Some(None): taken; Some(Some(c)): held by c.
-                let mut held = None;
-                // The holder may release the key between the two statements: then claim
-                // again (a bounded number of times; each round another claim finished).
-                for _ in 0..8 {
-                    let took = tx
-                        .query_opt(
-                            &s.claim,
-                            &[
-                                &&**ns,
-                                scope,
-                                key,
-                                &claim.task_id,
-                                &claim.fingerprint,
-                                expires_ms,
-                                now_ms,
-                            ],
-                        )
-                        .await?;
-                    if took.is_some() {
-                        held = Some(None);
-                        break;
-                    }
-                    if let Some(row) = tx.query_opt(&s.held, &[&&**ns, scope, key]).await? {
-                        held = Some(Some(KeyClaim {
-                            task_id: row.try_get(0)?,
-                            fingerprint: row.try_get(1)?,
-                        }));
-                        break;
-                    }
-                }
-                match held {
-                    Some(h) => Done::Claim(h),
-                    None => {
-                        return Err(DbError::other(
-                            "an idempotency key changed hands 8 times during one claim",
-                        ));
-                    }
-                }
-            }
-            Op::Release { ns, scope, key } => {
-                Done::Rows(tx.execute(&s.release, &[&&**ns, scope, key]).await?)
-            }
-            Op::SweepKeys(now_ms) => Done::Rows(tx.execute(&s.sweep, &[now_ms]).await?),
-            Op::PutCheckpoint { ns, key, body } => {
-                Done::Rows(tx.execute(&s.put_checkpoint, &[&&**ns, key, body]).await?)
-            }
-            Op::DeleteCheckpoint { ns, key } => {
-                Done::Rows(tx.execute(&s.delete_checkpoint, &[&&**ns, key]).await?)
-            }
-        };
+            } => pending.push(Box::pin(async move {
+                let row = tx
+                    .query_opt(
+                        &s.claim,
+                        &[
+                            &&**ns,
+                            scope,
+                            key,
+                            &claim.task_id,
+                            &claim.fingerprint,
+                            expires_ms,
+                            now_ms,
+                        ],
+                    )
+                    .await?;
+                Ok(match row {
+                    Some(r) => Done::Claim(claimed(&r)?),
+                    None => Done::Undecided,
+                })
+            })),
+            Op::Release { ns, scope, key } => pending.push(Box::pin(async move {
+                tx.execute(&s.release, &[&&**ns, scope, key])
+                    .await
+                    .map(Done::Rows)
+            })),
+            Op::SweepKeys(now_ms) => pending.push(Box::pin(async move {
+                tx.execute(&s.sweep, &[now_ms]).await.map(Done::Rows)
+            })),
+            Op::PutCheckpoint { ns, key, body } => pending.push(Box::pin(async move {
+                tx.execute(&s.put_checkpoint, &[&&**ns, key, body])
+                    .await
+                    .map(Done::Rows)
+            })),
+            Op::DeleteCheckpoint { ns, key } => pending.push(Box::pin(async move {
+                tx.execute(&s.delete_checkpoint, &[&&**ns, key])
+                    .await
+                    .map(Done::Rows)
+            })),
+        }
+        owned.push(pending.len() - before);
+    }
+    let results = futures_util::future::join_all(pending).await;
+    let mut results = results.into_iter();
+    let mut out = Vec::with_capacity(batch.len());
+    for (w, n) in batch.iter().zip(owned) {
+        // A write's result is its last statement's (a save's notifications come first).
+        let mut done = Done::Rows(1);
+        for r in results.by_ref().take(n) {
+            done = r?;
+        }
+        if let Done::Undecided = done {
+            done = Done::Claim(claim_again(tx, s, &w.op).await?);
+        }
         out.push(done);
     }
-    tx.commit().await?;
+    txn.commit().await?;
     Ok(out)
+}
+
+/// A claim statement's row: `(NULL, NULL)` when the claim took the key, else the holder's.
+fn claimed(row: &tokio_postgres::Row) -> Result<Option<KeyClaim>, tokio_postgres::Error> {
+    Ok(
+        match (
+            row.try_get::<_, Option<String>>(0)?,
+            row.try_get::<_, Option<String>>(1)?,
+        ) {
+            (Some(task_id), Some(fingerprint)) => Some(KeyClaim {
+                task_id,
+                fingerprint,
+            }),
+            _ => None,
+        },
+    )
+}
+
+/// A claim asked again, alone (a new statement sees what committed since): the holder may
+/// also have released the key meanwhile, so a bounded number of rounds.
+async fn claim_again(
+    tx: &tokio_postgres::Transaction<'_>,
+    s: &crate::conn::Statements,
+    op: &Op,
+) -> Result<Option<KeyClaim>, DbError> {
+    let Op::Claim {
+        ns,
+        scope,
+        key,
+        claim,
+        expires_ms,
+        now_ms,
+    } = op
+    else {
+        return Err(DbError::other("a claim's result for another write"));
+    };
+    for _ in 0..8 {
+        let row = tx
+            .query_opt(
+                &s.claim,
+                &[
+                    &&**ns,
+                    scope,
+                    key,
+                    &claim.task_id,
+                    &claim.fingerprint,
+                    expires_ms,
+                    now_ms,
+                ],
+            )
+            .await?;
+        if let Some(r) = row {
+            return Ok(claimed(&r)?);
+        }
+    }
+    Err(DbError::other(
+        "an idempotency key changed hands 8 times during one claim",
+    ))
 }
