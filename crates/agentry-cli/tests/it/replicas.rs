@@ -4,7 +4,7 @@
 //! message. Needs PostgreSQL (127.0.0.1:5432, database `test`, or `$AGENTRY_TEST_POSTGRES`);
 //! the test command requires it.
 
-use crate::support::{free_port, post_json, serve_config};
+use crate::support::{Server, free_port, post_json, serve_config};
 
 fn url() -> String {
     std::env::var("AGENTRY_TEST_POSTGRES")
@@ -124,4 +124,102 @@ fn a_replica_killed_mid_turn_leaves_its_task_to_another() {
     assert_eq!(state(&again["result"]), "working", "{again}");
     assert!(again.to_string().contains("echo: go on"), "{again}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The documented deployment (docs/DEPLOYMENT.md): `deploy/haproxy.cfg` (HAProxy from
+/// Debian) in front of two replicas on one database. Requests alternate between them and
+/// every task is found whichever replica answers; a replica killed with SIGKILL costs no
+/// request (the balancer sends the refused connection to the other one, then its health
+/// check on `/readyz` takes the dead one out).
+#[test]
+fn a_balancer_in_front_of_two_replicas_loses_no_request_when_one_dies() {
+    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
+        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
+    {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {}", url()),
+        );
+        return;
+    }
+    let Ok(haproxy) = which("haproxy") else {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Interop,
+            "haproxy is not installed (Debian package haproxy; scripts/test.sh installs it)",
+        );
+        return;
+    };
+    let lb = free_port();
+    let dir = std::env::temp_dir().join(format!("agentry-balanced-{lb}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("agentry.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nstore = \"{}\"\npublic_url = \"http://127.0.0.1:{lb}\"\n\n\
+             [[agents]]\npath = \"/\"\nbuiltin = {{ kind = \"echo\", mode = \"task\" }}\n\
+             db = \"balanced-{lb}\"\n",
+            url()
+        ),
+    )
+    .unwrap();
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = serve_config(&config, pa, &[]);
+    let _b = serve_config(&config, pb, &[]);
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+    let balancer = Server(
+        std::process::Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&cfg)
+            .env("LISTEN", format!("127.0.0.1:{lb}"))
+            .env("REPLICA_A", format!("127.0.0.1:{pa}"))
+            .env("REPLICA_B", format!("127.0.0.1:{pb}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    crate::support::wait_for(lb);
+    // Both replicas up (the health checks have run) before counting.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+
+    let round = |n: usize| {
+        for i in 0..n {
+            let text = format!("hello {i}");
+            let sent = rpc(
+                lb,
+                "message/send",
+                serde_json::json!({"message": {"role": "user", "kind": "message",
+                    "messageId": format!("m-{lb}-{i}-{}", free_port()),
+                    "parts": [{"kind": "text", "text": text}]}}),
+            );
+            assert_eq!(state(&sent["result"]), "completed", "{sent}");
+            let id = sent["result"]["id"].as_str().unwrap().to_owned();
+            // Asked twice: round robin sends the two to different replicas.
+            for _ in 0..2 {
+                let got = rpc(lb, "tasks/get", serde_json::json!({"id": id}));
+                assert_eq!(state(&got["result"]), "completed", "{got}");
+                assert!(got.to_string().contains(&text), "{got}");
+            }
+        }
+    };
+    round(6);
+    a.0.kill().unwrap();
+    a.0.wait().unwrap();
+    // At once, before any health check has noticed: no request fails.
+    round(6);
+    assert!(crate::support::http_get(lb, "/readyz").starts_with("HTTP/1.1 200"));
+    drop(balancer);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The path of an installed program.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
 }
