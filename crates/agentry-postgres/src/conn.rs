@@ -174,6 +174,7 @@ pub(crate) struct Statements {
     pub(crate) take_turn: Statement,
     pub(crate) elsewhere: Statement,
     pub(crate) heartbeat: Statement,
+    pub(crate) abandoned: Statement,
     pub(crate) get: Statement,
     pub(crate) list: Statement,
     pub(crate) count: Statement,
@@ -205,7 +206,7 @@ impl Statements {
         );
         let count = format!("SELECT count(*) FROM agentry_tasks {FILTER}");
         // A hold on a task: by this replica ($3 / $11), until now + $4 / $10 seconds.
-        let (take_turn, elsewhere, heartbeat) = tokio::try_join!(
+        let (take_turn, elsewhere, heartbeat, abandoned) = tokio::try_join!(
             c.prepare(
                 "UPDATE agentry_tasks SET holder = $3,
                    lease_until = now() + make_interval(secs => $4::float8)
@@ -219,6 +220,12 @@ impl Statements {
             c.prepare(
                 "UPDATE agentry_tasks SET lease_until = now() + make_interval(secs => $2::float8)
                  WHERE holder = $1"
+            ),
+            c.prepare(
+                "SELECT id, owner FROM agentry_tasks
+                 WHERE holder IS NOT NULL AND lease_until < now() AND ns = $1
+                   AND state IN ('submitted', 'working') AND NOT parked
+                 ORDER BY lease_until LIMIT $2"
             ),
         )?;
         let (
@@ -324,6 +331,7 @@ impl Statements {
             take_turn,
             elsewhere,
             heartbeat,
+            abandoned,
             get,
             list,
             count,

@@ -180,6 +180,7 @@ struct Inner {
     target: String,
     /// This replica, as the tasks it holds name it.
     replica: Arc<str>,
+    lease: Duration,
     writer: mpsc::UnboundedSender<writer::Write>,
     readers: Vec<Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
@@ -247,6 +248,7 @@ impl Database {
             config,
             target,
             replica,
+            lease: options.lease,
             writer: tx,
             readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
@@ -254,6 +256,11 @@ impl Database {
         let every = (options.lease / 3).max(Duration::from_millis(100));
         tokio::spawn(heartbeat(Arc::downgrade(&inner), every));
         Ok(Database { inner })
+    }
+
+    /// How long a hold lasts unless renewed.
+    pub fn lease(&self) -> Duration {
+        self.inner.lease
     }
 
     /// This replica's id, as the tasks it runs name their holder.

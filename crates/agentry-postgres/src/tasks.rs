@@ -299,6 +299,36 @@ impl TaskStore for PgTaskStore {
         Box::pin(async move { done.await.map(|n| n > 0) })
     }
 
+    fn abandoned(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<agentry_a2a::store::Abandoned>, StoreError>> {
+        Box::pin(async move {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = self
+                .db
+                .read(|c| {
+                    let ns = self.ns.clone();
+                    async move { c.client.query(&c.s.abandoned, &[&&*ns, &limit]).await }
+                })
+                .await
+                .map_err(backend)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(agentry_a2a::store::Abandoned {
+                        task_id: r.try_get(0).map_err(backend)?,
+                        owner: r.try_get(1).map_err(backend)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Half the hold's lifetime: a dead replica's tasks are taken over within 1.5 leases.
+    fn sweep_every(&self) -> Option<std::time::Duration> {
+        Some(self.db.lease() / 2)
+    }
+
     fn running_elsewhere<'a>(
         &'a self,
         task_id: &'a str,

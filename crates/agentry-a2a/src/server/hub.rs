@@ -351,7 +351,7 @@ impl AgentTasks {
         stream_buffer: usize,
         idempotency_window: Duration,
     ) -> Arc<Self> {
-        Arc::new(AgentTasks {
+        let tasks = Arc::new(AgentTasks {
             agent,
             store,
             executor,
@@ -359,7 +359,16 @@ impl AgentTasks {
             stream_buffer: stream_buffer.max(1),
             hubs: Mutex::new(HashMap::new()),
             idempotency_window,
-        })
+        });
+        // A store shared by replicas: tasks a dead replica was running are taken over
+        // without waiting for someone to ask.
+        if let (Some(every), Ok(rt)) = (
+            tasks.store.sweep_every(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            rt.spawn(sweep(Arc::downgrade(&tasks), every));
+        }
+        tasks
     }
 
     /// The notifications `task`'s state owes the webhooks of `configs` (none without a
@@ -868,6 +877,42 @@ impl AgentTasks {
             .map_err(|e| RpcError::internal(e.to_string()))?;
         st.push.retain(|c| c.id.as_deref() != Some(config_id));
         Ok(())
+    }
+}
+
+/// Every `every`, takes over and recovers (as [`AgentTasks::open`] recovers an orphan: the
+/// task moves to input-required, saying why, and its webhooks hear it) the tasks replicas that
+/// died were running, while the agent is served.
+async fn sweep(tasks: std::sync::Weak<AgentTasks>, every: Duration) {
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(tasks) = tasks.upgrade() else {
+            return;
+        };
+        let left = match tasks.store.abandoned(64).await {
+            Ok(left) => left,
+            Err(e) => {
+                tracing::warn!("cannot look for tasks of stopped replicas: {e}");
+                continue;
+            }
+        };
+        for t in left {
+            // Taken first: of replicas sweeping at once, one recovers it.
+            match tasks.store.take_turn(&t.task_id).await {
+                Ok(true) => match tasks.open(&t.task_id, t.owner.as_deref()).await {
+                    Ok(lease) => {
+                        tracing::info!("took over task {} from a replica that stopped", t.task_id);
+                        drop(lease);
+                    }
+                    Err(e) => tracing::warn!("cannot recover task {}: {}", t.task_id, e.message),
+                },
+                Ok(false) => {}
+                Err(e) => tracing::warn!("cannot take over task {}: {e}", t.task_id),
+            }
+        }
     }
 }
 

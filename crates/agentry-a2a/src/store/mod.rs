@@ -238,6 +238,22 @@ pub trait TaskStore: Send + Sync + 'static {
         Box::pin(async { Ok(false) })
     }
 
+    /// Tasks another replica was running when it died: held `submitted` or `working` by a
+    /// process whose hold has lapsed, at most `limit`, with their owners. The server takes
+    /// each over ([`TaskStore::take_turn`]) and recovers it, every
+    /// [`TaskStore::sweep_every`], so a client waiting for a push notification hears of it.
+    /// A store of one process has none (the default): its orphans are found when looked at.
+    fn abandoned(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Abandoned>, StoreError>> {
+        let _ = limit;
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// How often the server asks for [`TaskStore::abandoned`] tasks; `None` (the default):
+    /// never.
+    fn sweep_every(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Whether the store answers: the server's readiness probe (`/readyz`). The default
     /// reads a task that does not exist.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
@@ -249,6 +265,15 @@ pub trait TaskStore: Send + Sync + 'static {
     fn count_by_state(&self) -> BoxFuture<'_, Result<Option<StateCounts>, StoreError>> {
         Box::pin(async { Ok(None) })
     }
+}
+
+/// A task left by a replica that died: its id and owner ([`Task::owner`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// The task.
+    pub task_id: String,
+    /// Who may see it.
+    pub owner: Option<String>,
 }
 
 /// What an idempotency key is held for: the task its first request started (or continued)

@@ -100,3 +100,61 @@ async fn a_turn_running_on_one_replica_is_respected_by_the_other() {
         TaskState::Canceled
     );
 }
+
+/// A replica dies mid-turn (its database handle dropped: nothing renews its hold); the other
+/// replica, which nobody asks about the task, takes it over once the hold lapses and recovers
+/// it (input-required, saying why), so a client waiting for a push notification hears of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
+    let url = url();
+    let options = agentry_postgres::Options::default().lease(std::time::Duration::from_millis(600));
+    let dead = match agentry_postgres::Database::connect_with(&url, options.clone()).await {
+        Ok(db) => db,
+        Err(e) => {
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Postgres,
+                format!("no PostgreSQL at {url} ({e})"),
+            );
+            return;
+        }
+    };
+    let ns = format!("conformance-{}", agentry_a2a::new_id());
+    let mut task = Task::new(agentry_a2a::new_id(), agentry_a2a::new_id());
+    task.history
+        .push(Message::text(Role::User, "long job").in_task(&task.id, &task.context_id));
+    task.transition(TaskStatus::now(TaskState::Working, None))
+        .unwrap();
+    agentry_a2a::store::TaskStore::save(&dead.task_store(&ns), &task)
+        .await
+        .unwrap();
+    drop(dead);
+
+    let live = agentry_postgres::Database::connect_with(&url, options)
+        .await
+        .unwrap();
+    let store = Arc::new(live.task_store(&ns));
+    let _server = common::conformance_server(store.clone()).await;
+    // Read from the store itself, not through the server (a request would recover it).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let recovered = loop {
+        let t = agentry_a2a::store::TaskStore::get(&*store, &task.id)
+            .await
+            .unwrap()
+            .unwrap();
+        if t.state() == TaskState::InputRequired {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not taken over: {t:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let said = recovered.status.message.unwrap().text_content();
+    assert!(said.contains("server stopped"), "{said}");
+    assert!(
+        !agentry_a2a::store::TaskStore::running_elsewhere(&*store, &task.id)
+            .await
+            .unwrap()
+    );
+}
