@@ -246,6 +246,11 @@ struct ServeArgs {
     /// replicas share.
     #[arg(long, value_parser = parse_store)]
     store: Option<StoreKind>,
+    /// Task events shared by replicas (a NATS URL, nats://host:4222, or env:NAME): a stream
+    /// reaching a replica that does not run the task follows it there. Needs a PostgreSQL
+    /// store.
+    #[arg(long)]
+    bus: Option<String>,
     /// Built-in agent: its SQLite task store; default $AGENTRY_HOME/<agent>.db
     /// (AGENTRY_HOME defaults to ~/.local/share/agentry).
     #[arg(long, conflicts_with = "config")]
@@ -566,6 +571,9 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
     }
     if let Some(st) = args.store {
         s.store = st;
+    }
+    if let Some(b) = args.bus {
+        s.bus = Some(b);
     }
     if let Some(t) = args.token {
         s.bearer_tokens.push(t);

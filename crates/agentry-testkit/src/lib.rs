@@ -4,7 +4,7 @@
 //!
 //! A gate passes when its peer is there. When it is not, the test fails if the test command
 //! requires that kind of peer (`AGENTRY_REQUIRE_MODELS`, `AGENTRY_REQUIRE_INTEROP`,
-//! `AGENTRY_REQUIRE_POSTGRES`, `AGENTRY_REQUIRE_SHARED` set to `1`, as `scripts/test.sh` and
+//! `AGENTRY_REQUIRE_POSTGRES`, `AGENTRY_REQUIRE_NATS`, `AGENTRY_REQUIRE_SHARED` set to `1`, as `scripts/test.sh` and
 //! CI set them), and otherwise
 //! records a skip: a `SKIPPED:` line on stderr and one in the file `$AGENTRY_SKIP_LOG`, which
 //! the test command counts and prints at its end (a skip inside a passing test is otherwise
@@ -37,6 +37,8 @@ pub enum Peer {
     Interop,
     /// A PostgreSQL server at 127.0.0.1:5432.
     Postgres,
+    /// A NATS server (127.0.0.1:4222, or `$AGENTRY_TEST_NATS`).
+    Nats,
     /// The shared folder beside the repository (`../shared`: the tau2 domains and source
     /// archive, the conformance kits), which a clone on its own does not have.
     Shared,
@@ -49,6 +51,7 @@ impl Peer {
             Peer::Models => "AGENTRY_REQUIRE_MODELS",
             Peer::Interop => "AGENTRY_REQUIRE_INTEROP",
             Peer::Postgres => "AGENTRY_REQUIRE_POSTGRES",
+            Peer::Nats => "AGENTRY_REQUIRE_NATS",
             Peer::Shared => "AGENTRY_REQUIRE_SHARED",
         }
     }

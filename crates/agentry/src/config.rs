@@ -357,6 +357,10 @@ pub struct ServerSection {
     /// running tasks are recovered by another replica this much later; shorter means
     /// faster takeover and more renewals.
     pub lease_seconds: u64,
+    /// Task events shared by replicas: a NATS URL (`nats://host:4222`, or `env:NAME` /
+    /// `file:PATH` holding one; feature `nats`). A subscription reaching a replica that does
+    /// not run the task's turn then follows it there. Needs a shared store (PostgreSQL).
+    pub bus: Option<String>,
     /// Programs the agents' MCP stdio servers may start, besides those of
     /// `$AGENTRY_MCP_ALLOW`: names looked up on `PATH` or paths, compared as the files they
     /// resolve to; `"*"` allows any. None by default: a config naming `command = "npx"` is
@@ -533,6 +537,7 @@ impl Default for ServerSection {
             drain_delay_ms: 0,
             durability: DurabilityChoice::Power,
             lease_seconds: 30,
+            bus: None,
             mcp_allow: Vec::new(),
             audit: false,
             audit_mode: AuditMode::Durable,

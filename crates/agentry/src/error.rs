@@ -105,6 +105,10 @@ pub enum Error {
     #[cfg(feature = "postgres")]
     #[error(transparent)]
     Postgres(#[from] agentry_postgres::Error),
+    /// The NATS server of `bus = "nats://..."` could not be reached.
+    #[cfg(feature = "nats")]
+    #[error(transparent)]
+    Nats(#[from] agentry_nats::Error),
 }
 
 impl Error {

@@ -60,6 +60,7 @@
 //! | `otel` | OpenTelemetry export of the spans over OTLP/HTTP (`OTEL_*` variables) | no |
 //! | `eval` | benchmarking A2A agents on tau2-bench domains | no |
 //! | `postgres` | `store = "postgres://..."`: tasks, push configs, idempotency keys and run checkpoints in one PostgreSQL database several replicas share | no |
+//! | `nats` | `bus = "nats://..."`: task events shared by replicas, so a stream reaches a task whose turn runs on another | no |
 //! | `full` | all of the above | no |
 //!
 //! With `default-features = false` the crate is A2A, the agent core and workflows: the part
@@ -103,6 +104,8 @@ pub use agentry_governance as governance;
 pub use agentry_local as local;
 #[cfg(feature = "mcp")]
 pub use agentry_mcp as mcp;
+#[cfg(feature = "nats")]
+pub use agentry_nats as nats;
 #[cfg(feature = "postgres")]
 pub use agentry_postgres as postgres;
 #[cfg(feature = "specialists")]

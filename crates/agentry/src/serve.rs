@@ -78,6 +78,33 @@ impl Service {
         };
         // Checkpoints of an agent's runs go beside its tasks (same file, or same database),
         // so an interrupted run resumes, and a run and its task are backed up together.
+        // `bus = "nats://..."`: task events shared by the replicas, one connection.
+        let events: Option<Arc<dyn agentry_a2a::server::TaskEvents>> = match &server.bus {
+            None => None,
+            Some(spec) => {
+                if matches!(server.store, StoreKind::Sqlite | StoreKind::Memory) {
+                    return Err(Error::Invalid(
+                        "[server] bus shares task events between replicas, which need a shared \
+                         store: set store = \"postgres://...\" too"
+                            .into(),
+                    ));
+                }
+                #[cfg(feature = "nats")]
+                {
+                    Some(Arc::new(
+                        agentry_nats::NatsEvents::connect(&secret(spec)?).await?,
+                    ))
+                }
+                #[cfg(not(feature = "nats"))]
+                {
+                    let _ = spec;
+                    return Err(Error::Disabled {
+                        what: "[server] bus (task events over NATS)".into(),
+                        feature: "nats",
+                    });
+                }
+            }
+        };
         let runs_for = |name: &str, file: Option<&Path>| -> Result<Checkpoints, Error> {
             #[cfg(feature = "postgres")]
             if let Some(db) = &pg {
@@ -199,6 +226,7 @@ impl Service {
                 credentials: None,
                 access_log: access_log.clone(),
                 admission: admission.clone(),
+                events: events.clone(),
             };
             if let Some(c) = credentials {
                 svc = svc.with_credentials(c.clone());

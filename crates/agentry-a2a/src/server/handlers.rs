@@ -14,7 +14,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::admission::{Admission, Admit, Refused};
-use super::hub::{AgentTasks, Started, Turn};
+use super::hub::{AgentTasks, Started, Subscription, Turn};
 use super::push::PushSender;
 use super::span::RequestSpan;
 use super::{AgentService, Credentials, ServerConfig, bearer_of, stream};
@@ -128,6 +128,7 @@ pub(super) fn router(
                 push_supported.then(|| push.clone()),
                 config.stream_buffer,
                 config.idempotency_window,
+                svc.events,
             ),
             keep_alive: config.keep_alive,
         });
@@ -1039,11 +1040,19 @@ pub(super) async fn streaming(
             }
         }
         Request::Resubscribe(p) => match s.tasks.subscribe(&p.id, caller).await {
-            Ok((lease, task, rx)) => stream::resubscribe(
+            Ok(Subscription::Here(lease, task, rx)) => stream::resubscribe(
                 frame,
                 lease,
                 task,
                 rx,
+                s.keep_alive,
+                s.metrics.stream_opened(),
+            ),
+            Ok(Subscription::Elsewhere(task, follow)) => stream::elsewhere(
+                frame,
+                task,
+                follow,
+                s.tasks.clone(),
                 s.keep_alive,
                 s.metrics.stream_opened(),
             ),

@@ -16,7 +16,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 use tracing::Instrument;
 
@@ -107,6 +107,10 @@ impl Hub {
     }
 
     fn publish(&self, ev: StreamEvent) {
+        // Replicas following the task (a subscription that reached another one).
+        if let Some(bus) = &self.agent.events {
+            bus.publish(&self.agent.agent, &self.task_id, super::events::encode(&ev));
+        }
         // No receivers is fine: nobody is watching.
         let _ = self.events.send(Arc::new(ev));
     }
@@ -323,6 +327,15 @@ pub(crate) struct AgentTasks {
     agent: String,
     /// How long an idempotency key holds its first request's task.
     idempotency_window: Duration,
+    /// Task events shared with the agent's other replicas.
+    events: Option<Arc<dyn super::TaskEvents>>,
+}
+
+/// What a subscription follows: a turn running here, or one running on another replica
+/// (its events through [`super::TaskEvents`]).
+pub(crate) enum Subscription {
+    Here(HubLease, Task, broadcast::Receiver<Arc<StreamEvent>>),
+    Elsewhere(Task, futures_util::stream::BoxStream<'static, Vec<u8>>),
 }
 
 /// What a send starts: a new turn, or, for a repeat of an earlier request (same idempotency
@@ -350,6 +363,7 @@ impl AgentTasks {
         push: Option<PushSender>,
         stream_buffer: usize,
         idempotency_window: Duration,
+        events: Option<Arc<dyn super::TaskEvents>>,
     ) -> Arc<Self> {
         let tasks = Arc::new(AgentTasks {
             agent,
@@ -359,6 +373,7 @@ impl AgentTasks {
             stream_buffer: stream_buffer.max(1),
             hubs: Mutex::new(HashMap::new()),
             idempotency_window,
+            events,
         });
         // A store shared by replicas: tasks a dead replica was running are taken over
         // without waiting for someone to ask.
@@ -367,6 +382,10 @@ impl AgentTasks {
             tokio::runtime::Handle::try_current(),
         ) {
             rt.spawn(sweep(Arc::downgrade(&tasks), every));
+        }
+        // Events shared with replicas: this one cancels the turns it runs when another asks.
+        if let (Some(bus), Ok(rt)) = (tasks.events.clone(), tokio::runtime::Handle::try_current()) {
+            rt.spawn(cancels(Arc::downgrade(&tasks), bus, tasks.agent.clone()));
         }
         tasks
     }
@@ -793,6 +812,12 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Task, RpcError> {
+        if let Some(bus) = &self.events
+            && !self.hubs().contains_key(task_id)
+            && self.running_elsewhere(task_id).await?
+        {
+            return self.cancel_elsewhere(bus.as_ref(), task_id, caller).await;
+        }
         let lease = self.open(task_id, caller).await?;
         let hub = &lease.hub;
         let task = {
@@ -826,7 +851,32 @@ impl AgentTasks {
         self: &Arc<Self>,
         task_id: &str,
         caller: Option<&str>,
-    ) -> Result<(HubLease, Task, broadcast::Receiver<Arc<StreamEvent>>), RpcError> {
+    ) -> Result<Subscription, RpcError> {
+        // Running on another replica: followed through the shared events, subscribed before
+        // the snapshot is read so that no event between the two is lost.
+        if let Some(bus) = &self.events
+            && !self.hubs().contains_key(task_id)
+            && self.running_elsewhere(task_id).await?
+        {
+            let follow = bus
+                .follow(&self.agent, task_id)
+                .await
+                .map_err(|e| RpcError::internal(format!("cannot follow the task: {e}")))?;
+            let task = self
+                .store
+                .get(task_id)
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?
+                .filter(|t| t.owner.as_deref() == caller)
+                .ok_or_else(|| RpcError::task_not_found(task_id))?;
+            let state = task.state();
+            if state.is_terminal() {
+                return Err(RpcError::unsupported(format!(
+                    "task {task_id} is {state}: there is nothing more to stream (get it instead)"
+                )));
+            }
+            return Ok(Subscription::Elsewhere(task, follow));
+        }
         let lease = self.open(task_id, caller).await?;
         let (task, rx) = {
             let st = lease.hub.state.lock().await;
@@ -841,7 +891,71 @@ impl AgentTasks {
             }
             (st.task.clone(), lease.hub.events.subscribe())
         };
-        Ok((lease, task, rx))
+        Ok(Subscription::Here(lease, task, rx))
+    }
+
+    /// Cancels a task whose turn runs on another replica: asks it through the shared events
+    /// and waits (at most [`CANCEL_WAIT`]) for the turn's final event, then answers with the
+    /// task as stored.
+    async fn cancel_elsewhere(
+        &self,
+        bus: &dyn super::TaskEvents,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<Task, RpcError> {
+        let stored = |task: Option<Task>| {
+            task.filter(|t| t.owner.as_deref() == caller)
+                .ok_or_else(|| RpcError::task_not_found(task_id))
+        };
+        let get = || async {
+            self.store
+                .get(task_id)
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))
+        };
+        let task = stored(get().await?)?;
+        let state = task.state();
+        if state.is_terminal() {
+            return Err(RpcError::task_not_cancelable(task_id, state));
+        }
+        let mut follow = bus
+            .follow(&self.agent, task_id)
+            .await
+            .map_err(|e| RpcError::internal(format!("cannot follow the task: {e}")))?;
+        bus.request_cancel(&self.agent, task_id);
+        let ended = tokio::time::timeout(CANCEL_WAIT, async {
+            while let Some(bytes) = follow.next().await {
+                if super::events::decode(&bytes).is_some_and(|ev| ev.is_final()) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        // The running replica saves the final state before it publishes it.
+        let task = stored(get().await?)?;
+        match task.state() {
+            TaskState::Canceled => Ok(task),
+            s if s.is_terminal() => Err(RpcError::task_not_cancelable(task_id, s)),
+            _ if !ended => Err(RpcError::internal(format!(
+                "the replica running task {task_id} did not confirm the cancel within {} s",
+                CANCEL_WAIT.as_secs()
+            ))),
+            s => Err(RpcError::task_not_cancelable(task_id, s)),
+        }
+    }
+
+    /// Whether the task still runs on another replica (a followed stream asks, in case that
+    /// replica died without a final event), and the task as stored.
+    pub(super) async fn still_elsewhere(&self, task_id: &str) -> (bool, Option<Task>) {
+        let elsewhere = self.running_elsewhere(task_id).await.unwrap_or(true);
+        let task = if elsewhere {
+            None
+        } else {
+            self.store.get(task_id).await.ok().flatten()
+        };
+        (elsewhere, task)
     }
 
     /// Adds a push config to a task (live or stored).
@@ -877,6 +991,36 @@ impl AgentTasks {
             .map_err(|e| RpcError::internal(e.to_string()))?;
         st.push.retain(|c| c.id.as_deref() != Some(config_id));
         Ok(())
+    }
+}
+
+/// How long a cancel asked of another replica waits for that replica's final event.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+/// Cancels the turns running here that another replica was asked to cancel, while the agent
+/// is served.
+async fn cancels(
+    tasks: std::sync::Weak<AgentTasks>,
+    bus: Arc<dyn super::TaskEvents>,
+    agent: String,
+) {
+    let mut requests = match bus.cancel_requests(&agent).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("cannot hear cancel requests from other replicas: {e}");
+            return;
+        }
+    };
+    while let Some(task_id) = requests.next().await {
+        let Some(tasks) = tasks.upgrade() else {
+            return;
+        };
+        let live = tasks.hubs().get(&task_id).map(|(hub, _)| hub.owner.clone());
+        if let Some(owner) = live
+            && let Err(e) = tasks.cancel(&task_id, owner.as_deref()).await
+        {
+            tracing::debug!("cancel of task {task_id} asked by a replica: {}", e.message);
+        }
     }
 }
 

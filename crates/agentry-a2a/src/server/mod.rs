@@ -19,6 +19,7 @@
 
 mod access;
 mod admission;
+mod events;
 mod executor;
 mod handlers;
 mod hub;
@@ -36,6 +37,7 @@ use std::time::Duration;
 
 pub use access::{Access, AccessLog};
 pub use admission::{Admission, Admit, Refused};
+pub use events::TaskEvents;
 pub use executor::{AgentExecutor, DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
 pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
@@ -351,6 +353,9 @@ pub struct AgentService {
     /// Asked before a send with a task envelope starts: may refuse it or add instructions
     /// (governance's triggers).
     pub admission: Option<Arc<dyn Admit>>,
+    /// Task events shared with the other replicas of the agent (`None`: one process): a
+    /// subscription to a task whose turn runs on another replica follows it through them.
+    pub events: Option<Arc<dyn TaskEvents>>,
 }
 
 impl AgentService {
@@ -364,6 +369,7 @@ impl AgentService {
             credentials: None,
             access_log: None,
             admission: None,
+            events: None,
         }
     }
 
@@ -392,6 +398,12 @@ impl AgentService {
     /// Requires `credentials` on every call.
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Shares task events with the agent's other replicas through `events`.
+    pub fn with_events(mut self, events: Arc<dyn TaskEvents>) -> Self {
+        self.events = Some(events);
         self
     }
 }

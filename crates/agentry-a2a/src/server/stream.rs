@@ -10,7 +10,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::hub::{HubLease, Turn};
+use super::hub::{AgentTasks, HubLease, Turn};
 use crate::error::RpcError;
 use crate::jsonrpc;
 use crate::model::*;
@@ -202,4 +202,77 @@ pub(super) fn resubscribe(
         }),
         keep_alive,
     )
+}
+
+/// How often a stream following another replica's turn checks that the turn still runs
+/// there (its replica may die before sending the final event).
+const FOLLOW_CHECK: Duration = Duration::from_secs(2);
+
+struct Follow {
+    _open: super::ops::StreamGuard,
+    frame: Frame,
+    follow: stream::BoxStream<'static, Vec<u8>>,
+    tasks: Arc<AgentTasks>,
+    task_id: String,
+    pending: Vec<StreamEvent>,
+    done: bool,
+    check: tokio::time::Interval,
+}
+
+/// The stream of `tasks/resubscribe` for a task whose turn runs on another replica: the
+/// snapshot, then the events that replica publishes, until the final one; if it stops
+/// running there without one (its replica died), the task as stored ends the stream.
+pub(super) fn elsewhere(
+    frame: Frame,
+    task: Task,
+    follow: stream::BoxStream<'static, Vec<u8>>,
+    tasks: Arc<AgentTasks>,
+    keep_alive: Duration,
+    open: super::ops::StreamGuard,
+) -> Response {
+    let f = Follow {
+        _open: open,
+        frame,
+        follow,
+        tasks,
+        task_id: task.id.clone(),
+        pending: vec![StreamEvent::Task(task)],
+        done: false,
+        check: tokio::time::interval_at(tokio::time::Instant::now() + FOLLOW_CHECK, FOLLOW_CHECK),
+    };
+    let events = stream::unfold(f, |mut f| async move {
+        if let Some(ev) = f.pending.pop() {
+            f.done |= ev.is_final();
+            let out = f.frame.event(&ev);
+            return Some((out, f));
+        }
+        if f.done {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                next = f.follow.next() => {
+                    let bytes = next?;
+                    if let Some(ev) = super::events::decode(&bytes) {
+                        f.done = ev.is_final();
+                        let out = f.frame.event(&ev);
+                        return Some((out, f));
+                    }
+                }
+                _ = f.check.tick() => {
+                    let (elsewhere, task) = f.tasks.still_elsewhere(&f.task_id).await;
+                    if !elsewhere {
+                        let task = task?;
+                        f.done = true;
+                        if task.state().ends_turn() {
+                            f.pending.push(StreamEvent::final_status(&task));
+                        }
+                        let out = f.frame.event(&StreamEvent::Task(task));
+                        return Some((out, f));
+                    }
+                }
+            }
+        }
+    });
+    sse(events, keep_alive)
 }

@@ -158,3 +158,101 @@ async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
             .unwrap()
     );
 }
+
+/// With task events over NATS (agentry-nats), a subscription that reaches the replica not
+/// running the turn follows it there (the snapshot, the progress the other replica makes, the
+/// final event), and a cancel sent to it cancels the turn where it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_or_a_cancel_on_either_replica_reaches_the_turn_over_nats() {
+    use futures_util::StreamExt;
+    let url = url();
+    let nats =
+        std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let (a, b) = match tokio::join!(
+        agentry_postgres::Database::connect(&url),
+        agentry_postgres::Database::connect(&url)
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Postgres,
+                format!("no PostgreSQL at {url} ({e})"),
+            );
+            return;
+        }
+    };
+    let (ea, eb) = match tokio::join!(
+        agentry_nats::NatsEvents::connect(&nats),
+        agentry_nats::NatsEvents::connect(&nats)
+    ) {
+        (Ok(a), Ok(b)) => (Arc::new(a), Arc::new(b)),
+        (Err(e), _) | (_, Err(e)) => {
+            agentry_testkit::missing::<()>(
+                agentry_testkit::Peer::Nats,
+                format!("no NATS at {nats} ({e})"),
+            );
+            return;
+        }
+    };
+    let ns = format!("conformance-{}", agentry_a2a::new_id());
+    let sa = common::conformance_server_with_events(Arc::new(a.task_store(&ns)), ea).await;
+    let sb = common::conformance_server_with_events(Arc::new(b.task_store(&ns)), eb).await;
+    let ca = A2aClient::discover(&sa.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let cb = A2aClient::discover(&sb.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let mut m = Message::text(Role::User, "work for a while");
+    m.message_id = format!("test-resubscribe-message-id-{}", agentry_a2a::new_id());
+    let mut p = MessageSendParams::new(m);
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(long) = ca.send_message(p).await.unwrap() else {
+        panic!("expected a task")
+    };
+    // B subscribes (once it can read the task: A's first save is queued, not awaited).
+    let mut sub = None;
+    for _ in 0..100 {
+        if cb.get_task(&long.id, None).await.is_ok() {
+            sub = Some(Box::pin(cb.resubscribe(&long.id)));
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut sub = sub.expect("replica B reads the task");
+    let first = sub.next().await.unwrap().unwrap();
+    assert!(matches!(first, StreamEvent::Task(_)), "{first:?}");
+    // Progress made on A reaches B's subscriber.
+    let mut ticks = 0;
+    while ticks < 2 {
+        match sub.next().await.unwrap().unwrap() {
+            StreamEvent::ArtifactUpdate(u) => {
+                assert_eq!(u.task_id, long.id);
+                ticks += 1;
+            }
+            StreamEvent::StatusUpdate(s) => assert!(!s.is_final, "{s:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Canceled through B, which does not run it: A's turn ends, B's stream with it.
+    let canceled = cb.cancel_task(&long.id).await.unwrap();
+    assert_eq!(canceled.state(), TaskState::Canceled);
+    assert_eq!(
+        ca.get_task(&long.id, None).await.unwrap().state(),
+        TaskState::Canceled
+    );
+    let mut last = None;
+    while let Some(ev) = sub.next().await {
+        last = Some(ev.unwrap());
+    }
+    match last {
+        Some(StreamEvent::StatusUpdate(s)) => {
+            assert!(s.is_final);
+            assert_eq!(s.status.state, TaskState::Canceled);
+        }
+        other => panic!("the stream ended without the final event: {other:?}"),
+    }
+}

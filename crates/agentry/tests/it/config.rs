@@ -114,8 +114,8 @@ fn mistakes_are_named() {
 
 /// `store`: sqlite, memory, or where a PostgreSQL URL is (never shown: it may hold a
 /// password); anything else is named with what is accepted.
-#[test]
-fn stores_are_sqlite_memory_or_a_postgresql_url() {
+#[tokio::test]
+async fn stores_are_sqlite_memory_or_a_postgresql_url() {
     use agentry::config::StoreKind;
     let dir = temp("stores");
     for (value, expected) in [
@@ -139,6 +139,17 @@ fn stores_are_sqlite_memory_or_a_postgresql_url() {
         assert!(config.server.store == expected, "{value}");
         assert!(!format!("{config:?}").contains("sekrit"), "{config:?}");
     }
+    // Shared task events without a shared store make no sense: refused, saying why.
+    let bus = write(
+        &dir,
+        "bus.toml",
+        "[server]\nstore = \"memory\"\nbus = \"nats://127.0.0.1:4222\"\n\n[[agents]]\npath = \"/\"\nbuiltin = { kind = \"echo\" }\n",
+    );
+    let e = match agentry::Service::build(Config::load(&bus).unwrap()).await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a bus over a memory store was accepted"),
+    };
+    assert!(e.contains("shared store"), "{e}");
     let wrong = write(&dir, "wrong.toml", "[server]\nstore = \"mysql://db\"\n");
     let e = Config::load(&wrong).unwrap_err().to_string();
     assert!(e.contains("postgres://") && e.contains("memory"), "{e}");

@@ -78,6 +78,17 @@ pub(crate) async fn conformance_server(store: Arc<dyn TaskStore>) -> TestServer 
     serve_on(listener, svc, loopback_push()).await
 }
 
+/// The conformance agent with its task events shared through `events` (a replica).
+pub(crate) async fn conformance_server_with_events(
+    store: Arc<dyn TaskStore>,
+    events: Arc<dyn agentry_a2a::server::TaskEvents>,
+) -> TestServer {
+    let (listener, url) = bind().await;
+    let svc = AgentService::new(Conformance::card(&url), Conformance::default(), store)
+        .with_events(events);
+    serve_on(listener, svc, loopback_push()).await
+}
+
 pub(crate) async fn agent_server(
     card: impl FnOnce(&str) -> AgentCard,
     agent: impl AgentExecutor,
