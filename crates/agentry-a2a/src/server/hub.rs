@@ -852,11 +852,12 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Subscription, RpcError> {
-        // Running on another replica: followed through the shared events, subscribed before
-        // the snapshot is read so that no event between the two is lost.
+        // Events shared with replicas and no turn of it here: its next change may happen on
+        // any replica (the one running its turn, or one a cancel reaches), so it is followed
+        // through the shared events, subscribed before the snapshot is read so that no event
+        // between the two is lost. An orphan of a dead process is recovered first, below.
         if let Some(bus) = &self.events
             && !self.hubs().contains_key(task_id)
-            && self.running_elsewhere(task_id).await?
         {
             let follow = bus
                 .follow(&self.agent, task_id)
@@ -869,13 +870,16 @@ impl AgentTasks {
                 .map_err(|e| RpcError::internal(e.to_string()))?
                 .filter(|t| t.owner.as_deref() == caller)
                 .ok_or_else(|| RpcError::task_not_found(task_id))?;
-            let state = task.state();
-            if state.is_terminal() {
-                return Err(RpcError::unsupported(format!(
-                    "task {task_id} is {state}: there is nothing more to stream (get it instead)"
-                )));
+            if !is_orphan(&task) || self.running_elsewhere(task_id).await? {
+                let state = task.state();
+                if state.is_terminal() {
+                    return Err(RpcError::unsupported(format!(
+                        "task {task_id} is {state}: there is nothing more to stream (get it \
+                         instead)"
+                    )));
+                }
+                return Ok(Subscription::Elsewhere(task, follow));
             }
-            return Ok(Subscription::Elsewhere(task, follow));
         }
         let lease = self.open(task_id, caller).await?;
         let (task, rx) = {
@@ -946,16 +950,13 @@ impl AgentTasks {
         }
     }
 
-    /// Whether the task still runs on another replica (a followed stream asks, in case that
-    /// replica died without a final event), and the task as stored.
-    pub(super) async fn still_elsewhere(&self, task_id: &str) -> (bool, Option<Task>) {
-        let elsewhere = self.running_elsewhere(task_id).await.unwrap_or(true);
-        let task = if elsewhere {
-            None
-        } else {
-            self.store.get(task_id).await.ok().flatten()
-        };
-        (elsewhere, task)
+    /// The task as stored, when its status changed since `since` (the status timestamp a
+    /// followed stream started from) to one that ends a turn (a followed stream asks, in case
+    /// the replica that ran the turn died before its final event reached the bus, or the
+    /// event was lost); `None` otherwise (or when the store does not answer).
+    pub(super) async fn turn_ended(&self, task_id: &str, since: Option<&str>) -> Option<Task> {
+        let task = self.store.get(task_id).await.ok().flatten()?;
+        (task.state().ends_turn() && task.status.timestamp.as_deref() != since).then_some(task)
     }
 
     /// Adds a push config to a task (live or stored).

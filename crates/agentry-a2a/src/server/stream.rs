@@ -204,8 +204,8 @@ pub(super) fn resubscribe(
     )
 }
 
-/// How often a stream following another replica's turn checks that the turn still runs
-/// there (its replica may die before sending the final event).
+/// How often a stream following a task through the shared events checks the store for a turn
+/// that ended without its final event reaching it (a replica that died, a lost message).
 const FOLLOW_CHECK: Duration = Duration::from_secs(2);
 
 struct Follow {
@@ -214,14 +214,17 @@ struct Follow {
     follow: stream::BoxStream<'static, Vec<u8>>,
     tasks: Arc<AgentTasks>,
     task_id: String,
+    /// The status timestamp of the snapshot the stream started from.
+    since: Option<String>,
     pending: Vec<StreamEvent>,
     done: bool,
     check: tokio::time::Interval,
 }
 
-/// The stream of `tasks/resubscribe` for a task whose turn runs on another replica: the
-/// snapshot, then the events that replica publishes, until the final one; if it stops
-/// running there without one (its replica died), the task as stored ends the stream.
+/// The stream of `tasks/resubscribe` for a task with no turn here, followed through the
+/// events shared with the other replicas: the snapshot, then the events any replica
+/// publishes, until the final one; a turn that ended without one reaching this stream (its
+/// replica died) ends it with the task as stored.
 pub(super) fn elsewhere(
     frame: Frame,
     task: Task,
@@ -236,6 +239,7 @@ pub(super) fn elsewhere(
         follow,
         tasks,
         task_id: task.id.clone(),
+        since: task.status.timestamp.clone(),
         pending: vec![StreamEvent::Task(task)],
         done: false,
         check: tokio::time::interval_at(tokio::time::Instant::now() + FOLLOW_CHECK, FOLLOW_CHECK),
@@ -260,13 +264,9 @@ pub(super) fn elsewhere(
                     }
                 }
                 _ = f.check.tick() => {
-                    let (elsewhere, task) = f.tasks.still_elsewhere(&f.task_id).await;
-                    if !elsewhere {
-                        let task = task?;
+                    if let Some(task) = f.tasks.turn_ended(&f.task_id, f.since.as_deref()).await {
                         f.done = true;
-                        if task.state().ends_turn() {
-                            f.pending.push(StreamEvent::final_status(&task));
-                        }
+                        f.pending.push(StreamEvent::final_status(&task));
                         let out = f.frame.event(&StreamEvent::Task(task));
                         return Some((out, f));
                     }
