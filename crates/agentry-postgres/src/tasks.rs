@@ -8,7 +8,9 @@ use agentry_a2a::store::{
     BoxFuture, KeyClaim, OutgoingPush, StateCounts, StoreError, TaskPage, TaskQuery, TaskStore,
 };
 
-use crate::writer::{Done, Op, OutboxRow};
+use agentry_a2a::store::rows::{OutboxRow, outbox_rows, parse_task, to_json};
+
+use crate::writer::{Done, Op};
 use crate::{Database, WriteError};
 
 /// Claims between two sweeps of expired idempotency keys (by any agent of the process).
@@ -42,38 +44,6 @@ fn written(r: Result<Done, WriteError>) -> Result<u64, StoreError> {
         Err(WriteError::Closed) => Err(StoreError::Closed),
         Err(WriteError::Db(e)) => Err(backend(e)),
     }
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::corrupt("cannot encode", e))
-}
-
-fn outbox_rows(items: &[OutgoingPush]) -> Result<Vec<OutboxRow>, StoreError> {
-    items
-        .iter()
-        .map(|p| {
-            Ok((
-                p.id.clone(),
-                p.task_id.clone(),
-                to_json(&p.config)?,
-                p.body.clone(),
-            ))
-        })
-        .collect()
-}
-
-/// A stored task with its owner and parked flag (their own columns: the body is wire JSON).
-fn parse_task(
-    id: &str,
-    body: &str,
-    owner: Option<String>,
-    parked: bool,
-) -> Result<Task, StoreError> {
-    let mut task: Task =
-        serde_json::from_str(body).map_err(|e| StoreError::corrupt(format!("task {id}"), e))?;
-    task.owner = owner;
-    task.parked = parked;
-    Ok(task)
 }
 
 impl PgTaskStore {

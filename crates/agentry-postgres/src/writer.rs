@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use agentry_a2a::model::Task;
 use agentry_a2a::store::KeyClaim;
+use agentry_a2a::store::rows::OutboxRow;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Config;
 
@@ -19,9 +20,6 @@ use crate::conn::{self, Conn};
 
 /// Writes in one transaction at most.
 const MAX_GROUP: usize = 256;
-
-/// (id, task id, config JSON, body) of one notification.
-pub(crate) type OutboxRow = (String, String, String, Vec<u8>);
 
 /// One write; `ns` is the agent it belongs to.
 pub(crate) enum Op {

@@ -12,6 +12,7 @@ use crate::model::{PushNotificationConfig, Task, TaskState};
 #[cfg(any(test, feature = "store-contract"))]
 pub mod contract;
 mod memory;
+pub mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 

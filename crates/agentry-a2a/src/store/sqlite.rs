@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::rows::{OutboxRow, outbox_rows, parse_task, to_json};
 use super::{BoxFuture, KeyClaim, OutgoingPush, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
 
@@ -156,9 +157,6 @@ impl RecentClaims {
         self.map.insert(id, (claim, until));
     }
 }
-
-/// (id, task id, config JSON, body) of one notification.
-type OutboxRow = (String, String, String, Vec<u8>);
 
 struct Write {
     op: Op,
@@ -519,21 +517,6 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
     }
 }
 
-/// A stored task with its owner and parked flag (kept in their own columns: the body is wire
-/// JSON).
-fn parse_task(
-    id: &str,
-    body: &str,
-    owner: Option<String>,
-    parked: bool,
-) -> Result<Task, StoreError> {
-    let mut task: Task =
-        serde_json::from_str(body).map_err(|e| StoreError::corrupt(format!("task {id}"), e))?;
-    task.owner = owner;
-    task.parked = parked;
-    Ok(task)
-}
-
 /// Adds `column` to `tasks` in a file made before it existed.
 fn add_column(conn: &Connection, column: &str, decl: &str) -> Result<(), StoreError> {
     if conn
@@ -544,24 +527,6 @@ fn add_column(conn: &Connection, column: &str, decl: &str) -> Result<(), StoreEr
             .map_err(backend)?;
     }
     Ok(())
-}
-
-fn outbox_rows(items: &[OutgoingPush]) -> Result<Vec<OutboxRow>, StoreError> {
-    items
-        .iter()
-        .map(|p| {
-            Ok((
-                p.id.clone(),
-                p.task_id.clone(),
-                to_json(&p.config)?,
-                p.body.clone(),
-            ))
-        })
-        .collect()
-}
-
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::corrupt("cannot encode", e))
 }
 
 impl TaskStore for SqliteStore {
