@@ -314,28 +314,8 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             Op::Ack { ns, id } => pending.push(Box::pin(async move {
                 tx.execute(&s.ack, &[&&**ns, id]).await.map(Done::Rows)
             })),
-            Op::Claim {
-                ns,
-                scope,
-                key,
-                claim,
-                expires_ms,
-                now_ms,
-            } => pending.push(Box::pin(async move {
-                let row = tx
-                    .query_opt(
-                        &s.claim,
-                        &[
-                            &&**ns,
-                            scope,
-                            key,
-                            &claim.task_id,
-                            &claim.fingerprint,
-                            expires_ms,
-                            now_ms,
-                        ],
-                    )
-                    .await?;
+            Op::Claim { .. } => pending.push(Box::pin(async move {
+                let row = claim_row(tx, s, &w.op).await?;
                 Ok(match row {
                     Some(r) => Done::Claim(claimed(&r)?),
                     None => Done::Undecided,
@@ -403,6 +383,22 @@ async fn claim_again(
     s: &crate::conn::Statements,
     op: &Op,
 ) -> Result<Option<KeyClaim>, DbError> {
+    for _ in 0..8 {
+        if let Some(r) = claim_row(tx, s, op).await? {
+            return Ok(claimed(&r)?);
+        }
+    }
+    Err(DbError::other(
+        "an idempotency key changed hands 8 times during one claim",
+    ))
+}
+
+/// Runs a claim's statement (see `Statements::claim`); no row for a write that is not a claim.
+async fn claim_row(
+    tx: &tokio_postgres::Transaction<'_>,
+    s: &crate::conn::Statements,
+    op: &Op,
+) -> Result<Option<tokio_postgres::Row>, tokio_postgres::Error> {
     let Op::Claim {
         ns,
         scope,
@@ -412,28 +408,19 @@ async fn claim_again(
         now_ms,
     } = op
     else {
-        return Err(DbError::other("a claim's result for another write"));
+        return Ok(None);
     };
-    for _ in 0..8 {
-        let row = tx
-            .query_opt(
-                &s.claim,
-                &[
-                    &&**ns,
-                    scope,
-                    key,
-                    &claim.task_id,
-                    &claim.fingerprint,
-                    expires_ms,
-                    now_ms,
-                ],
-            )
-            .await?;
-        if let Some(r) = row {
-            return Ok(claimed(&r)?);
-        }
-    }
-    Err(DbError::other(
-        "an idempotency key changed hands 8 times during one claim",
-    ))
+    tx.query_opt(
+        &s.claim,
+        &[
+            &&**ns,
+            scope,
+            key,
+            &claim.task_id,
+            &claim.fingerprint,
+            expires_ms,
+            now_ms,
+        ],
+    )
+    .await
 }
