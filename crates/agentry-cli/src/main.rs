@@ -251,6 +251,11 @@ struct ServeArgs {
     /// store.
     #[arg(long)]
     bus: Option<String>,
+    /// Queue the turns of new tasks sent without waiting (blocking: false) on the bus's NATS
+    /// JetStream for the agents' workers on any replica, and run N of them at once here (0:
+    /// only queue). Needs --bus.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
     /// Built-in agent: its SQLite task store; default $AGENTRY_HOME/<agent>.db
     /// (AGENTRY_HOME defaults to ~/.local/share/agentry).
     #[arg(long, conflicts_with = "config")]
@@ -574,6 +579,10 @@ fn serve_config(args: ServeArgs) -> Result<Config, CliError> {
     }
     if let Some(b) = args.bus {
         s.bus = Some(b);
+    }
+    if let Some(n) = args.workers {
+        s.queue = true;
+        s.workers = n;
     }
     if let Some(t) = args.token {
         s.bearer_tokens.push(t);

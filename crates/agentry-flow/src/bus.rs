@@ -1,9 +1,12 @@
 //! Publish-subscribe between agents: agents subscribe to event types (`order.created`,
 //! `order.*`) and are asked to handle each event published. [`InProcessBus`] runs in one
-//! process; [`EventBus`] is the trait a broker (NATS, …) can implement later.
+//! process; `agentry_nats::NatsBus` implements [`EventBus`] on NATS JetStream for agents on
+//! several machines: a subscriber's replicas share its events ([`EventBus::consume`]), each
+//! event is kept until one of them has handled it, and one that fails is delivered again.
 
 use std::sync::Arc;
 
+use agentry_a2a::server::Claimed;
 use agentry_core::a2a::{AgentHandle, Ask};
 use futures_util::stream::{BoxStream, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -32,7 +35,23 @@ pub trait EventBus: Send + Sync + 'static {
     /// Events whose topic matches `pattern` (`*` matches one dot-separated segment, a final `>`
     /// or `#` matches the rest), from now on.
     fn subscribe(&self, pattern: &str) -> BoxStream<'static, BusEvent>;
+
+    /// Events matching `pattern` for a subscriber named `group` whose replicas share them:
+    /// each event goes to one member, which settles it ([`Claimed::ack`] once handled,
+    /// [`Claimed::retry`] to have it delivered again). A durable bus keeps the events a group
+    /// has not settled, across its restarts, and delivers an unsettled one again after a
+    /// while. The default is [`EventBus::subscribe`] (one process: every event to every
+    /// subscription, nothing kept).
+    fn consume(&self, group: &str, pattern: &str) -> BoxStream<'static, Delivery> {
+        let _ = group;
+        self.subscribe(pattern).map(Claimed::unsettled).boxed()
+    }
 }
+
+/// An event taken from a shared subscription ([`EventBus::consume`]), to be settled once
+/// handled ([`Claimed::ack`]) or not ([`Claimed::retry`]). Dropped unsettled, a durable bus
+/// delivers it again once its time to settle has passed.
+pub type Delivery = Claimed<BusEvent>;
 
 /// Topic matching: `order.*` matches `order.created`; `order.>` matches `order.a.b`.
 pub fn topic_matches(pattern: &str, topic: &str) -> bool {
@@ -106,22 +125,30 @@ impl EventBus for InProcessBus {
 }
 
 /// Subscribes `agent` to `pattern`: each matching event is sent to it (the topic as text, the
-/// payload as a data part). Runs until the bus closes or the returned handle is aborted.
+/// payload as a data part), one at a time. The agent's replicas (processes subscribing an
+/// agent of the same name to the same pattern) share the events on a bus that can
+/// ([`EventBus::consume`]); an event the agent fails on is delivered again. Runs until the bus
+/// closes or the returned handle is aborted.
 pub fn subscribe_agent(
     bus: &dyn EventBus,
     pattern: &str,
     agent: Arc<dyn AgentHandle>,
 ) -> tokio::task::JoinHandle<()> {
-    let mut events = bus.subscribe(pattern);
+    let mut events = bus.consume(&agent.name(), pattern);
     tokio::spawn(async move {
-        while let Some(ev) = events.next().await {
+        while let Some(delivery) = events.next().await {
+            let ev = &delivery.item;
             let ask = Ask {
                 text: format!("Event {}", ev.topic),
                 data: Some(ev.payload.clone()),
                 ..Default::default()
             };
-            if let Err(e) = agent.ask(ask).await {
-                tracing::warn!(topic = %ev.topic, agent = %agent.name(), "subscriber failed: {e}");
+            match agent.ask(ask).await {
+                Ok(_) => delivery.ack().await,
+                Err(e) => {
+                    tracing::warn!(topic = %ev.topic, agent = %agent.name(), "subscriber failed: {e}");
+                    delivery.retry().await;
+                }
             }
         }
     })

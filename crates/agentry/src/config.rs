@@ -361,6 +361,15 @@ pub struct ServerSection {
     /// `file:PATH` holding one; feature `nats`). A subscription reaching a replica that does
     /// not run the task's turn then follows it there. Needs a shared store (PostgreSQL).
     pub bus: Option<String>,
+    /// Queue the turn of a new task sent without waiting for its answer (`blocking: false`,
+    /// or the task envelope's `async` and `callback` response modes) on NATS JetStream (the
+    /// `bus` server), for the agent's workers on any replica, instead of running it where the
+    /// request landed (default `false`). Needs `bus` and a shared store.
+    pub queue: bool,
+    /// With `queue`: turns of each agent this replica takes from the queue at once (default
+    /// 4). 0: it only queues (a front end); a replica no load balancer sends requests to is a
+    /// pull worker.
+    pub workers: usize,
     /// Programs the agents' MCP stdio servers may start, besides those of
     /// `$AGENTRY_MCP_ALLOW`: names looked up on `PATH` or paths, compared as the files they
     /// resolve to; `"*"` allows any. None by default: a config naming `command = "npx"` is
@@ -538,6 +547,8 @@ impl Default for ServerSection {
             durability: DurabilityChoice::Power,
             lease_seconds: 30,
             bus: None,
+            queue: false,
+            workers: 4,
             mcp_allow: Vec::new(),
             audit: false,
             audit_mode: AuditMode::Durable,

@@ -105,6 +105,33 @@ impl Service {
                 }
             }
         };
+        // `queue = true`: new tasks sent without waiting queued for workers, on the bus's
+        // NATS (JetStream); a worker that goes silent for a lease loses its turn to another.
+        let queue: Option<agentry_a2a::server::Queueing> = match (server.queue, &server.bus) {
+            (false, _) => None,
+            (true, None) => {
+                return Err(Error::Invalid(
+                    "[server] queue puts turns on the bus's NATS JetStream: set bus = \
+                     \"nats://...\" (and a shared store) too"
+                        .into(),
+                ));
+            }
+            #[cfg(feature = "nats")]
+            (true, Some(spec)) => Some(agentry_a2a::server::Queueing {
+                queue: Arc::new(
+                    agentry_nats::NatsQueue::connect(
+                        &secret(spec)?,
+                        None,
+                        std::time::Duration::from_secs(server.lease_seconds.max(1)),
+                    )
+                    .await?,
+                ),
+                workers: server.workers,
+                name: None,
+            }),
+            #[cfg(not(feature = "nats"))]
+            (true, Some(_)) => None,
+        };
         let runs_for = |name: &str, file: Option<&Path>| -> Result<Checkpoints, Error> {
             #[cfg(feature = "postgres")]
             if let Some(db) = &pg {
@@ -118,33 +145,32 @@ impl Service {
                 None => Checkpoints::default(),
             })
         };
-        let store_for =
-            |name: &str,
-             file: Option<&Path>|
-             -> Result<(Arc<dyn TaskStore>, Option<std::path::PathBuf>), Error> {
-                Ok(match &server.store {
-                    StoreKind::Postgres(_) => {
-                        #[cfg(feature = "postgres")]
-                        if let Some(db) = &pg {
-                            return Ok((Arc::new(db.task_store(namespace(name, file))), None));
-                        }
-                        return Err(Error::Disabled {
-                            what: "a PostgreSQL task store".into(),
-                            feature: "postgres",
-                        });
+        let store_for = |name: &str, file: Option<&Path>| -> Result<AgentStore, Error> {
+            let ns = namespace(name, file).to_owned();
+            Ok(match &server.store {
+                StoreKind::Postgres(_) => {
+                    #[cfg(feature = "postgres")]
+                    if let Some(db) = &pg {
+                        return Ok((Arc::new(db.task_store(&ns)), None, ns));
                     }
-                    StoreKind::Memory => (Arc::new(MemoryStore::default()), None),
-                    StoreKind::Sqlite => {
-                        let path = file
-                            .map(Path::to_owned)
-                            .unwrap_or_else(|| state_dir.join(format!("{name}.db")));
-                        (
-                            Arc::new(open_store(&path, server.durability.into())?),
-                            Some(path),
-                        )
-                    }
-                })
-            };
+                    return Err(Error::Disabled {
+                        what: "a PostgreSQL task store".into(),
+                        feature: "postgres",
+                    });
+                }
+                StoreKind::Memory => (Arc::new(MemoryStore::default()), None, ns),
+                StoreKind::Sqlite => {
+                    let path = file
+                        .map(Path::to_owned)
+                        .unwrap_or_else(|| state_dir.join(format!("{name}.db")));
+                    (
+                        Arc::new(open_store(&path, server.durability.into())?),
+                        Some(path),
+                        ns,
+                    )
+                }
+            })
+        };
         // `[server.jwt] jwks_url`: fetched once here, followed after; every agent's verifier
         // shares the keys.
         let feed = match &server.jwt {
@@ -204,7 +230,7 @@ impl Service {
         let mut add = |path: String,
                        mut card: AgentCard,
                        executor: Arc<dyn DynAgentExecutor>,
-                       (store, file): (Arc<dyn TaskStore>, Option<std::path::PathBuf>),
+                       (store, file, ns): AgentStore,
                        credentials: &Option<Credentials>| {
             if let Some(c) = credentials {
                 c.declare(&mut card);
@@ -227,6 +253,12 @@ impl Service {
                 access_log: access_log.clone(),
                 admission: admission.clone(),
                 events: events.clone(),
+                // Queued under the agent's namespace in the shared store: replicas of one
+                // deployment agree on it.
+                queue: queue.clone().map(|q| agentry_a2a::server::Queueing {
+                    name: Some(ns),
+                    ..q
+                }),
             };
             if let Some(c) = credentials {
                 svc = svc.with_credentials(c.clone());
@@ -327,9 +359,12 @@ impl Service {
     }
 }
 
-/// An agent's rows in a shared database: its entry's `db` file name when it names one (as
-/// that names its SQLite file), else its name.
-#[cfg(feature = "postgres")]
+/// An agent's task store, its SQLite file (if one), and its namespace in a shared database
+/// (and queue of turns).
+type AgentStore = (Arc<dyn TaskStore>, Option<std::path::PathBuf>, String);
+
+/// An agent's rows in a shared database (and its queue of turns): its entry's `db` file name
+/// when it names one (as that names its SQLite file), else its name.
 fn namespace<'a>(name: &'a str, file: Option<&'a Path>) -> &'a str {
     file.and_then(|f| f.file_stem())
         .and_then(|s| s.to_str())

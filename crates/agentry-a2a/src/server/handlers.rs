@@ -104,7 +104,7 @@ pub(super) fn router(
         ops.agents
             .push((svc.card.name.clone(), metrics.clone(), svc.store.clone()));
         let state = Arc::new(AgentEndpoint {
-            metrics,
+            metrics: metrics.clone(),
             cards,
             extended_card: svc
                 .extended_card
@@ -128,7 +128,11 @@ pub(super) fn router(
                 push_supported.then(|| push.clone()),
                 config.stream_buffer,
                 config.idempotency_window,
-                svc.events,
+                super::hub::Shared {
+                    events: svc.events,
+                    queue: svc.queue,
+                    metrics: metrics.clone(),
+                },
             ),
             keep_alive: config.keep_alive,
         });
@@ -1020,7 +1024,7 @@ pub(super) async fn streaming(
             if let Err(e) = check_push(s, &p) {
                 return stream::error(frame, e);
             }
-            match s.tasks.start(p, caller, admitted).await {
+            match s.tasks.start(p, caller, admitted, false).await {
                 Ok(Started::Turn(turn)) => {
                     stream::turn(frame, turn, s.keep_alive, s.metrics.stream_opened())
                 }
@@ -1152,7 +1156,7 @@ pub(super) async fn unary(
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
-            let result = match s.tasks.start(p, caller, admitted).await? {
+            let result = match s.tasks.start(p, caller, admitted, true).await? {
                 Started::Turn(turn) => stream::await_result(turn, blocking).await,
                 // A repeat: the first request's task, once its running turn ends if blocking.
                 Started::Again(lease) => match AgentTasks::follow(&lease).await {

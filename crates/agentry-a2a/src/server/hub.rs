@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,7 @@ use tracing::Instrument;
 use super::executor::{DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 use super::handlers::Admitted;
 use super::push::PushSender;
+use super::queue::{Claimed, Job, Queueing};
 use crate::error::RpcError;
 use crate::model::*;
 use crate::store::{KeyClaim, OutgoingPush, TaskStore};
@@ -156,6 +158,18 @@ impl Hub {
     /// The notifications the task's current state owes its webhooks.
     fn pushes(&self, st: &HubState) -> Vec<OutgoingPush> {
         self.agent.outgoing(&st.push, &st.task)
+    }
+
+    /// Saves the snapshot now with the notifications it owes, and waits: a change a request
+    /// is answered with (a cancel, a queued task). Returns the notifications, to be sent.
+    async fn save_now(&self, st: &HubState) -> Result<Vec<OutgoingPush>, RpcError> {
+        let pushes = self.pushes(st);
+        self.agent
+            .store
+            .save_with_pushes(&st.task, &pushes)
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        Ok(pushes)
     }
 
     /// Hands notifications already stored (see [`Hub::save`]) to the sender.
@@ -329,6 +343,18 @@ pub(crate) struct AgentTasks {
     idempotency_window: Duration,
     /// Task events shared with the agent's other replicas.
     events: Option<Arc<dyn super::TaskEvents>>,
+    /// Where new tasks sent without waiting are queued for workers.
+    queue: Option<Queueing>,
+    /// The agent's counters (takeovers, queued and worked turns).
+    metrics: Arc<super::ops::AgentMetrics>,
+}
+
+/// What an agent's tasks share with its other replicas (task events, a queue of turns) and
+/// with the rest of the server (its counters).
+pub(crate) struct Shared {
+    pub events: Option<Arc<dyn super::TaskEvents>>,
+    pub queue: Option<Queueing>,
+    pub metrics: Arc<super::ops::AgentMetrics>,
 }
 
 /// What a subscription follows: a turn running here, or one running on another replica
@@ -363,7 +389,7 @@ impl AgentTasks {
         push: Option<PushSender>,
         stream_buffer: usize,
         idempotency_window: Duration,
-        events: Option<Arc<dyn super::TaskEvents>>,
+        shared: Shared,
     ) -> Arc<Self> {
         let tasks = Arc::new(AgentTasks {
             agent,
@@ -373,7 +399,9 @@ impl AgentTasks {
             stream_buffer: stream_buffer.max(1),
             hubs: Mutex::new(HashMap::new()),
             idempotency_window,
-            events,
+            events: shared.events,
+            queue: shared.queue,
+            metrics: shared.metrics,
         });
         // A store shared by replicas: tasks a dead replica was running are taken over
         // without waiting for someone to ask.
@@ -386,6 +414,13 @@ impl AgentTasks {
         // Events shared with replicas: this one cancels the turns it runs when another asks.
         if let (Some(bus), Ok(rt)) = (tasks.events.clone(), tokio::runtime::Handle::try_current()) {
             rt.spawn(cancels(Arc::downgrade(&tasks), bus, tasks.agent.clone()));
+        }
+        // A worker: turns queued by any replica are pulled and run here.
+        if let (Some(q), Ok(rt)) = (
+            tasks.queue.clone().filter(|q| q.workers > 0),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            rt.spawn(work(Arc::downgrade(&tasks), q, tasks.agent.clone()));
         }
         tasks
     }
@@ -479,19 +514,33 @@ impl AgentTasks {
     /// Starts a turn for `params`, once per idempotency key: with a key the envelope names
     /// that an earlier request of this caller claimed, the same request gets that request's
     /// task ([`Started::Again`]) and a different one an error.
+    ///
+    /// With `may_queue` (an answer that does not wait for the turn; not a stream) and a queue,
+    /// a new task sent without waiting is queued for the agent's workers (see
+    /// [`super::queue`]).
     pub(super) async fn start(
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
         admitted: Admitted,
+        may_queue: bool,
     ) -> Result<Started, RpcError> {
+        let queue = may_queue
+            && self.queue.is_some()
+            && params.message.task_id.is_none()
+            && params
+                .configuration
+                .as_ref()
+                .is_some_and(|c| c.blocking == Some(false))
+            // The caller's token is held in memory only: a request carrying one runs here.
+            && admitted.subject_token.is_none();
         let Some(key) = admitted
             .envelope
             .as_ref()
             .and_then(|e| e.idempotency_key.clone())
         else {
             return self
-                .begin(params, caller, admitted, None)
+                .begin(params, caller, admitted, None, queue)
                 .await
                 .map(Started::Turn);
         };
@@ -520,7 +569,7 @@ impl AgentTasks {
                     .task_id
                     .is_none()
                     .then(|| claim.task_id.clone());
-                return match self.begin(params, caller, admitted, new_id).await {
+                return match self.begin(params, caller, admitted, new_id, queue).await {
                     Ok(turn) => Ok(Started::Turn(turn)),
                     Err(e) => {
                         // Nothing started: a corrected retry may use the key.
@@ -546,7 +595,7 @@ impl AgentTasks {
                     let mut params = params;
                     params.message.task_id = Some(held.task_id);
                     return self
-                        .begin(params, caller, admitted, None)
+                        .begin(params, caller, admitted, None, false)
                         .await
                         .map(Started::Turn);
                 }
@@ -581,13 +630,15 @@ impl AgentTasks {
     }
 
     /// Starts a turn for `params`: a new task (with id `new_id` when given), or the next turn
-    /// of an interrupted one.
+    /// of an interrupted one. With `queue`, a new task is stored and queued for the agent's
+    /// workers instead (the turn's receiver gets its snapshot).
     async fn begin(
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
         admitted: Admitted,
         new_id: Option<String>,
+        queue: bool,
     ) -> Result<Turn, RpcError> {
         let Admitted {
             envelope,
@@ -637,6 +688,13 @@ impl AgentTasks {
             if st.running {
                 return Err(RpcError::unsupported(format!(
                     "task {} is still working on the previous message; wait for it or cancel it",
+                    hub.task_id
+                )));
+            }
+            if st.task.parked && state == TaskState::Submitted {
+                return Err(RpcError::unsupported(format!(
+                    "task {} is queued for a worker of this agent; wait for its answer or cancel \
+                     it",
                     hub.task_id
                 )));
             }
@@ -692,13 +750,37 @@ impl AgentTasks {
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 upsert_push(&mut st.push, cfg);
             }
+            let events = hub.events.subscribe();
+            if queue {
+                // Stored as waiting (parked: nobody takes it for an orphan), then announced.
+                st.task.parked = true;
+                let pushes = hub.save_now(&st).await?;
+                st.stored = true;
+                st.announced = true;
+                hub.publish(StreamEvent::Task(st.task.clone()));
+                hub.send_pushes(pushes);
+                drop(st);
+                let job = Job {
+                    task_id: hub.task_id.clone(),
+                    message_id: message.message_id.clone(),
+                    owner: hub.owner.clone(),
+                    configuration,
+                    metadata,
+                    envelope,
+                    instructions,
+                    scopes,
+                };
+                self.enqueue(&hub, job).await?;
+                self.metrics.queued.fetch_add(1, Ordering::Relaxed);
+                return Ok(Turn { lease, events });
+            }
             // A parked task is running again (saved so with the turn's first snapshot).
             st.task.parked = false;
             st.running = true;
             st.announced = false;
             st.last_saved = None;
             st.turn_over = false;
-            (previous, hub.events.subscribe())
+            (previous, events)
         };
         let ctx = RequestContext {
             task_id: hub.task_id.clone(),
@@ -714,6 +796,17 @@ impl AgentTasks {
             subject_token,
             cancel: hub.cancel.subscribe(),
         };
+        self.launch(&hub, ctx);
+        Ok(Turn { lease, events })
+    }
+
+    /// Runs the agent for a turn set up on `hub` (its state `running`), ending the turn when
+    /// the agent returns; the handle resolves then.
+    fn launch(
+        self: &Arc<Self>,
+        hub: &Arc<Hub>,
+        ctx: RequestContext,
+    ) -> tokio::task::JoinHandle<()> {
         let run_lease = self.lease(hub.clone());
         let executor = self.executor.clone();
         // The agent's run, a child of the request's span (GenAI conventions: `invoke_agent`).
@@ -747,8 +840,138 @@ impl AgentTasks {
                 drop(run_lease);
             }
             .instrument(span),
-        );
-        Ok(Turn { lease, events })
+        )
+    }
+
+    /// Queues the turn of a new task just stored for the agent's workers; when the queue does
+    /// not take it, the task fails saying so (and the caller gets the error).
+    async fn enqueue(&self, hub: &Arc<Hub>, job: Job) -> Result<(), RpcError> {
+        let Some(q) = &self.queue else {
+            return Ok(());
+        };
+        let body = serde_json::to_vec(&job).map_err(|e| RpcError::internal(e.to_string()))?;
+        let Err(e) = q.queue.push(q.name_for(&self.agent), body).await else {
+            return Ok(());
+        };
+        let why = format!("the task could not be queued for a worker: {e}");
+        let mut st = hub.state.lock().await;
+        st.task.parked = false;
+        let failed = TaskStatus::now(TaskState::Failed, Some(hub.agent_text(why.clone())));
+        if st.task.transition(failed).is_ok() {
+            match hub.save_now(&st).await {
+                Ok(pushes) => hub.send_pushes(pushes),
+                Err(e) => {
+                    tracing::warn!(task = %hub.task_id, "the unqueued task could not be stored failed: {}", e.message)
+                }
+            }
+            hub.publish(StreamEvent::final_status(&st.task));
+        }
+        Err(RpcError::internal(why))
+    }
+
+    /// Runs one queued turn on this worker and settles it: done once the agent returned, or
+    /// when there is nothing to run (the turn is over, the task canceled or gone); handed out
+    /// again when it cannot run here now (another replica runs the task, the store does not
+    /// answer).
+    async fn run_job(self: &Arc<Self>, claimed: Claimed<Vec<u8>>) {
+        let job = match serde_json::from_slice::<Job>(&claimed.item) {
+            Ok(job) => job,
+            Err(e) => {
+                tracing::warn!("a queued turn does not decode, dropped: {e}");
+                return claimed.ack().await;
+            }
+        };
+        match self.take_job(job).await {
+            Ok(Some(turn)) => {
+                let _ = turn.await;
+                claimed.ack().await;
+            }
+            Ok(None) => claimed.ack().await,
+            Err(why) => {
+                tracing::debug!("a queued turn is handed back: {why}");
+                claimed.retry().await;
+            }
+        }
+    }
+
+    /// Sets up a queued turn and launches its agent; `None` when there is nothing to run;
+    /// `Err` when it cannot run here now.
+    async fn take_job(
+        self: &Arc<Self>,
+        job: Job,
+    ) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+        let lease = match self.open(&job.task_id, job.owner.as_deref()).await {
+            Ok(lease) => lease,
+            Err(e) if e.code == crate::error::code::TASK_NOT_FOUND => {
+                tracing::warn!("queued task {} is not in the store; dropped", job.task_id);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.message),
+        };
+        let hub = lease.hub.clone();
+        let mut st = hub.state.lock().await;
+        if st.running {
+            return Err(format!("task {} runs here now", job.task_id));
+        }
+        let Some(at) = st
+            .task
+            .history
+            .iter()
+            .rposition(|m| m.message_id == job.message_id)
+        else {
+            return Ok(None);
+        };
+        let state = st.task.state();
+        // Waiting in the queue, or cut short by a worker that died (recovered since, see
+        // `recover`): the turn runs (again). Anything else: its turn is over.
+        let waiting = st.task.parked && state == TaskState::Submitted;
+        let cut_short = state == TaskState::InputRequired
+            && st
+                .task
+                .status
+                .message
+                .as_ref()
+                .is_some_and(|m| m.role == Role::Agent && m.text_content() == RECOVERED)
+            && !st.task.history[at + 1..]
+                .iter()
+                .any(|m| m.role == Role::User);
+        if !waiting && !cut_short {
+            return Ok(None);
+        }
+        if !self
+            .store
+            .take_turn(&job.task_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Err(format!("task {} is held by another replica", job.task_id));
+        }
+        if cut_short {
+            self.metrics.takeovers.fetch_add(1, Ordering::Relaxed);
+        }
+        self.metrics.worked.fetch_add(1, Ordering::Relaxed);
+        let message = st.task.history[at].clone();
+        st.task.parked = false;
+        st.running = true;
+        st.announced = false;
+        st.last_saved = None;
+        st.turn_over = false;
+        drop(st);
+        let ctx = RequestContext {
+            task_id: hub.task_id.clone(),
+            context_id: hub.context_id.clone(),
+            message,
+            previous: None,
+            configuration: job.configuration,
+            metadata: job.metadata,
+            envelope: job.envelope,
+            instructions: job.instructions,
+            caller: job.owner,
+            scopes: job.scopes,
+            subject_token: None,
+            cancel: hub.cancel.subscribe(),
+        };
+        Ok(Some(self.launch(&hub, ctx)))
     }
 
     /// The current task: from its live hub when it has one (fresher than the store while a
@@ -829,11 +1052,7 @@ impl AgentTasks {
             st.task
                 .transition(TaskStatus::now(TaskState::Canceled, None))
                 .map_err(|e| RpcError::internal(e.to_string()))?;
-            let pushes = hub.pushes(&st);
-            self.store
-                .save_with_pushes(&st.task, &pushes)
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?;
+            let pushes = hub.save_now(&st).await?;
             st.turn_over = true;
             hub.publish(StreamEvent::final_status(&st.task));
             hub.send_pushes(pushes);
@@ -1025,6 +1244,30 @@ async fn cancels(
     }
 }
 
+/// Pulls queued turns of the agent and runs them, at most `q.workers` at once, while the
+/// agent is served.
+async fn work(tasks: std::sync::Weak<AgentTasks>, q: Queueing, agent: String) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(q.workers));
+    let mut jobs = q.queue.pull(q.name_for(&agent));
+    loop {
+        // A slot first: a job is taken from the queue only when it can start at once.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let Some(job) = jobs.next().await else {
+            return;
+        };
+        // Dropped unsettled when the agent is no longer served: another worker gets it.
+        let Some(tasks) = tasks.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            tasks.run_job(job).await;
+            drop(slot);
+        });
+    }
+}
+
 /// Every `every`, takes over and recovers (as [`AgentTasks::open`] recovers an orphan: the
 /// task moves to input-required, saying why, and its webhooks hear it) the tasks replicas that
 /// died were running, while the agent is served.
@@ -1050,6 +1293,7 @@ async fn sweep(tasks: std::sync::Weak<AgentTasks>, every: Duration) {
                 Ok(true) => match tasks.open(&t.task_id, t.owner.as_deref()).await {
                     Ok(lease) => {
                         tracing::info!("took over task {} from a replica that stopped", t.task_id);
+                        tasks.metrics.takeovers.fetch_add(1, Ordering::Relaxed);
                         drop(lease);
                     }
                     Err(e) => tracing::warn!("cannot recover task {}: {}", t.task_id, e.message),

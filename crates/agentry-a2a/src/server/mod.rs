@@ -26,6 +26,7 @@ mod hub;
 pub mod listen;
 mod ops;
 mod push;
+pub mod queue;
 mod rest;
 mod span;
 mod stream;
@@ -41,6 +42,7 @@ pub use events::TaskEvents;
 pub use executor::{AgentExecutor, DynAgentExecutor, EventSink, ExecutorError, RequestContext};
 pub use hub::{MAX_PUSH_CONFIGS, MAX_TASK_BYTES};
 pub use push::{PublicResolver, PushSender, PushSettings, check_url_syntax, is_private};
+pub use queue::{Claimed, Queueing, WorkQueue};
 
 use crate::model::AgentCard;
 use crate::store::TaskStore;
@@ -356,6 +358,8 @@ pub struct AgentService {
     /// Task events shared with the other replicas of the agent (`None`: one process): a
     /// subscription to a task whose turn runs on another replica follows it through them.
     pub events: Option<Arc<dyn TaskEvents>>,
+    /// Turns queued for the agent's workers (`None`: every turn runs where it was asked).
+    pub queue: Option<Queueing>,
 }
 
 impl AgentService {
@@ -370,6 +374,7 @@ impl AgentService {
             access_log: None,
             admission: None,
             events: None,
+            queue: None,
         }
     }
 
@@ -404,6 +409,18 @@ impl AgentService {
     /// Shares task events with the agent's other replicas through `events`.
     pub fn with_events(mut self, events: Arc<dyn TaskEvents>) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// Queues new tasks sent without waiting for the agent's workers, this replica running
+    /// `workers` of them at once (0: it only queues); see [`queue`]. Needs a store and task
+    /// events shared by the replicas.
+    pub fn with_queue(mut self, queue: Arc<dyn WorkQueue>, workers: usize) -> Self {
+        self.queue = Some(Queueing {
+            queue,
+            workers,
+            name: None,
+        });
         self
     }
 }

@@ -12,7 +12,7 @@
 //! request costs one uncontended lock of its agent's table.
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,6 +68,12 @@ pub(crate) struct AgentMetrics {
     /// By (method, binding): a few dozen at most, so a list beats hashing on every request.
     by_method: Mutex<Vec<(MethodKey, PerMethod)>>,
     streams_open: AtomicI64,
+    /// Tasks of a replica that stopped, taken over here (see the hub's sweep and workers).
+    pub(crate) takeovers: AtomicU64,
+    /// Turns queued here for the agent's workers.
+    pub(crate) queued: AtomicU64,
+    /// Queued turns run here.
+    pub(crate) worked: AtomicU64,
 }
 
 impl AgentMetrics {
@@ -256,6 +262,29 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             label(agent),
             m.streams_open.load(Ordering::Relaxed)
         )?;
+    }
+    for (name, help, read) in [
+        (
+            "a2a_task_takeovers_total",
+            "Tasks of a replica that stopped taken over here (recovered, or a queued turn run \
+             again).",
+            (|m: &AgentMetrics| m.takeovers.load(Ordering::Relaxed)) as fn(&AgentMetrics) -> u64,
+        ),
+        (
+            "a2a_turns_queued_total",
+            "Turns of new tasks queued here for the agent's workers.",
+            |m: &AgentMetrics| m.queued.load(Ordering::Relaxed),
+        ),
+        (
+            "a2a_turns_worked_total",
+            "Queued turns run here.",
+            |m: &AgentMetrics| m.worked.load(Ordering::Relaxed),
+        ),
+    ] {
+        family(out, name, "counter", help)?;
+        for (agent, m, _) in &ops.agents {
+            writeln!(out, "{name}{{agent=\"{}\"}} {}", label(agent), read(m))?;
+        }
     }
     family(
         out,

@@ -256,3 +256,311 @@ async fn a_subscription_or_a_cancel_on_either_replica_reaches_the_turn_over_nats
         other => panic!("the stream ended without the final event: {other:?}"),
     }
 }
+
+/// A PostgreSQL database and a NATS connection per replica, or `None` (a skip recorded)
+/// when either is missing.
+async fn shared_services(
+    n: usize,
+) -> Option<Vec<(agentry_postgres::Database, Arc<agentry_nats::NatsEvents>)>> {
+    let url = url();
+    let nats = nats_url();
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let db = match agentry_postgres::Database::connect(&url).await {
+            Ok(db) => db,
+            Err(e) => {
+                return agentry_testkit::missing(
+                    agentry_testkit::Peer::Postgres,
+                    format!("no PostgreSQL at {url} ({e})"),
+                );
+            }
+        };
+        let events = match agentry_nats::NatsEvents::connect(&nats).await {
+            Ok(ev) => Arc::new(ev),
+            Err(e) => {
+                return agentry_testkit::missing(
+                    agentry_testkit::Peer::Nats,
+                    format!("no NATS at {nats} ({e})"),
+                );
+            }
+        };
+        out.push((db, events));
+    }
+    Some(out)
+}
+
+fn nats_url() -> String {
+    std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// Answers with the replica it runs on after `delay` (or at a cancel); counts its turns.
+struct Labeled {
+    label: &'static str,
+    turns: Arc<std::sync::atomic::AtomicUsize>,
+    delay: std::time::Duration,
+}
+
+impl agentry_a2a::server::AgentExecutor for Labeled {
+    async fn execute(
+        &self,
+        ctx: agentry_a2a::server::RequestContext,
+        events: agentry_a2a::server::EventSink,
+    ) -> Result<(), agentry_a2a::server::ExecutorError> {
+        self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        events.working(None).await?;
+        tokio::select! {
+            _ = tokio::time::sleep(self.delay) => {}
+            _ = ctx.canceled() => return Ok(()),
+        }
+        let said = format!("{} ran on {}", ctx.message.text_content(), self.label);
+        events.complete(Some(events.agent_text(said))).await
+    }
+}
+
+/// One replica serving [`Labeled`] on the shared store and events, with a queue of turns in
+/// the NATS namespace `ns` and `workers` workers.
+async fn queued_replica(
+    (db, events): &(agentry_postgres::Database, Arc<agentry_nats::NatsEvents>),
+    ns: &str,
+    label: &'static str,
+    workers: usize,
+    delay: std::time::Duration,
+) -> (common::TestServer, Arc<std::sync::atomic::AtomicUsize>) {
+    let queue =
+        agentry_nats::NatsQueue::connect(&nats_url(), Some(ns), std::time::Duration::from_secs(2))
+            .await
+            .unwrap();
+    let turns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (listener, base) = common::bind().await;
+    let svc = agentry_a2a::server::AgentService::new(
+        agentry::agents::Echo::card(&base),
+        Labeled {
+            label,
+            turns: turns.clone(),
+            delay,
+        },
+        Arc::new(db.task_store(ns)),
+    )
+    .with_events(events.clone())
+    .with_queue(Arc::new(queue), workers);
+    let mut config = common::loopback_push();
+    config.metrics = true;
+    (common::serve_on(listener, svc, config).await, turns)
+}
+
+/// A counter of the agent's on a replica's `/metrics`.
+async fn counter(server: &common::TestServer, name: &str) -> u64 {
+    let text = reqwest::get(format!("{}metrics", server.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+fn not_waiting(text: &str) -> MessageSendParams {
+    let mut p = MessageSendParams::new(Message::text(Role::User, text));
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    p
+}
+
+async fn answered(client: &A2aClient, id: &str) -> Task {
+    for _ in 0..500 {
+        let t = client.get_task(id, None).await.unwrap();
+        if t.state().is_terminal() {
+            return t;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("task {id} was not answered");
+}
+
+/// How long [`Labeled`] works on a quick turn.
+const QUICK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Two replicas' services, a fresh namespace, and a front replica (no workers) in it with
+/// its turn counter and a client; `None` when PostgreSQL or NATS is missing.
+async fn queue_front() -> Option<(
+    Vec<(agentry_postgres::Database, Arc<agentry_nats::NatsEvents>)>,
+    String,
+    common::TestServer,
+    Arc<std::sync::atomic::AtomicUsize>,
+    A2aClient,
+)> {
+    let services = shared_services(2).await?;
+    let ns = format!("queue-{}", agentry_a2a::new_id());
+    let (front, turns) = queued_replica(&services[0], &ns, "front", 0, QUICK).await;
+    let client = A2aClient::discover(&front.base, ClientConfig::default())
+        .await
+        .unwrap();
+    Some((services, ns, front, turns, client))
+}
+
+/// Pull workers: a replica with no workers queues new tasks sent without waiting, and a
+/// worker replica runs them (the answer says where); a blocking send runs where it lands; a
+/// stream opened on the front follows the worker's turn; a task canceled while queued is
+/// settled by the worker without running, and a message for a queued task is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_queued_by_a_front_replica_run_on_a_worker() {
+    use futures_util::StreamExt;
+    let Some((services, ns, front, front_turns, client)) = queue_front().await else {
+        return;
+    };
+
+    // Queued while no worker exists: submitted, and canceled there.
+    let SendMessageResult::Task(early) = client.send_message(not_waiting("early")).await.unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(early.state(), TaskState::Submitted);
+    let next = Message::text(Role::User, "more").in_task(&early.id, &early.context_id);
+    match client.send_message(MessageSendParams::new(next)).await {
+        Err(A2aError::Rpc(e)) => assert!(e.message.contains("queued"), "{e:?}"),
+        other => panic!("a message for a queued task is refused: {other:?}"),
+    }
+    assert_eq!(
+        client.cancel_task(&early.id).await.unwrap().state(),
+        TaskState::Canceled
+    );
+    let SendMessageResult::Task(queued) = client.send_message(not_waiting("one")).await.unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(queued.state(), TaskState::Submitted);
+    // A stream on the front follows the queued task from its snapshot to its end.
+    let mut sub = Box::pin(client.resubscribe(&queued.id));
+    let first = sub.next().await.unwrap().unwrap();
+    assert!(matches!(first, StreamEvent::Task(_)), "{first:?}");
+
+    // The worker comes: it runs the queued turn, settles the canceled one without running it.
+    let (worker, worker_turns) = queued_replica(&services[1], &ns, "worker", 2, QUICK).await;
+    let done = answered(&client, &queued.id).await;
+    assert_eq!(done.state(), TaskState::Completed);
+    let said = done.status.message.as_ref().unwrap().text_content();
+    assert_eq!(said, "one ran on worker");
+    let mut last = None;
+    while let Some(ev) = sub.next().await {
+        last = Some(ev.unwrap());
+    }
+    match last {
+        Some(StreamEvent::StatusUpdate(s)) => {
+            assert!(s.is_final);
+            assert_eq!(s.status.state, TaskState::Completed);
+        }
+        other => panic!("the stream ended without the final event: {other:?}"),
+    }
+    assert_eq!(
+        client.get_task(&early.id, None).await.unwrap().state(),
+        TaskState::Canceled
+    );
+
+    // Several at once; and a blocking send runs on the front.
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let SendMessageResult::Task(t) = client
+            .send_message(not_waiting(&format!("job {i}")))
+            .await
+            .unwrap()
+        else {
+            panic!("expected a task")
+        };
+        ids.push(t.id);
+    }
+    let SendMessageResult::Task(here) = client
+        .send_message(MessageSendParams::new(Message::text(Role::User, "now")))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(
+        here.status.message.unwrap().text_content(),
+        "now ran on front"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let t = answered(&client, id).await;
+        assert_eq!(
+            t.status.message.unwrap().text_content(),
+            format!("job {i} ran on worker")
+        );
+    }
+    // Give a canceled or repeated job time to run (it must not).
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        worker_turns.load(std::sync::atomic::Ordering::SeqCst),
+        7,
+        "each queued turn ran once; the canceled one never"
+    );
+    assert_eq!(front_turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(counter(&front, "a2a_turns_queued_total").await, 8);
+    assert_eq!(counter(&worker, "a2a_turns_worked_total").await, 7);
+    assert_eq!(counter(&worker, "a2a_task_takeovers_total").await, 0);
+}
+
+/// A worker that dies mid-turn (its runtime shut down: connections dropped, nothing renews
+/// its hold or tells the queue it still works) loses the turn to another worker, which runs it
+/// again from the task as stored: the task completes there, its message once in its history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_turn_whose_worker_dies_runs_on_another() {
+    let Some((services, ns, _front, _, client)) = queue_front().await else {
+        return;
+    };
+    // The dying worker, in a runtime of its own, with a short hold.
+    let (dying_ns, url) = (ns.clone(), url());
+    let (rt, dying, dying_turns) = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (server, turns) = rt.block_on(async {
+            let options =
+                agentry_postgres::Options::default().lease(std::time::Duration::from_secs(1));
+            let db = agentry_postgres::Database::connect_with(&url, options)
+                .await
+                .unwrap();
+            let events = Arc::new(
+                agentry_nats::NatsEvents::connect(&nats_url())
+                    .await
+                    .unwrap(),
+            );
+            let forever = std::time::Duration::from_secs(3600);
+            queued_replica(&(db, events), &dying_ns, "dying", 1, forever).await
+        });
+        (rt, server, turns)
+    })
+    .join()
+    .unwrap();
+    let SendMessageResult::Task(t) = client.send_message(not_waiting("survive")).await.unwrap()
+    else {
+        panic!("expected a task")
+    };
+    for _ in 0..500 {
+        if client.get_task(&t.id, None).await.unwrap().state() == TaskState::Working {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(dying_turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    rt.shutdown_background();
+    drop(dying);
+    let (worker, turns) = queued_replica(&services[1], &ns, "worker", 1, QUICK).await;
+    let done = answered(&client, &t.id).await;
+    assert_eq!(done.state(), TaskState::Completed, "{done:?}");
+    assert_eq!(
+        done.status.message.as_ref().unwrap().text_content(),
+        "survive ran on worker"
+    );
+    assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let asked = done.history.iter().filter(|m| m.role == Role::User).count();
+    assert_eq!(asked, 1, "{:?}", done.history);
+    assert!(counter(&worker, "a2a_task_takeovers_total").await >= 1);
+}

@@ -150,6 +150,17 @@ async fn stores_are_sqlite_memory_or_a_postgresql_url() {
         Ok(_) => panic!("a bus over a memory store was accepted"),
     };
     assert!(e.contains("shared store"), "{e}");
+    // A queue of turns lives on the bus's NATS: refused without one.
+    let queue = write(
+        &dir,
+        "queue.toml",
+        "[server]\nqueue = true\n\n[[agents]]\npath = \"/\"\nbuiltin = { kind = \"echo\" }\n",
+    );
+    let e = match agentry::Service::build(Config::load(&queue).unwrap()).await {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a queue without a bus was accepted"),
+    };
+    assert!(e.contains("bus = \"nats://"), "{e}");
     let wrong = write(&dir, "wrong.toml", "[server]\nstore = \"mysql://db\"\n");
     let e = Config::load(&wrong).unwrap_err().to_string();
     assert!(e.contains("postgres://") && e.contains("memory"), "{e}");

@@ -92,3 +92,77 @@ async fn replicas_share_tasks_through_postgresql() {
         TaskState::Completed
     );
 }
+
+/// Pull workers through agentry.toml: a front replica (`workers = 0`) queues a task sent
+/// without waiting, a worker replica (`workers = 2`) runs it; both answer for it. Needs NATS
+/// with JetStream too.
+#[cfg(feature = "nats")]
+#[tokio::test]
+async fn a_front_replica_queues_and_a_worker_replica_runs() {
+    use agentry::a2a::model::MessageSendConfiguration;
+    if let Err(e) = agentry::postgres::Database::connect(&url()).await {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {} ({e})", url()),
+        );
+        return;
+    }
+    let nats =
+        std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    if let Err(e) = agentry::nats::NatsEvents::connect(&nats).await {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Nats,
+            format!("no NATS at {nats} ({e})"),
+        );
+        return;
+    }
+    let name = format!("queue-{}", agentry::a2a::new_id());
+    let replica = |workers: usize| -> Config {
+        let mut c = config(&name);
+        c.server.bus = Some(nats.clone());
+        c.server.queue = true;
+        c.server.workers = workers;
+        c
+    };
+    let front = crate::serve(replica(0)).await;
+    let client = A2aClient::discover(&format!("{front}/echo"), ClientConfig::default())
+        .await
+        .unwrap();
+    let mut p = MessageSendParams::new(Message::text(Role::User, "queued ping"));
+    p.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(task) = client.send_message(p).await.unwrap() else {
+        panic!("expected a task")
+    };
+    assert_eq!(task.state(), TaskState::Submitted);
+    // Nobody runs it until a worker comes.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        client.get_task(&task.id, None).await.unwrap().state(),
+        TaskState::Submitted
+    );
+    let worker = crate::serve(replica(2)).await;
+    let via_worker = A2aClient::discover(&format!("{worker}/echo"), ClientConfig::default())
+        .await
+        .unwrap();
+    let mut done = None;
+    for _ in 0..500 {
+        let t = client.get_task(&task.id, None).await.unwrap();
+        if t.state() == TaskState::Completed {
+            done = Some(t);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let done = done.expect("the worker ran the queued task");
+    assert!(
+        agentry::core::a2a::task_text(&done).contains("queued ping"),
+        "{done:?}"
+    );
+    assert_eq!(
+        via_worker.get_task(&task.id, None).await.unwrap().state(),
+        TaskState::Completed
+    );
+}
