@@ -70,7 +70,7 @@ impl TaskEvents for NatsEvents {
             let subscriber = self.client.subscribe(subject(agent, task_id)).await?;
             // The server has the subscription once this returns: an event published after
             // reaches it.
-            self.client.flush().await?;
+            synced(&self.client).await?;
             Ok(subscriber.map(|m| m.payload.to_vec()).boxed())
         })
     }
@@ -91,10 +91,27 @@ impl TaskEvents for NatsEvents {
                 .client
                 .subscribe(format!("agentry.cancel.{}", token(agent)))
                 .await?;
-            self.client.flush().await?;
+            synced(&self.client).await?;
             Ok(subscriber
                 .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
                 .boxed())
         })
+    }
+}
+
+/// Waits until the server has processed everything this client sent so far (its
+/// subscriptions included). `Client::flush` only writes the socket: a message another
+/// connection publishes right after could reach the server before the subscription does
+/// and be lost (seen under load). A message the client sends itself comes back only after
+/// the server processed what was sent before it.
+async fn synced(client: &async_nats::Client) -> Result<(), BoxError> {
+    let inbox = client.new_inbox();
+    let mut probe = client.subscribe(inbox.clone()).await?;
+    client.publish(inbox, bytes::Bytes::new()).await?;
+    client.flush().await?;
+    match tokio::time::timeout(std::time::Duration::from_secs(10), probe.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("the NATS connection closed".into()),
+        Err(_) => Err("NATS did not answer within 10 s".into()),
     }
 }

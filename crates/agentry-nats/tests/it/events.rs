@@ -31,12 +31,20 @@ async fn events_and_cancel_requests_cross_connections_in_order() {
         a.publish(&agent, "other", b"not this one".to_vec());
         a.publish(&agent, "t1", format!("event {i}").into_bytes());
     }
+    // Bounded: a lost event fails the test instead of hanging it.
+    let wait = std::time::Duration::from_secs(20);
     for i in 0..50 {
-        let got = follow.next().await.unwrap();
+        let got = tokio::time::timeout(wait, follow.next())
+            .await
+            .unwrap_or_else(|_| panic!("event {i} never arrived"))
+            .unwrap();
         assert_eq!(String::from_utf8(got).unwrap(), format!("event {i}"));
     }
     a.request_cancel(&agent, "t1");
-    assert_eq!(cancels.next().await.unwrap(), "t1");
+    let asked = tokio::time::timeout(wait, cancels.next())
+        .await
+        .expect("the cancel request never arrived");
+    assert_eq!(asked.unwrap(), "t1");
 }
 
 /// A server that is not there: the error names it, never the password.
