@@ -925,13 +925,7 @@ impl AgentTasks {
         // Waiting in the queue, or cut short by a worker that died (recovered since, see
         // `recover`): the turn runs (again). Anything else: its turn is over.
         let waiting = st.task.parked && state == TaskState::Submitted;
-        let cut_short = state == TaskState::InputRequired
-            && st
-                .task
-                .status
-                .message
-                .as_ref()
-                .is_some_and(|m| m.role == Role::Agent && m.text_content() == RECOVERED)
+        let cut_short = recovered(&st.task)
             && !st.task.history[at + 1..]
                 .iter()
                 .any(|m| m.role == Role::User);
@@ -1389,10 +1383,13 @@ fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConf
 /// since): what [`recover`] left.
 async fn interrupted_by_restart(lease: &HubLease) -> bool {
     let st = lease.hub.state.lock().await;
-    !st.running
-        && st.task.state() == TaskState::InputRequired
-        && st
-            .task
+    !st.running && recovered(&st.task)
+}
+
+/// Whether `task` is as [`recover`] left it: input-required, saying the server stopped.
+fn recovered(task: &Task) -> bool {
+    task.state() == TaskState::InputRequired
+        && task
             .status
             .message
             .as_ref()

@@ -244,6 +244,15 @@ async fn a_subscription_or_a_cancel_on_either_replica_reaches_the_turn_over_nats
         ca.get_task(&long.id, None).await.unwrap().state(),
         TaskState::Canceled
     );
+    ends_with_final(&mut sub, TaskState::Canceled).await;
+}
+
+/// Reads a subscription to its end, which must be the final status update in `state`.
+async fn ends_with_final(
+    sub: &mut (impl futures_util::Stream<Item = Result<StreamEvent, A2aError>> + Unpin),
+    state: TaskState,
+) {
+    use futures_util::StreamExt;
     let mut last = None;
     while let Some(ev) = sub.next().await {
         last = Some(ev.unwrap());
@@ -251,7 +260,7 @@ async fn a_subscription_or_a_cancel_on_either_replica_reaches_the_turn_over_nats
     match last {
         Some(StreamEvent::StatusUpdate(s)) => {
             assert!(s.is_final);
-            assert_eq!(s.status.state, TaskState::Canceled);
+            assert_eq!(s.status.state, state);
         }
         other => panic!("the stream ended without the final event: {other:?}"),
     }
@@ -446,17 +455,7 @@ async fn turns_queued_by_a_front_replica_run_on_a_worker() {
     assert_eq!(done.state(), TaskState::Completed);
     let said = done.status.message.as_ref().unwrap().text_content();
     assert_eq!(said, "one ran on worker");
-    let mut last = None;
-    while let Some(ev) = sub.next().await {
-        last = Some(ev.unwrap());
-    }
-    match last {
-        Some(StreamEvent::StatusUpdate(s)) => {
-            assert!(s.is_final);
-            assert_eq!(s.status.state, TaskState::Completed);
-        }
-        other => panic!("the stream ended without the final event: {other:?}"),
-    }
+    ends_with_final(&mut sub, TaskState::Completed).await;
     assert_eq!(
         client.get_task(&early.id, None).await.unwrap().state(),
         TaskState::Canceled
