@@ -124,6 +124,9 @@ const MIGRATIONS: &[&str] = &[
          updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
          PRIMARY KEY (ns, key)
      );",
+    // 2: a turn a worker took from the work queue (`Task::queued`): when its replica dies,
+    // the queue gives it to another worker, so no replica recovers it for a while.
+    "ALTER TABLE agentry_tasks ADD COLUMN queued BOOLEAN NOT NULL DEFAULT false",
 ];
 
 /// Brings agentry's tables up to date, in one transaction under an advisory lock: replicas
@@ -201,11 +204,13 @@ const FILTER: &str = "WHERE ns = $1 AND ($2::text IS NULL OR context_id = $2)
 impl Statements {
     async fn prepare(c: &Client) -> Result<Statements, tokio_postgres::Error> {
         let list = format!(
-            "SELECT id, body, owner, parked FROM agentry_tasks {FILTER}
+            "SELECT id, body, owner, parked, queued FROM agentry_tasks {FILTER}
              ORDER BY status_ts DESC NULLS LAST, id DESC LIMIT $6 OFFSET $7"
         );
         let count = format!("SELECT count(*) FROM agentry_tasks {FILTER}");
-        // A hold on a task: by this replica ($3 / $11), until now + $4 / $10 seconds.
+        // A hold on a task: by this replica ($3 / $11), until now + $4 / $10 seconds. A
+        // queued turn's hold ($4 / $3 seconds of grace past its end) is not taken for a dead
+        // replica's until the queue had time to give the turn to another worker.
         let (take_turn, elsewhere, heartbeat, abandoned) = tokio::try_join!(
             c.prepare(
                 "UPDATE agentry_tasks SET holder = $3,
@@ -214,7 +219,8 @@ impl Statements {
                    AND (holder IS NULL OR holder = $3 OR lease_until < now())"
             ),
             c.prepare(
-                "SELECT holder IS NOT NULL AND holder <> $3 AND lease_until > now()
+                "SELECT holder IS NOT NULL AND holder <> $3 AND (lease_until > now()
+                   OR (queued AND lease_until > now() - make_interval(secs => $4::float8)))
                  FROM agentry_tasks WHERE ns = $1 AND id = $2"
             ),
             c.prepare(
@@ -223,7 +229,9 @@ impl Statements {
             ),
             c.prepare(
                 "SELECT id, owner FROM agentry_tasks
-                 WHERE holder IS NOT NULL AND lease_until < now() AND ns = $1
+                 WHERE holder IS NOT NULL AND ns = $1
+                   AND lease_until < now() - CASE WHEN queued
+                       THEN make_interval(secs => $3::float8) ELSE interval '0' END
                    AND state IN ('submitted', 'working') AND NOT parked
                  ORDER BY lease_until LIMIT $2"
             ),
@@ -239,19 +247,20 @@ impl Statements {
                     // no row changes while another live replica holds the task (fenced).
                     c.prepare(
                         "INSERT INTO agentry_tasks AS t (ns, id, context_id, state, status_ts,
-                             owner, parked, body, updated_at, holder, lease_until)
+                             owner, parked, body, updated_at, holder, lease_until, queued)
                          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9::text,
                            CASE WHEN $9::text IS NULL THEN NULL
-                                ELSE now() + make_interval(secs => $10::float8) END)
+                                ELSE now() + make_interval(secs => $10::float8) END, $12)
                          ON CONFLICT (ns, id) DO UPDATE SET context_id = EXCLUDED.context_id,
                            state = EXCLUDED.state, status_ts = EXCLUDED.status_ts,
                            owner = EXCLUDED.owner, parked = EXCLUDED.parked,
+                           queued = EXCLUDED.queued,
                            body = EXCLUDED.body, updated_at = now(),
                            holder = EXCLUDED.holder, lease_until = EXCLUDED.lease_until
                          WHERE t.holder IS NULL OR t.holder = $11 OR t.lease_until < now()"
                     ),
                     c.prepare(
-                        "SELECT body, owner, parked FROM agentry_tasks WHERE ns = $1 AND id = $2"
+                        "SELECT body, owner, parked, queued FROM agentry_tasks WHERE ns = $1 AND id = $2"
                     ),
                     c.prepare(&list),
                     c.prepare(&count),

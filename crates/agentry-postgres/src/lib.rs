@@ -141,6 +141,9 @@ impl std::error::Error for DbError {
     }
 }
 
+/// See [`Database::queue_grace`].
+pub const QUEUE_GRACE_LEASES: u32 = 10;
+
 /// How a [`Database`] behaves.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -261,6 +264,15 @@ impl Database {
     /// How long a hold lasts unless renewed.
     pub fn lease(&self) -> Duration {
         self.inner.lease
+    }
+
+    /// How long after its hold lapsed a turn a worker took from the work queue
+    /// ([`Task::queued`](agentry_a2a::model::Task::queued)) is still left to the queue
+    /// ([`QUEUE_GRACE_LEASES`] leases): the queue gives the turn of a worker that died to
+    /// another one within about a lease, unless every worker is busy. Past it, the task is
+    /// recovered like any other (and the queued turn, when it comes, runs it again).
+    pub fn queue_grace(&self) -> Duration {
+        self.inner.lease * QUEUE_GRACE_LEASES
     }
 
     /// This replica's id, as the tasks it runs name their holder.

@@ -123,7 +123,9 @@ impl TaskStore for PgTaskStore {
                     let body: String = r.try_get(0).map_err(backend)?;
                     let owner: Option<String> = r.try_get(1).map_err(backend)?;
                     let parked: bool = r.try_get(2).map_err(backend)?;
-                    parse_task(id, &body, owner, parked).map(Some)
+                    let mut task = parse_task(id, &body, owner, parked)?;
+                    task.queued = r.try_get(3).map_err(backend)?;
+                    Ok(Some(task))
                 }
             }
         })
@@ -168,12 +170,14 @@ impl TaskStore for PgTaskStore {
             for r in rows {
                 let id: String = r.try_get(0).map_err(backend)?;
                 let body: String = r.try_get(1).map_err(backend)?;
-                tasks.push(parse_task(
+                let mut task = parse_task(
                     &id,
                     &body,
                     r.try_get(2).map_err(backend)?,
                     r.try_get(3).map_err(backend)?,
-                )?);
+                )?;
+                task.queued = r.try_get(4).map_err(backend)?;
+                tasks.push(task);
             }
             Ok(TaskPage {
                 tasks,
@@ -279,7 +283,12 @@ impl TaskStore for PgTaskStore {
                 .db
                 .read(|c| {
                     let ns = self.ns.clone();
-                    async move { c.client.query(&c.s.abandoned, &[&&*ns, &limit]).await }
+                    let grace = self.db.queue_grace().as_secs_f64();
+                    async move {
+                        c.client
+                            .query(&c.s.abandoned, &[&&*ns, &limit, &grace])
+                            .await
+                    }
                 })
                 .await
                 .map_err(backend)?;
@@ -309,9 +318,10 @@ impl TaskStore for PgTaskStore {
                 .read(|c| {
                     let ns = self.ns.clone();
                     let me = self.db.replica().to_owned();
+                    let grace = self.db.queue_grace().as_secs_f64();
                     async move {
                         c.client
-                            .query_opt(&c.s.elsewhere, &[&&*ns, &task_id, &me])
+                            .query_opt(&c.s.elsewhere, &[&&*ns, &task_id, &me, &grace])
                             .await
                     }
                 })

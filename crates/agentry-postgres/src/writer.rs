@@ -251,6 +251,7 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                 if last_save.get(&(&**ns, task.id.as_str())) == Some(&i) {
                     let status_ts = &status[i];
                     let holder = running.then_some(me);
+                    let queued = *running && task.queued;
                     pending.push(Box::pin(async move {
                         tx.execute(
                             &s.save,
@@ -266,6 +267,7 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                                 &holder,
                                 &lease.seconds,
                                 &me,
+                                &queued,
                             ],
                         )
                         .await

@@ -166,6 +166,14 @@ pub struct Task {
     /// server leaves it as it is. Server-side only, kept by stores beside the task.
     #[serde(skip)]
     pub parked: bool,
+    /// The running turn was taken from the work queue (`server::queue`): if the replica
+    /// running it dies, the queue hands the turn to another worker, so for a while no replica
+    /// recovers the task (a client sees it `working` until the new worker's events come).
+    /// Server-side only; stores shared by replicas keep it beside the task (a store that
+    /// does not treats such a task like any other: recovered once its hold lapses, then run
+    /// again by the worker the queue hands it to).
+    #[serde(skip)]
+    pub queued: bool,
 }
 
 impl Task {
@@ -180,6 +188,7 @@ impl Task {
             metadata: None,
             owner: None,
             parked: false,
+            queued: false,
         }
     }
 

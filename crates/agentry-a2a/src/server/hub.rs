@@ -58,6 +58,19 @@ pub(crate) struct HubState {
     store_error: Option<String>,
 }
 
+impl HubState {
+    /// A turn starts: a parked task runs again (saved so with the turn's first snapshot),
+    /// `queued` when a worker took it from the work queue ([`Task::queued`]).
+    fn begin_turn(&mut self, queued: bool) {
+        self.task.parked = false;
+        self.task.queued = queued;
+        self.running = true;
+        self.announced = false;
+        self.last_saved = None;
+        self.turn_over = false;
+    }
+}
+
 /// How long a message waits for the previous turn's agent to return after its final event.
 const TURN_END_WAIT: Duration = Duration::from_secs(5);
 
@@ -475,6 +488,17 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<HubLease, RpcError> {
+        self.load(task_id, caller, true).await
+    }
+
+    /// [`open`](Self::open), recovering an orphan only with `orphans` (a worker taking a
+    /// queued turn decides for itself).
+    async fn load(
+        self: &Arc<Self>,
+        task_id: &str,
+        caller: Option<&str>,
+        orphans: bool,
+    ) -> Result<HubLease, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
             if hub.owner.as_deref() != caller {
@@ -495,7 +519,7 @@ impl AgentTasks {
             .await
             .map_err(|e| RpcError::internal(e.to_string()))?;
         let mut pushes = Vec::new();
-        if is_orphan(&task) {
+        if orphans && is_orphan(&task) {
             if self.running_elsewhere(task_id).await? {
                 return Err(elsewhere(task_id));
             }
@@ -774,12 +798,7 @@ impl AgentTasks {
                 self.metrics.queued.fetch_add(1, Ordering::Relaxed);
                 return Ok(Turn { lease, events });
             }
-            // A parked task is running again (saved so with the turn's first snapshot).
-            st.task.parked = false;
-            st.running = true;
-            st.announced = false;
-            st.last_saved = None;
-            st.turn_over = false;
+            st.begin_turn(false);
             (previous, events)
         };
         let ctx = RequestContext {
@@ -900,7 +919,33 @@ impl AgentTasks {
         self: &Arc<Self>,
         job: Job,
     ) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
-        let lease = match self.open(&job.task_id, job.owner.as_deref()).await {
+        // Stored running with no turn here: a worker that died left it, or one still at work
+        // runs it. Its hold tells which before a hub is made for it here (a hub here would
+        // take in this replica's subscribers, and the running worker's events never reach
+        // it). Another turn's orphan (a later message's) is not this job's to run.
+        let mut taken = false;
+        if !self.hubs().contains_key(&job.task_id)
+            && let Some(stored) = self
+                .store
+                .get(&job.task_id)
+                .await
+                .map_err(|e| e.to_string())?
+            && is_orphan(&stored)
+        {
+            if !is_last_turn(&stored, &job.message_id) {
+                return Ok(None);
+            }
+            if !self
+                .store
+                .take_turn(&job.task_id)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                return Err(format!("task {} is held by another replica", job.task_id));
+            }
+            taken = true;
+        }
+        let lease = match self.load(&job.task_id, job.owner.as_deref(), false).await {
             Ok(lease) => lease,
             Err(e) if e.code == crate::error::code::TASK_NOT_FOUND => {
                 tracing::warn!("queued task {} is not in the store; dropped", job.task_id);
@@ -922,34 +967,32 @@ impl AgentTasks {
             return Ok(None);
         };
         let state = st.task.state();
-        // Waiting in the queue, or cut short by a worker that died (recovered since, see
-        // `recover`): the turn runs (again). Anything else: its turn is over.
+        let last = is_last_turn(&st.task, &job.message_id);
+        // Waiting in the queue: the turn runs. Left running by a worker that died (taken
+        // above): it runs again. Recovered (see `recover`) after a worker died, when the
+        // queue took longer than the store's grace to bring it here: it runs again. Anything
+        // else: its turn is over.
         let waiting = st.task.parked && state == TaskState::Submitted;
-        let cut_short = recovered(&st.task)
-            && !st.task.history[at + 1..]
-                .iter()
-                .any(|m| m.role == Role::User);
-        if !waiting && !cut_short {
+        let left = taken && is_orphan(&st.task) && last;
+        let cut_short = recovered(&st.task) && last;
+        if !waiting && !left && !cut_short {
             return Ok(None);
         }
-        if !self
-            .store
-            .take_turn(&job.task_id)
-            .await
-            .map_err(|e| e.to_string())?
+        if !taken
+            && !self
+                .store
+                .take_turn(&job.task_id)
+                .await
+                .map_err(|e| e.to_string())?
         {
             return Err(format!("task {} is held by another replica", job.task_id));
         }
-        if cut_short {
+        if left || cut_short {
             self.metrics.takeovers.fetch_add(1, Ordering::Relaxed);
         }
         self.metrics.worked.fetch_add(1, Ordering::Relaxed);
         let message = st.task.history[at].clone();
-        st.task.parked = false;
-        st.running = true;
-        st.announced = false;
-        st.last_saved = None;
-        st.turn_over = false;
+        st.begin_turn(true);
         drop(st);
         let ctx = RequestContext {
             task_id: hub.task_id.clone(),
@@ -1384,6 +1427,15 @@ fn upsert_push(list: &mut Vec<PushNotificationConfig>, cfg: PushNotificationConf
 async fn interrupted_by_restart(lease: &HubLease) -> bool {
     let st = lease.hub.state.lock().await;
     !st.running && recovered(&st.task)
+}
+
+/// Whether `message_id` is the task's last message from the user (its turn the latest).
+fn is_last_turn(task: &Task, message_id: &str) -> bool {
+    task.history
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .is_some_and(|m| m.message_id == message_id)
 }
 
 /// Whether `task` is as [`recover`] left it: input-required, saying the server stopped.

@@ -10,8 +10,14 @@
 //!
 //! A queued turn is settled once its agent has returned. A worker that dies mid-turn stops
 //! telling the queue it still works on it, so the queue hands the turn to another worker,
-//! which runs it again from the task as stored (an agent with checkpoints resumes at its last
-//! one). A turn already over (answered, canceled while queued) is settled without running.
+//! which runs it again from the task as stored once the dead worker's hold has lapsed (an
+//! agent with checkpoints resumes at its last one). Meanwhile the task stays `working` and
+//! streams on other replicas go on to the new worker's events: it is marked
+//! [`Task::queued`](crate::model::Task::queued), which a shared store keeps, so no replica
+//! recovers it (input-required, "the server stopped") for the store's grace; past it (every
+//! worker busy, the job lost), it is recovered like any other task, and the queued turn, if it
+//! still comes, runs it again. A turn already over (answered, canceled while queued) is
+//! settled without running.
 //! The caller's bearer token is held in memory only, never queued: a request that carries one
 //! (an agent delegating on the caller's behalf needs it) runs where it landed.
 

@@ -506,7 +506,9 @@ async fn turns_queued_by_a_front_replica_run_on_a_worker() {
 
 /// A worker that dies mid-turn (its runtime shut down: connections dropped, nothing renews
 /// its hold or tells the queue it still works) loses the turn to another worker, which runs it
-/// again from the task as stored: the task completes there, its message once in its history.
+/// again from the task as stored: the task completes there, its message once in its history,
+/// and a stream following it on another replica sees it through to that end (the task is
+/// never recovered to input-required meanwhile).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_turn_whose_worker_dies_runs_on_another() {
     let Some((services, ns, _front, _, client)) = queue_front().await else {
@@ -549,11 +551,17 @@ async fn a_queued_turn_whose_worker_dies_runs_on_another() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(dying_turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A stream on the front, following the turn.
+    let mut sub = Box::pin(client.resubscribe(&t.id));
     rt.shutdown_background();
     drop(dying);
     let (worker, turns) = queued_replica(&services[1], &ns, "worker", 1, QUICK).await;
+    // The stream goes on through the takeover: the task is left to the queue, not
+    // recovered (input-required) once the dead worker's hold lapsed.
+    ends_with_final(&mut sub, TaskState::Completed).await;
     let done = answered(&client, &t.id).await;
     assert_eq!(done.state(), TaskState::Completed, "{done:?}");
+    assert!(!format!("{done:?}").contains("server stopped"), "{done:?}");
     assert_eq!(
         done.status.message.as_ref().unwrap().text_content(),
         "survive ran on worker"

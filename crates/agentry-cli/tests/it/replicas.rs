@@ -223,3 +223,242 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// `host:port` of the NATS server the tests use.
+#[cfg(feature = "nats")]
+fn nats() -> String {
+    std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// The events of a stream until it ends (at most `secs` seconds).
+#[cfg(feature = "nats")]
+async fn drain(
+    events: impl futures_util::Stream<
+        Item = Result<agentry::a2a::model::StreamEvent, agentry::a2a::error::A2aError>,
+    >,
+    secs: u64,
+) -> Vec<agentry::a2a::model::StreamEvent> {
+    use futures_util::StreamExt;
+    let collected = tokio::time::timeout(
+        std::time::Duration::from_secs(secs),
+        events.map(|e| e.expect("the stream failed")).collect(),
+    );
+    collected.await.expect("the stream did not end")
+}
+
+/// The final status a stream ended with.
+#[cfg(feature = "nats")]
+fn final_status(
+    events: &[agentry::a2a::model::StreamEvent],
+) -> &agentry::a2a::model::TaskStatusUpdateEvent {
+    match events.last() {
+        Some(agentry::a2a::model::StreamEvent::StatusUpdate(s)) if s.is_final => s,
+        _ => panic!("the stream did not end with a final status: {events:?}"),
+    }
+}
+
+/// The documented deployment at three replicas (docs/DEPLOYMENT.md): HAProxy in front of A
+/// and B, which queue turns (`workers = 0`), and C, which works them (`workers = 1`), on
+/// PostgreSQL and NATS. A stream opened through the balancer and dropped is taken up again
+/// on every replica (two of which do not run its turn). A task sent without waiting runs on
+/// C; C is killed with SIGKILL mid-turn; a new worker D takes the turn over and completes
+/// it, and streams following the task on A and B go on to that end (never seeing it
+/// recovered): the message once in the task, the turn run to its end, counted on D.
+#[cfg(feature = "nats")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_another() {
+    use agentry::a2a::client::{A2aClient, ClientConfig};
+    use agentry::a2a::model::{
+        Message, MessageSendConfiguration, MessageSendParams, Role, SendMessageResult, StreamEvent,
+        TaskState,
+    };
+    use futures_util::StreamExt;
+    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
+        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
+    {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {}", url()),
+        );
+        return;
+    }
+    let nats = nats();
+    let nats_addr = nats.trim_start_matches("nats://").to_owned();
+    if std::net::TcpStream::connect(nats_addr.as_str()).is_err() {
+        agentry_testkit::missing::<()>(agentry_testkit::Peer::Nats, format!("no NATS at {nats}"));
+        return;
+    }
+    let Ok(haproxy) = which("haproxy") else {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Interop,
+            "haproxy is not installed (Debian package haproxy; scripts/test.sh installs it)",
+        );
+        return;
+    };
+    let lb = free_port();
+    let dir = std::env::temp_dir().join(format!("agentry-three-{lb}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // One agentry.toml for all, but for the number of workers.
+    let config = |name: &str, workers: usize| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[server]\nstore = \"{}\"\nbus = \"{nats}\"\npublic_url = \"http://127.0.0.1:{lb}\"\n\
+                 lease_seconds = 2\nqueue = true\nworkers = {workers}\nmetrics = true\n\n\
+                 [[agents]]\npath = \"/\"\nbuiltin = {{ kind = \"conformance\" }}\n\
+                 db = \"three-{lb}\"\n",
+                url()
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (front, worker) = (config("front.toml", 0), config("worker.toml", 1));
+    let (pa, pb, pc, pd) = (free_port(), free_port(), free_port(), free_port());
+    let (_a, _b, mut c) = tokio::task::block_in_place(|| {
+        (
+            serve_config(&front, pa, &[]),
+            serve_config(&front, pb, &[]),
+            serve_config(&worker, pc, &[]),
+        )
+    });
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+    let _balancer = Server(
+        std::process::Command::new(haproxy)
+            .args(["-db", "-f"])
+            .arg(&cfg)
+            .env("LISTEN", format!("127.0.0.1:{lb}"))
+            .env("REPLICA_A", format!("127.0.0.1:{pa}"))
+            .env("REPLICA_B", format!("127.0.0.1:{pb}"))
+            .env("REPLICA_C", format!("127.0.0.1:{pc}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    tokio::task::block_in_place(|| crate::support::wait_for(lb));
+    // The health checks have seen every replica up.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let client = A2aClient::discover(&format!("http://127.0.0.1:{lb}"), ClientConfig::default())
+        .await
+        .unwrap();
+    let direct = |port: u16| {
+        A2aClient::new(
+            &format!("http://127.0.0.1:{port}/"),
+            ClientConfig::default(),
+        )
+        .unwrap()
+    };
+
+    // A 10-second turn streamed through the balancer; the client goes away after its first
+    // progress tick, then resubscribes on every replica at once.
+    let mut m = Message::text(Role::User, "stream for a while");
+    m.message_id = format!("test-resubscribe-message-id-three-stream-{lb}");
+    let mut first = Box::pin(client.stream_message(MessageSendParams::new(m)));
+    let mut id = None;
+    for _ in 0..3 {
+        id = Some(match first.next().await.unwrap().unwrap() {
+            StreamEvent::Task(t) => t.id,
+            StreamEvent::StatusUpdate(s) => s.task_id,
+            StreamEvent::ArtifactUpdate(a) => a.task_id,
+            StreamEvent::Message(m) => panic!("a message instead of a task: {m:?}"),
+        });
+    }
+    drop(first);
+    let id = id.expect("the stream began without the task");
+    let streams: Vec<_> = [pa, pb, pc]
+        .into_iter()
+        .map(|p| tokio::spawn(drain(direct(p).resubscribe(&id), 40)))
+        .collect();
+    for (stream, replica) in streams.into_iter().zip(["A", "B", "C"]) {
+        let events = stream.await.unwrap();
+        let end = final_status(&events);
+        assert_eq!(
+            end.status.state,
+            TaskState::Completed,
+            "{replica}: {events:?}"
+        );
+        // The turn's own progress reached this replica, not only the stored task.
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                StreamEvent::ArtifactUpdate(a) if format!("{:?}", a.artifact).contains("tick 19")
+            )),
+            "{replica} did not follow the turn: {events:?}"
+        );
+    }
+
+    // A task sent without waiting: queued by whichever replica gets it, run by C.
+    let mut m = Message::text(Role::User, "queue it");
+    m.message_id = format!("test-resubscribe-message-id-three-queued-{lb}");
+    let mut params = MessageSendParams::new(m);
+    params.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(task) = client.send_message(params).await.unwrap() else {
+        panic!("no task")
+    };
+    assert_eq!(task.status.state, TaskState::Submitted, "{task:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while client.get_task(&task.id, None).await.unwrap().status.state != TaskState::Working {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker took the turn"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let followers: Vec<_> = [pa, pb]
+        .into_iter()
+        .map(|p| tokio::spawn(drain(direct(p).resubscribe(&task.id), 60)))
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    c.0.kill().unwrap();
+    c.0.wait().unwrap();
+    let _d = tokio::task::block_in_place(|| serve_config(&worker, pd, &[]));
+
+    // The streams on A and B go on through the takeover (the task is left to the queue, not
+    // recovered) and end with the turn D ran.
+    for (follower, replica) in followers.into_iter().zip(["A", "B"]) {
+        let events = follower.await.unwrap();
+        assert_eq!(
+            final_status(&events).status.state,
+            TaskState::Completed,
+            "{replica}: {events:?}"
+        );
+        assert!(
+            !format!("{events:?}").contains("server stopped"),
+            "{replica} saw the task recovered: {events:?}"
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let done = loop {
+        let t = client.get_task(&task.id, None).await.unwrap();
+        if t.status.state == TaskState::Completed {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn was not completed by another worker: {t:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    let sent = done.history.iter().filter(|m| m.role == Role::User).count();
+    assert_eq!(sent, 1, "{done:?}");
+    assert!(
+        format!("{:?}", done.artifacts).contains("tick 19"),
+        "{done:?}"
+    );
+    // D ran it, taking it over.
+    let count = |port: u16, name: &str| -> u64 {
+        let text = crate::support::http_get(port, "/metrics");
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!(count(pd, "a2a_turns_worked_total"), 1);
+    assert_eq!(count(pd, "a2a_task_takeovers_total"), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

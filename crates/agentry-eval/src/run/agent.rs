@@ -642,6 +642,7 @@ impl A2aSession {
                         metadata: None,
                         owner: None,
                         parked: false,
+                        queued: false,
                     });
                     t.status = u.status.clone();
                     if u.is_final {
@@ -854,6 +855,7 @@ mod tests {
             metadata: None,
             owner: None,
             parked: false,
+            queued: false,
         }
     }
 

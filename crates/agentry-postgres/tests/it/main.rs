@@ -327,3 +327,64 @@ async fn a_running_task_is_held_by_its_replica_until_the_turn_ends_or_the_replic
     assert!(!sa.running_elsewhere("job").await.unwrap());
     assert!(sa.take_turn("job").await.unwrap());
 }
+
+/// A turn a worker took from the work queue ([`Task::queued`]) is left to the queue when the
+/// worker's replica dies: for a grace after its hold lapsed, other replicas read it as running
+/// elsewhere (so they neither recover it nor answer for it) and do not list it as abandoned,
+/// while a worker the queue hands the turn to may take it; past the grace it is abandoned
+/// like any other. A turn that was not queued is abandoned as soon as its hold lapses. The
+/// flag is stored while the turn runs only.
+///
+/// [`Task::queued`]: agentry_a2a::model::Task::queued
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_turn_of_a_dead_replica_is_left_to_the_queue_for_a_grace() {
+    let lease = Duration::from_millis(400);
+    let options = Options::default().lease(lease);
+    let Some(a) = Database::connect_with(&url(), options.clone()).await.ok() else {
+        let _ = replica(&url()).await;
+        return;
+    };
+    let b = Database::connect_with(&url(), options).await.unwrap();
+    assert_eq!(
+        b.queue_grace(),
+        lease * agentry_postgres::QUEUE_GRACE_LEASES
+    );
+    let name = ns("queued");
+    let (sa, sb) = (a.task_store(&name), b.task_store(&name));
+    for id in ["q1", "q2"] {
+        let mut t = task(id, TaskState::Working);
+        t.queued = true;
+        sa.save(&t).await.unwrap();
+    }
+    sa.save(&task("plain", TaskState::Working)).await.unwrap();
+    assert!(sb.get("q1").await.unwrap().unwrap().queued);
+    assert!(!sb.get("plain").await.unwrap().unwrap().queued);
+    let all = TaskQuery {
+        limit: 10,
+        ..TaskQuery::default()
+    };
+    let listed = sb.list(&all).await.unwrap().tasks;
+    assert_eq!(listed.iter().filter(|t| t.queued).count(), 2, "{listed:?}");
+    // A dies; its holds lapse.
+    drop((sa, a));
+    tokio::time::sleep(lease + Duration::from_millis(400)).await;
+    let ids = |found: Vec<agentry_a2a::store::Abandoned>| {
+        let mut ids: Vec<String> = found.into_iter().map(|t| t.task_id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(ids(sb.abandoned(10).await.unwrap()), ["plain"]);
+    assert!(sb.running_elsewhere("q1").await.unwrap());
+    assert!(!sb.running_elsewhere("plain").await.unwrap());
+    // The worker the queue hands q1 to takes it.
+    assert!(sb.take_turn("q1").await.unwrap());
+    assert!(!sb.running_elsewhere("q1").await.unwrap());
+    // Past the grace, q2 (nobody took it) is abandoned; q1 is B's.
+    tokio::time::sleep(b.queue_grace()).await;
+    assert_eq!(ids(sb.abandoned(10).await.unwrap()), ["plain", "q2"]);
+    // The save that ends the turn clears the flag.
+    let mut t = task("q1", TaskState::Completed);
+    t.queued = true;
+    sb.save(&t).await.unwrap();
+    assert!(!sb.get("q1").await.unwrap().unwrap().queued);
+}
