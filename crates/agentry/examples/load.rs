@@ -1,14 +1,20 @@
-//! Load test: one agentry server (the `serve_echo` example, conformance mode, SQLite store)
-//! under 10,000 tasks sent at once, then 10,000 SSE streams open at once. Counts errors,
-//! times the sends, and samples the server's resident memory (idle, after the tasks, with
-//! every stream open, after they end) to show it is bounded.
+//! Load test: agentry servers (the `serve_echo` example, conformance mode) under 10,000
+//! tasks sent at once, then 10,000 SSE streams open at once. Counts errors, times the sends,
+//! and samples the servers' resident memory (idle, after the tasks, with every stream open,
+//! after they end) to show it is bounded, and their CPU time per task.
 //!
 //! ```text
-//! cargo build --release -p agentry --no-default-features --example serve_echo --example load
+//! cargo build --release -p agentry --no-default-features --features postgres,nats --example serve_echo --example load
 //! target/release/examples/load target/release/examples/serve_echo [N]
+//! target/release/examples/load target/release/examples/serve_echo [N] --replicas 3 --store postgres://... --bus nats://...
 //! ```
 //!
-//! `bash bench/load.sh` does both and keeps the output.
+//! One server keeps its tasks in SQLite (durability `power`). With `--replicas K`, K servers
+//! share one PostgreSQL namespace and their task events on NATS, as replicas of one agent
+//! do; requests go to them in turn (what a round-robin balancer does: one HAProxy process
+//! in front would need two descriptors per stream, over this machine's 20,000 open-files
+//! limit at 10,000 streams). `bash bench/load.sh` runs both, one after the other, and keeps
+//! the output.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,8 +35,33 @@ impl Drop for EndsOnDrop {
     }
 }
 
-/// The server's resident memory now and at its peak, in MiB (Linux `/proc`).
-fn rss(pid: u32) -> (f64, f64) {
+/// The servers' resident memory now and at its peak, summed, in MiB (Linux `/proc`).
+fn rss(pids: &[u32]) -> (f64, f64) {
+    pids.iter()
+        .map(|p| rss_of(*p))
+        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// The servers' CPU time so far (user + system), summed, in seconds (Linux `/proc`; clock
+/// ticks of 1/100 s).
+fn cpu(pids: &[u32]) -> f64 {
+    pids.iter()
+        .map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // After the command name (in parentheses, which may hold spaces): fields 14 and
+            // 15 of the line are the 12th and 13th here.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            (f.get(11).unwrap_or(&0.0) + f.get(12).unwrap_or(&0.0)) / 100.0
+        })
+        .sum()
+}
+
+/// One process's resident memory now and at its peak, in MiB.
+fn rss_of(pid: u32) -> (f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kib = |key: &str| -> f64 {
         status
@@ -51,54 +82,109 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// The command line: `SERVE_ECHO [N] [--replicas K --store URL [--bus URL]]`.
+struct Args {
+    server_bin: String,
+    n: usize,
+    replicas: usize,
+    store: Option<String>,
+    bus: Option<String>,
+}
+
+fn args() -> Result<Args, Box<dyn std::error::Error>> {
+    let mut it = std::env::args().skip(1);
+    let usage = "usage: load SERVE_ECHO [N] [--replicas K --store URL [--bus URL]]";
+    let mut a = Args {
+        server_bin: it.next().ok_or(usage)?,
+        n: 10_000,
+        replicas: 1,
+        store: None,
+        bus: None,
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--replicas" => a.replicas = it.next().ok_or(usage)?.parse()?,
+            "--store" => a.store = Some(it.next().ok_or(usage)?),
+            "--bus" => a.bus = Some(it.next().ok_or(usage)?),
+            n => a.n = n.parse()?,
+        }
+    }
+    if a.replicas > 1 && a.store.is_none() {
+        return Err("replicas share a store: --store postgres://...".into());
+    }
+    Ok(a)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let server_bin = args.first().ok_or("usage: load SERVE_ECHO_BINARY [N]")?;
-    let n: usize = args
-        .get(1)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(10_000);
+    let Args {
+        server_bin,
+        n,
+        replicas,
+        store,
+        bus,
+    } = args()?;
     let stream_secs: u64 = 20;
     let dir = std::env::temp_dir().join(format!("agentry-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut server = std::process::Command::new(server_bin)
-        .args([
-            &port.to_string(),
-            "conformance",
-            dir.join("tasks.db").to_str().unwrap(),
-        ])
-        .env("AGENTRY_STREAM_SECONDS", stream_secs.to_string())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    let pid = server.id();
-    let url = format!("http://127.0.0.1:{port}/");
+    let store = store.unwrap_or_else(|| dir.join("tasks.db").to_string_lossy().into_owned());
+    let mut servers = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..replicas.max(1) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut cmd = std::process::Command::new(&server_bin);
+        cmd.args([&port.to_string(), "conformance", &store])
+            .env("AGENTRY_STREAM_SECONDS", stream_secs.to_string())
+            .env("AGENTRY_BENCH_NS", format!("load-{}", std::process::id()))
+            .stderr(std::process::Stdio::null());
+        if let Some(bus) = &bus {
+            cmd.env("AGENTRY_BENCH_BUS", bus);
+        }
+        servers.push(cmd.spawn()?);
+        urls.push(format!("http://127.0.0.1:{port}/"));
+    }
+    let pids: Vec<u32> = servers.iter().map(std::process::Child::id).collect();
+    let pid = pids.as_slice();
     let cfg = ClientConfig {
         request_timeout: Duration::from_secs(120),
         stream_idle_timeout: Duration::from_secs(120),
         ..ClientConfig::default()
     };
-    let mut client = None;
-    for _ in 0..100 {
-        if let Ok(c) = A2aClient::discover(&url, cfg.clone()).await {
-            client = Some(c);
-            break;
+    let mut clients = Vec::new();
+    for url in &urls {
+        for _ in 0..200 {
+            if let Ok(c) = A2aClient::discover(url, cfg.clone()).await {
+                clients.push(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let client = client.ok_or("the server did not start")?;
+    if clients.len() < urls.len() {
+        return Err("a server did not start".into());
+    }
+    // Requests go to the replicas in turn.
+    let client = |i: usize| clients[i % clients.len()].clone();
     let idle = rss(pid).0;
-    println!("server: agentry serve_echo (conformance agent, SQLite, durability power), pid {pid}");
+    if replicas > 1 {
+        println!(
+            "servers: {replicas} replicas of agentry serve_echo (conformance agent) on PostgreSQL{}, pids {pids:?}",
+            if bus.is_some() { " and NATS" } else { "" }
+        );
+    } else {
+        println!(
+            "server: agentry serve_echo (conformance agent, SQLite, durability power), pid {pids:?}"
+        );
+    }
     println!("resident memory idle: {idle:.1} MiB");
+    let cpu_before = cpu(pid);
 
     // 1. N tasks at once.
     let t0 = Instant::now();
     let sends = (0..n).map(|i| {
-        let c = client.clone();
+        let c = client(i);
         async move {
             let start = Instant::now();
             let r = c
@@ -117,14 +203,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let errors: Vec<_> = results.iter().filter(|r| !r.0).collect();
     let mut lat: Vec<Duration> = results.iter().map(|r| r.1).collect();
     lat.sort();
-    let (after_tasks, _) = rss(pid);
+    let (after_tasks, peak_tasks) = rss(pid);
+    let task_cpu = cpu(pid) - cpu_before;
     println!(
-        "{n} tasks at once: {} errors, {:.1} s in all ({:.0} tasks/s), latency p50 {:.0} ms, p99 {:.0} ms; resident memory after: {after_tasks:.1} MiB",
+        "{n} tasks at once: {} errors, {:.1} s in all ({:.0} tasks/s), latency p50 {:.0} ms, p99 {:.0} ms; server CPU {:.2} ms per task; resident memory after: {after_tasks:.1} MiB (peak so far {peak_tasks:.1} MiB)",
         errors.len(),
         wall.as_secs_f64(),
         n as f64 / wall.as_secs_f64(),
         percentile(&lat, 0.5),
         percentile(&lat, 0.99),
+        task_cpu * 1000.0 / n as f64,
     );
     if let Some((_, _, Some(e))) = errors.first() {
         println!("  first error: {e}");
@@ -135,8 +223,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opened = Arc::new(AtomicUsize::new(0));
     let ended = Arc::new(AtomicUsize::new(0));
     let t0 = Instant::now();
+    let cpu_before = cpu(pid);
     let streams = (0..n).map(|i| {
-        let (c, opened, ended) = (client.clone(), opened.clone(), ended.clone());
+        let (c, opened, ended) = (client(i), opened.clone(), ended.clone());
         async move {
             let _ended = EndsOnDrop(ended);
             let mut m = Message::text(Role::User, "stream");
@@ -165,20 +254,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let sampler = {
-        let (opened, ended) = (opened.clone(), ended.clone());
+        let (opened, ended, pids) = (opened.clone(), ended.clone(), pids.clone());
         tokio::spawn(async move {
             let mut peak_open = (0usize, 0.0f64);
             loop {
                 tokio::time::sleep(Duration::from_millis(250)).await;
                 let now = opened.load(Ordering::SeqCst);
-                let (mem, _) = rss(pid);
+                let (mem, _) = rss(&pids);
                 if mem > peak_open.1 {
                     peak_open = (now, mem);
                 }
                 if now >= n || ended.load(Ordering::SeqCst) >= n {
                     // Everything open: sample once more, mid-stream.
                     tokio::time::sleep(Duration::from_secs(2)).await;
-                    let (mem, _) = rss(pid);
+                    let (mem, _) = rss(&pids);
                     return (t0.elapsed(), peak_open.1.max(mem));
                 }
             }
@@ -187,16 +276,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let done = futures_util::future::join_all(streams).await;
     let wall = t0.elapsed();
     let (all_open_after, open_mem) = sampler.await?;
+    let peak_streams = rss(pid).1;
+    let stream_cpu = cpu(pid) - cpu_before;
     println!(
         "  streams that delivered an event: {} of {n}",
         opened.load(Ordering::SeqCst)
     );
     let failed: Vec<_> = done.iter().filter_map(|r| r.as_ref().err()).collect();
     println!(
-        "{n} SSE streams at once ({stream_secs} s each): all open {:.1} s after the first was asked, {} ended in error, {:.1} s in all; resident memory with all open: {open_mem:.1} MiB ({:.1} KiB per open stream over idle)",
+        "{n} SSE streams at once ({stream_secs} s each): all open {:.1} s after the first was asked, {} ended in error, {:.1} s in all; server CPU {:.2} ms per stream ({} events each); resident memory with all open: {open_mem:.1} MiB ({:.1} KiB per open stream over idle), peak so far {peak_streams:.1} MiB",
         all_open_after.as_secs_f64(),
         failed.len(),
         wall.as_secs_f64(),
+        stream_cpu * 1000.0 / n as f64,
+        stream_secs * 2 + 3,
         (open_mem - after_tasks).max(0.0) * 1024.0 / n as f64,
     );
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
@@ -212,13 +305,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "after the streams ended: resident memory {after:.1} MiB (peak over the run {peak:.1} MiB)"
     );
     // The client keeps its connections alive; the server closes idle ones after 30 s.
-    drop(client);
+    drop(clients);
     tokio::time::sleep(Duration::from_secs(35)).await;
     let (idle_again, _) = rss(pid);
     println!("idle again (connections closed): resident memory {idle_again:.1} MiB");
     // Once more, the same load: memory must not grow run over run.
     let again = (0..n).map(|i| {
-        let c = A2aClient::discover(&url, cfg.clone());
+        let c = A2aClient::discover(&urls[i % urls.len()], cfg.clone());
         async move {
             let c = c.await.map_err(|e| e.to_string())?;
             c.send_message(MessageSendParams::new(Message::text(
@@ -236,8 +329,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "the {n} tasks again, each on a new client: {second_errors} errors; idle after: resident memory {after_second:.1} MiB"
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    for mut server in servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
     let _ = std::fs::remove_dir_all(&dir);
     if !errors.is_empty() || !failed.is_empty() || second_errors > 0 {
         std::process::exit(1);

@@ -7,7 +7,10 @@
 //! ```
 //!
 //! With the `postgres` feature, a `postgres://` URL instead of the SQLite file keeps the
-//! tasks in PostgreSQL (namespace `bench-echo-PID`, so runs do not see each other's tasks).
+//! tasks in PostgreSQL (namespace `bench-echo-PID`, so runs do not see each other's tasks;
+//! `AGENTRY_BENCH_NS=NAME` instead, for replicas sharing them). With the `nats` feature,
+//! `AGENTRY_BENCH_BUS=nats://...` shares task events with the other replicas (the load
+//! test's replicated run).
 //!
 //! `bare` is no A2A server at all: an axum handler that parses the JSON-RPC body into a JSON
 //! tree and answers a message echoing its text, with the card route `bench/run.sh` waits
@@ -54,7 +57,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             #[cfg(feature = "postgres")]
             {
                 let db = agentry::postgres::Database::connect(url).await?;
-                Arc::new(db.task_store(&format!("bench-echo-{}", std::process::id())))
+                let ns = std::env::var("AGENTRY_BENCH_NS")
+                    .unwrap_or_else(|_| format!("bench-echo-{}", std::process::id()));
+                Arc::new(db.task_store(&ns))
             }
             #[cfg(not(feature = "postgres"))]
             {
@@ -90,7 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             AgentService::new(Conformance::card(&url), agent, store)
         }
     };
-    let agent = governed(agent, &url)?;
+    let agent = shared_events(governed(agent, &url)?).await?;
     let mut config = agentry_a2a::server::ServerConfig::default();
     // The soak benchmark's webhook listens on loopback.
     config.push.allow_private = std::env::var_os("AGENTRY_ALLOW_PRIVATE_PUSH").is_some();
@@ -136,6 +141,24 @@ async fn bare(port: u16) -> Result<(), Box<dyn std::error::Error>> {
     eprintln!("bare axum echo on http://127.0.0.1:{port}/");
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+/// Task events shared with other replicas over NATS, when `AGENTRY_BENCH_BUS` names one.
+async fn shared_events(agent: AgentService) -> Result<AgentService, Box<dyn std::error::Error>> {
+    let Ok(url) = std::env::var("AGENTRY_BENCH_BUS") else {
+        return Ok(agent);
+    };
+    #[cfg(feature = "nats")]
+    {
+        let events = agentry::nats::NatsEvents::connect(&url).await?;
+        eprintln!("task events shared on {url}");
+        Ok(agent.with_events(Arc::new(events)))
+    }
+    #[cfg(not(feature = "nats"))]
+    {
+        let _ = agent;
+        Err(format!("{url}: built without the `nats` feature").into())
+    }
 }
 
 /// JWT verification and the audit trail, when the benchmark asks for them.

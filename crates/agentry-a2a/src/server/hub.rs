@@ -74,8 +74,14 @@ impl HubState {
 /// How long a message waits for the previous turn's agent to return after its final event.
 const TURN_END_WAIT: Duration = Duration::from_secs(5);
 
-/// The most a running turn's progress goes unsaved.
+/// The most a running turn's progress goes unsaved, while few tasks are live (see
+/// [`AgentTasks::persist_interval`]).
 const PERSIST_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Live tasks of an agent beyond which their progress is saved less often, in proportion:
+/// at most `PERSIST_TURNS / PERSIST_INTERVAL` (5,000) saves of progress a second per agent
+/// and process, however many turns stream at once.
+const PERSIST_TURNS: usize = 500;
 
 /// One live task.
 pub(crate) struct Hub {
@@ -132,8 +138,8 @@ impl Hub {
 
     /// Saves the snapshot. The end of a turn is saved and waited for: a client is answered
     /// then, and the hub may be dropped after it. Within a turn, the first save is queued at
-    /// once and later ones at most every [`PERSIST_INTERVAL`] (the next save carries whatever
-    /// was skipped), so a fast agent costs one or two writes per turn while a long one is
+    /// once and later ones at most every [`PERSIST_INTERVAL`] (longer when many tasks are
+    /// live: [`AgentTasks::persist_interval`]; the next save carries whatever was skipped), so a fast agent costs one or two writes per turn while a long one is
     /// still checkpointed as it goes. Reads of a live task come from the hub, not the store.
     ///
     /// `pushes` (this change's notifications) are stored with the snapshot, in the same
@@ -158,7 +164,7 @@ impl Hub {
         }
         if st
             .last_saved
-            .is_none_or(|t| t.elapsed() >= PERSIST_INTERVAL)
+            .is_none_or(|t| t.elapsed() >= self.agent.persist_interval())
         {
             st.last_saved = Some(Instant::now());
             drop(store.save_with_pushes(&st.task, pushes));
@@ -445,6 +451,16 @@ impl AgentTasks {
             Some(_) if !configs.is_empty() => PushSender::outgoing(configs, task),
             _ => Vec::new(),
         }
+    }
+
+    /// How often a running turn's progress is saved: every [`PERSIST_INTERVAL`], stretched in
+    /// proportion once more than [`PERSIST_TURNS`] tasks are live. Each save writes the whole
+    /// task: 10,000 turns streaming at once, each saved every 100 ms, queued more saves than
+    /// PostgreSQL took in (2.2 GB of pending writes across three replicas); the end of a turn
+    /// is always saved.
+    fn persist_interval(&self) -> Duration {
+        let live = self.hubs().len() / PERSIST_TURNS;
+        PERSIST_INTERVAL * u32::try_from(live).unwrap_or(u32::MAX).max(1)
     }
 
     fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Hub>, usize)>> {
