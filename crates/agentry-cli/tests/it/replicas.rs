@@ -35,13 +35,7 @@ fn state(task: &serde_json::Value) -> String {
 
 #[test]
 fn a_replica_killed_mid_turn_leaves_its_task_to_another() {
-    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
-        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
-    {
-        agentry_testkit::missing::<()>(
-            agentry_testkit::Peer::Postgres,
-            format!("no PostgreSQL at {}", url()),
-        );
+    if no_postgres() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("agentry-replicas-{}", free_port()));
@@ -133,13 +127,7 @@ fn a_replica_killed_mid_turn_leaves_its_task_to_another() {
 /// check on `/readyz` takes the dead one out).
 #[test]
 fn a_balancer_in_front_of_two_replicas_loses_no_request_when_one_dies() {
-    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
-        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
-    {
-        agentry_testkit::missing::<()>(
-            agentry_testkit::Peer::Postgres,
-            format!("no PostgreSQL at {}", url()),
-        );
+    if no_postgres() {
         return;
     }
     let Ok(haproxy) = which("haproxy") else {
@@ -166,22 +154,7 @@ fn a_balancer_in_front_of_two_replicas_loses_no_request_when_one_dies() {
     let (pa, pb) = (free_port(), free_port());
     let mut a = serve_config(&config, pa, &[]);
     let _b = serve_config(&config, pb, &[]);
-    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
-    let balancer = Server(
-        std::process::Command::new(haproxy)
-            .args(["-db", "-f"])
-            .arg(&cfg)
-            .env("LISTEN", format!("127.0.0.1:{lb}"))
-            .env("REPLICA_A", format!("127.0.0.1:{pa}"))
-            .env("REPLICA_B", format!("127.0.0.1:{pb}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    crate::support::wait_for(lb);
-    // Both replicas up (the health checks have run) before counting.
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let balancer = balancer(&haproxy, lb, &[pa, pb]);
 
     let round = |n: usize| {
         for i in 0..n {
@@ -211,6 +184,40 @@ fn a_balancer_in_front_of_two_replicas_loses_no_request_when_one_dies() {
     assert!(crate::support::http_get(lb, "/readyz").starts_with("HTTP/1.1 200"));
     drop(balancer);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether PostgreSQL is missing (a skip recorded, or a failure where it is required).
+fn no_postgres() -> bool {
+    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
+        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
+    {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {}", url()),
+        );
+        return true;
+    }
+    false
+}
+
+/// `deploy/haproxy.cfg` listening on `lb` in front of `replicas` (two or three), returned
+/// once its health checks have seen them up.
+fn balancer(haproxy: &std::path::Path, lb: u16, replicas: &[u16]) -> Server {
+    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+    let mut cmd = std::process::Command::new(haproxy);
+    cmd.args(["-db", "-f"])
+        .arg(&cfg)
+        .env("LISTEN", format!("127.0.0.1:{lb}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (name, port) in ["REPLICA_A", "REPLICA_B", "REPLICA_C"].iter().zip(replicas) {
+        cmd.env(name, format!("127.0.0.1:{port}"));
+    }
+    let server = Server(cmd.spawn().unwrap());
+    crate::support::wait_for(lb);
+    // The checks run every 500 ms; a replica is up after one (rise 1).
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    server
 }
 
 /// The path of an installed program.
@@ -273,13 +280,7 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
         TaskState,
     };
     use futures_util::StreamExt;
-    if std::env::var_os("AGENTRY_TEST_POSTGRES").is_none()
-        && std::net::TcpStream::connect(("127.0.0.1", 5432)).is_err()
-    {
-        agentry_testkit::missing::<()>(
-            agentry_testkit::Peer::Postgres,
-            format!("no PostgreSQL at {}", url()),
-        );
+    if no_postgres() {
         return;
     }
     let nats = nats();
@@ -323,23 +324,7 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
             serve_config(&worker, pc, &[]),
         )
     });
-    let cfg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
-    let _balancer = Server(
-        std::process::Command::new(haproxy)
-            .args(["-db", "-f"])
-            .arg(&cfg)
-            .env("LISTEN", format!("127.0.0.1:{lb}"))
-            .env("REPLICA_A", format!("127.0.0.1:{pa}"))
-            .env("REPLICA_B", format!("127.0.0.1:{pb}"))
-            .env("REPLICA_C", format!("127.0.0.1:{pc}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    tokio::task::block_in_place(|| crate::support::wait_for(lb));
-    // The health checks have seen every replica up.
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let _balancer = tokio::task::block_in_place(|| balancer(&haproxy, lb, &[pa, pb, pc]));
     let client = A2aClient::discover(&format!("http://127.0.0.1:{lb}"), ClientConfig::default())
         .await
         .unwrap();
