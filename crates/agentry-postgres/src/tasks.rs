@@ -72,7 +72,7 @@ impl PgTaskStore {
             body: to_json(task)?,
             running: matches!(task.state(), TaskState::Submitted | TaskState::Working)
                 && !task.parked,
-            task: Box::new(task.clone()),
+            task: crate::writer::TaskRow::of(task),
             pushes,
         })
     }

@@ -27,7 +27,7 @@ pub(crate) enum Op {
     /// whichever save is last. `running`: a turn runs (the replica holds the task).
     Save {
         ns: Arc<str>,
-        task: Box<Task>,
+        task: TaskRow,
         body: String,
         pushes: Vec<OutboxRow>,
         running: bool,
@@ -82,6 +82,37 @@ pub(crate) enum Op {
         ns: Arc<str>,
         key: String,
     },
+}
+
+/// The columns of a task's row beside its body: what a queued save keeps of the task (not
+/// a copy of it: under load many saves wait in the queue, each with the task's JSON).
+pub(crate) struct TaskRow {
+    pub(crate) id: String,
+    pub(crate) context_id: String,
+    pub(crate) state: &'static str,
+    /// The status timestamp normalized to UTC milliseconds, for listing.
+    pub(crate) status_ts: Option<String>,
+    pub(crate) owner: Option<String>,
+    pub(crate) parked: bool,
+    pub(crate) queued: bool,
+}
+
+impl TaskRow {
+    pub(crate) fn of(task: &Task) -> TaskRow {
+        TaskRow {
+            id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            state: task.state().as_str(),
+            status_ts: task
+                .status
+                .timestamp
+                .as_deref()
+                .map(agentry_a2a::time::normalize),
+            owner: task.owner.clone(),
+            parked: task.parked,
+            queued: task.queued,
+        }
+    }
 }
 
 /// What a write did.
@@ -213,18 +244,6 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             last_save.insert((&**ns, task.id.as_str()), i);
         }
     }
-    // What statements bind that is computed, not borrowed from the batch.
-    let status: Vec<Option<String>> = batch
-        .iter()
-        .map(|w| match &w.op {
-            Op::Save { task, .. } => task
-                .status
-                .timestamp
-                .as_deref()
-                .map(agentry_a2a::time::normalize),
-            _ => None,
-        })
-        .collect();
     let s = &c.s;
     let txn = c.client.transaction().await?;
     let tx = &txn;
@@ -249,7 +268,6 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                     }));
                 }
                 if last_save.get(&(&**ns, task.id.as_str())) == Some(&i) {
-                    let status_ts = &status[i];
                     let holder = running.then_some(me);
                     let queued = *running && task.queued;
                     pending.push(Box::pin(async move {
@@ -259,8 +277,8 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                                 &&**ns,
                                 &task.id,
                                 &task.context_id,
-                                &task.state().as_str(),
-                                status_ts,
+                                &task.state,
+                                &task.status_ts,
                                 &task.owner,
                                 &task.parked,
                                 body,
