@@ -159,6 +159,7 @@ impl AgentExecutor for Served {
             scopes: ctx.scopes.clone(),
             subject_token: ctx.subject_token.clone(),
             caller: ctx.caller.clone(),
+            rerun: ctx.rerun,
             ..Default::default()
         });
         let mut steps = Vec::new();
@@ -239,9 +240,10 @@ impl AgentHandle for Agent {
                 None => None,
             };
             let mut state = match resumed {
-                // The message that resumed the run is read too (it may say what changed).
+                // The message that resumed the run is read too (it may say what changed),
+                // unless it is the one the run began with, asked again.
                 Some(mut s) => {
-                    if !text.trim().is_empty() {
+                    if !ask.rerun && !text.trim().is_empty() {
                         s.add_user(&text);
                     }
                     s

@@ -81,6 +81,10 @@ pub struct Ask {
     /// Who asked, as the server authenticated them (`None`: anonymous or not served): for
     /// the audit trail of what the agent did on their behalf.
     pub caller: Option<String>,
+    /// This request already started the task's run, which was cut short (served: a queued
+    /// turn taken over from a worker that died): a run checkpointed under
+    /// [`task_id`](Self::task_id) resumes without the request being added to it again.
+    pub rerun: bool,
 }
 
 impl Ask {

@@ -82,6 +82,10 @@ pub struct RequestContext {
     /// The bearer JWT the caller was verified with (never a static token or API key): what
     /// an agent that delegates exchanges for a token for the next agent. Held in memory only.
     pub subject_token: Option<crate::credential::BearerToken>,
+    /// This message's turn already ran and was cut short (the worker running it died; the
+    /// work queue handed the turn here): an agent that checkpointed that run resumes it
+    /// without taking the message in again.
+    pub rerun: bool,
     pub(crate) cancel: watch::Receiver<bool>,
 }
 
@@ -118,6 +122,7 @@ impl RequestContext {
             caller: None,
             scopes: None,
             subject_token: None,
+            rerun: false,
             cancel: rx,
         };
         (ctx, tx)

@@ -829,6 +829,7 @@ impl AgentTasks {
             caller: caller.map(str::to_owned),
             scopes,
             subject_token,
+            rerun: false,
             cancel: hub.cancel.subscribe(),
         };
         self.launch(&hub, ctx);
@@ -1022,6 +1023,7 @@ impl AgentTasks {
             caller: job.owner,
             scopes: job.scopes,
             subject_token: None,
+            rerun: left || cut_short,
             cancel: hub.cancel.subscribe(),
         };
         Ok(Some(self.launch(&hub, ctx)))

@@ -883,3 +883,87 @@ async fn a_triggers_instructions_join_the_agents_prompt_over_a2a() {
         "{system}"
     );
 }
+
+/// A turn asked again after it was cut short (`Ask::rerun`; served, a queued turn that a new
+/// worker takes over from one that died) resumes its checkpointed run without taking the
+/// request in a second time: the finished tool call is not repeated and the model sees the
+/// request once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_resumes_its_checkpoint_without_taking_the_request_in_twice() {
+    use agentry_core::handle::{Ask, Update};
+    use agentry_core::runs::{Checkpoints, MemoryRunStore, RunStore};
+    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let factory = {
+        let mut f = AgentFactory::new();
+        let n = lookups.clone();
+        f.register_tool(FnTool::new(
+            "lookup",
+            "Looks up.",
+            json!({"type": "object", "properties": {}}),
+            move |_| {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { Ok(ToolOutput::text("found it")) }
+            },
+        ));
+        f
+    };
+    let script = vec![
+        calls(vec![("c1", "lookup", json!({}))]),
+        text("Done: found it."),
+    ];
+    let runs = Arc::new(MemoryRunStore::default());
+    let ask = || Ask {
+        task_id: Some("t1".into()),
+        ..Ask::text("find it")
+    };
+    // The first run looks up, then hangs on its second model call: its worker dies there.
+    let hang = HangOn {
+        inner: spy(script.clone()),
+        at: 2,
+        n: Default::default(),
+    };
+    let agent = factory
+        .create_agent_with_model(config("kb"), Arc::new(hang))
+        .unwrap()
+        .with_checkpoints(Checkpoints::new(runs.clone()));
+    let first = tokio::spawn(async move { agent.stream(ask()).collect::<Vec<_>>().await });
+    for _ in 0..250 {
+        if runs
+            .get("t1")
+            .await
+            .unwrap()
+            .is_some_and(|c| c.contains("found it"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.abort();
+    assert_eq!(lookups.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The same request again, as a rerun, on another agent over the same checkpoints.
+    let llm2 = spy(script[1..].to_vec());
+    let agent2 = factory
+        .create_agent_with_model(config("kb"), llm2.clone())
+        .unwrap()
+        .with_checkpoints(Checkpoints::new(runs.clone()));
+    let updates: Vec<_> = agent2
+        .stream(Ask {
+            rerun: true,
+            ..ask()
+        })
+        .collect()
+        .await;
+    match updates.last() {
+        Some(Ok(Update::Reply(r))) => assert_eq!(r.text, "Done: found it.", "{updates:?}"),
+        other => panic!("no reply: {other:?}"),
+    }
+    assert_eq!(
+        lookups.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the finished step was not re-run"
+    );
+    let seen = llm2.seen.lock().unwrap()[0].messages.clone();
+    let asked = seen.iter().filter(|m| m.content == "find it").count();
+    assert_eq!(asked, 1, "the request reached the model once: {seen:?}");
+}
