@@ -162,10 +162,11 @@ impl Hub {
                 }
             };
         }
-        if st
-            .last_saved
-            .is_none_or(|t| t.elapsed() >= self.agent.persist_interval())
-        {
+        // The stretched interval (a lock on the agent's live tasks) is asked only once the
+        // shortest has passed, not on every event of a turn.
+        if st.last_saved.is_none_or(|t| {
+            t.elapsed() >= PERSIST_INTERVAL && t.elapsed() >= self.agent.persist_interval()
+        }) {
             st.last_saved = Some(Instant::now());
             drop(store.save_with_pushes(&st.task, pushes));
         } else if !pushes.is_empty() {

@@ -130,11 +130,7 @@ fn a_balancer_in_front_of_two_replicas_loses_no_request_when_one_dies() {
     if no_postgres() {
         return;
     }
-    let Ok(haproxy) = which("haproxy") else {
-        agentry_testkit::missing::<()>(
-            agentry_testkit::Peer::Interop,
-            "haproxy is not installed (Debian package haproxy; scripts/test.sh installs it)",
-        );
+    let Some(haproxy) = haproxy() else {
         return;
     };
     let lb = free_port();
@@ -198,6 +194,16 @@ fn no_postgres() -> bool {
         return true;
     }
     false
+}
+
+/// HAProxy's path, or `None` (a skip recorded, or a failure where peers are required).
+fn haproxy() -> Option<std::path::PathBuf> {
+    which("haproxy").ok().or_else(|| {
+        agentry_testkit::missing(
+            agentry_testkit::Peer::Interop,
+            "haproxy is not installed (Debian package haproxy; scripts/test.sh installs it)",
+        )
+    })
 }
 
 /// `deploy/haproxy.cfg` listening on `lb` in front of `replicas` (two or three), returned
@@ -289,11 +295,7 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
         agentry_testkit::missing::<()>(agentry_testkit::Peer::Nats, format!("no NATS at {nats}"));
         return;
     }
-    let Ok(haproxy) = which("haproxy") else {
-        agentry_testkit::missing::<()>(
-            agentry_testkit::Peer::Interop,
-            "haproxy is not installed (Debian package haproxy; scripts/test.sh installs it)",
-        );
+    let Some(haproxy) = haproxy() else {
         return;
     };
     let lb = free_port();

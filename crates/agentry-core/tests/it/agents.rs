@@ -601,30 +601,38 @@ impl LlmProvider for HangOn {
     }
 }
 
+/// A factory with a `lookup` tool that counts its calls, the counter, and a script that
+/// looks up, then answers "Done: found it.": the resume tests' run.
+fn lookup_rig() -> (
+    AgentFactory,
+    Arc<std::sync::atomic::AtomicUsize>,
+    Vec<ChatResponse>,
+) {
+    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut f = AgentFactory::new();
+    let n = lookups.clone();
+    f.register_tool(FnTool::new(
+        "lookup",
+        "Looks up.",
+        json!({"type": "object", "properties": {}}),
+        move |_| {
+            n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(ToolOutput::text("found it")) }
+        },
+    ));
+    let script = vec![
+        calls(vec![("c1", "lookup", json!({}))]),
+        text("Done: found it."),
+    ];
+    (f, lookups, script)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     use agentry_a2a::store::{SqliteStore, TaskStore};
     use agentry_core::runs::{Checkpoints, RunStore, SqliteRunStore};
     let db = std::env::temp_dir().join(format!("agentry-resume-{}.db", agentry_a2a::new_id()));
-    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let factory = {
-        let mut f = AgentFactory::new();
-        let n = lookups.clone();
-        f.register_tool(FnTool::new(
-            "lookup",
-            "Looks up.",
-            json!({"type": "object", "properties": {}}),
-            move |_| {
-                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                async { Ok(ToolOutput::text("found it")) }
-            },
-        ));
-        f
-    };
-    let script = vec![
-        calls(vec![("c1", "lookup", json!({}))]),
-        text("Done: found it."),
-    ];
+    let (factory, lookups, script) = lookup_rig();
 
     // First server: the run looks up, then hangs on its second model call ("crashes").
     // The task store and the run store share the file, as agentry serves them.
@@ -892,25 +900,7 @@ async fn a_triggers_instructions_join_the_agents_prompt_over_a2a() {
 async fn a_rerun_resumes_its_checkpoint_without_taking_the_request_in_twice() {
     use agentry_core::handle::{Ask, Update};
     use agentry_core::runs::{Checkpoints, MemoryRunStore, RunStore};
-    let lookups = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let factory = {
-        let mut f = AgentFactory::new();
-        let n = lookups.clone();
-        f.register_tool(FnTool::new(
-            "lookup",
-            "Looks up.",
-            json!({"type": "object", "properties": {}}),
-            move |_| {
-                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                async { Ok(ToolOutput::text("found it")) }
-            },
-        ));
-        f
-    };
-    let script = vec![
-        calls(vec![("c1", "lookup", json!({}))]),
-        text("Done: found it."),
-    ];
+    let (factory, lookups, script) = lookup_rig();
     let runs = Arc::new(MemoryRunStore::default());
     let ask = || Ask {
         task_id: Some("t1".into()),
