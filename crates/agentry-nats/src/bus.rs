@@ -155,6 +155,7 @@ impl NatsBus {
                 max_deliver: self.options.max_deliver,
                 retry_delay: self.options.retry_delay,
                 from_start: false,
+                errors: Default::default(),
             },
         ))
     }

@@ -4,6 +4,9 @@ use agentry_a2a::server::TaskEvents;
 use agentry_a2a::store::{BoxError, BoxFuture};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::sync::mpsc;
 
 use crate::{Error, token};
@@ -12,6 +15,8 @@ use crate::{Error, token};
 pub struct NatsEvents {
     client: async_nats::Client,
     outbox: mpsc::Sender<(String, bytes::Bytes)>,
+    /// Messages not published (failed, or dropped with the outbox full).
+    errors: Arc<AtomicU64>,
 }
 
 /// Events waiting to be published, at most: while NATS is unreachable they pile up here, and
@@ -38,20 +43,28 @@ impl NatsEvents {
         let client = crate::client(url).await?;
         let (tx, mut rx) = mpsc::channel::<(String, bytes::Bytes)>(OUTBOX);
         let publisher = client.clone();
+        let errors = Arc::new(AtomicU64::new(0));
+        let failed = errors.clone();
         tokio::spawn(async move {
             while let Some((subject, payload)) = rx.recv().await {
                 if let Err(e) = publisher.publish(subject, payload).await {
                     tracing::warn!("a task event was not published to NATS: {e}");
+                    failed.fetch_add(1, Ordering::Relaxed);
                 }
             }
         });
-        Ok(NatsEvents { client, outbox: tx })
+        Ok(NatsEvents {
+            client,
+            outbox: tx,
+            errors,
+        })
     }
 
     /// Queues a message for the publisher; dropped when [`OUTBOX`] are already waiting.
     fn send(&self, subject: String, payload: bytes::Bytes) {
         if let Err(mpsc::error::TrySendError::Full(_)) = self.outbox.try_send((subject, payload)) {
             tracing::warn!("NATS is not keeping up (or unreachable): a task event was dropped");
+            self.errors.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -96,6 +109,10 @@ impl TaskEvents for NatsEvents {
                 .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
                 .boxed())
         })
+    }
+
+    fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
     }
 }
 

@@ -80,6 +80,9 @@ pub(crate) struct Settings {
     /// A new consumer starts with every message stored (a work queue: jobs queued before any
     /// worker came), not with those stored after it (a new subscription).
     pub(crate) from_start: bool,
+    /// Failed pulls and settlements, for `/metrics` (shared by the members made with these
+    /// settings).
+    pub(crate) errors: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One member pulling a durable consumer's messages.
@@ -155,6 +158,7 @@ impl Puller {
                     Ok(None) => {}
                     Err(e) => {
                         tracing::warn!(consumer = %p.durable, "cannot pull from NATS JetStream: {e}");
+                        p.settings.errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         p.consumer = None;
                         tokio::time::sleep(Duration::from_secs(1)).await;
                     }
@@ -194,6 +198,7 @@ impl Puller {
             }
         });
         let retry_delay = self.settings.retry_delay;
+        let errors = self.settings.errors.clone();
         Ok(Some(Claimed::new(message.payload, move |ok| {
             Box::pin(async move {
                 drop(handled);
@@ -206,6 +211,7 @@ impl Puller {
                 };
                 if let Err(e) = r {
                     tracing::warn!("a message was not settled with NATS (it may come again): {e}");
+                    errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             })
         })))

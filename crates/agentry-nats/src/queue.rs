@@ -63,6 +63,7 @@ impl NatsQueue {
                 max_deliver: 20,
                 retry_delay: (ack_wait / 5).max(Duration::from_millis(200)),
                 from_start: true,
+                errors: Default::default(),
             },
         })
     }
@@ -88,5 +89,11 @@ impl WorkQueue for NatsQueue {
         .messages()
         .map(|m| m.map(|b| b.to_vec()))
         .boxed()
+    }
+
+    fn errors(&self) -> u64 {
+        self.settings
+            .errors
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -127,6 +127,13 @@ const MIGRATIONS: &[&str] = &[
     // 2: a turn a worker took from the work queue (`Task::queued`): when its replica dies,
     // the queue gives it to another worker, so no replica recovers it for a while.
     "ALTER TABLE agentry_tasks ADD COLUMN queued BOOLEAN NOT NULL DEFAULT false",
+    // 3: the replica delivering a pending push notification, and until when (renewed with
+    // its holds): another replica sends it only once that lapsed, so one notification is
+    // not sent by every replica that starts (rows from before have no holder: anyone's).
+    "ALTER TABLE agentry_push_outbox ADD COLUMN holder TEXT,
+         ADD COLUMN lease_until TIMESTAMPTZ, ADD COLUMN claim TEXT;
+     CREATE INDEX agentry_push_outbox_by_holder ON agentry_push_outbox (holder)
+         WHERE holder IS NOT NULL",
 ];
 
 /// Brings agentry's tables up to date, in one transaction under an advisory lock: replicas
@@ -177,6 +184,10 @@ pub(crate) struct Statements {
     pub(crate) take_turn: Statement,
     pub(crate) elsewhere: Statement,
     pub(crate) heartbeat: Statement,
+    /// Renews the leases of this replica's pending notifications (with `heartbeat`).
+    pub(crate) renew_pushes: Statement,
+    /// Takes pending notifications for this replica (see its SQL).
+    pub(crate) claim_pushes: Statement,
     pub(crate) abandoned: Statement,
     pub(crate) get: Statement,
     pub(crate) list: Statement,
@@ -186,7 +197,6 @@ pub(crate) struct Statements {
     pub(crate) list_push: Statement,
     pub(crate) delete_push: Statement,
     pub(crate) enqueue: Statement,
-    pub(crate) pending: Statement,
     pub(crate) ack: Statement,
     pub(crate) claim: Statement,
     pub(crate) release: Statement,
@@ -211,7 +221,7 @@ impl Statements {
         // A hold on a task: by this replica ($3 / $11), until now + $4 / $10 seconds. A
         // queued turn's hold ($4 / $3 seconds of grace past its end) is not taken for a dead
         // replica's until the queue had time to give the turn to another worker.
-        let (take_turn, elsewhere, heartbeat, abandoned) = tokio::try_join!(
+        let (take_turn, elsewhere, heartbeat, abandoned, renew_pushes, claim_pushes) = tokio::try_join!(
             c.prepare(
                 "UPDATE agentry_tasks SET holder = $3,
                    lease_until = now() + make_interval(secs => $4::float8)
@@ -235,10 +245,29 @@ impl Statements {
                    AND state IN ('submitted', 'working') AND NOT parked
                  ORDER BY lease_until LIMIT $2"
             ),
+            c.prepare(
+                "UPDATE agentry_push_outbox
+                   SET lease_until = now() + make_interval(secs => $2::float8)
+                 WHERE holder = $1"
+            ),
+            // Pending notifications this replica ($2) may deliver, taken for it: those of
+            // no live replica, and its own too when $4. Rows another replica is taking are
+            // skipped, not waited for: each row goes to one replica. The claim's id ($6)
+            // makes asking again after a lost answer return the rows it took.
+            c.prepare(
+                "UPDATE agentry_push_outbox SET holder = $2, claim = $6,
+                   lease_until = now() + make_interval(secs => $3::float8)
+                 WHERE seq IN (
+                   SELECT seq FROM agentry_push_outbox
+                   WHERE ns = $1 AND (holder IS NULL OR lease_until < now()
+                     OR ($4 AND holder = $2) OR claim = $6)
+                   ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED)
+                 RETURNING seq, id, task_id, config, body"
+            ),
         )?;
         let (
             (save, get, list, count, by_state, set_push),
-            (list_push, delete_push, enqueue, pending, ack, claim),
+            (list_push, delete_push, enqueue, ack, claim),
             (release, sweep, put_checkpoint, get_checkpoint, delete_checkpoint),
         ) = tokio::try_join!(
             async {
@@ -284,13 +313,13 @@ impl Statements {
                         "DELETE FROM agentry_push_configs
                          WHERE ns = $1 AND task_id = $2 AND config_id = $3"
                     ),
+                    // Held by the replica queuing it ($6), which delivers it.
                     c.prepare(
-                        "INSERT INTO agentry_push_outbox (ns, id, task_id, config, body)
-                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (ns, id) DO NOTHING"
-                    ),
-                    c.prepare(
-                        "SELECT id, task_id, config, body FROM agentry_push_outbox WHERE ns = $1
-                         ORDER BY seq"
+                        "INSERT INTO agentry_push_outbox
+                             (ns, id, task_id, config, body, holder, lease_until)
+                         VALUES ($1, $2, $3, $4, $5, $6,
+                           now() + make_interval(secs => $7::float8))
+                         ON CONFLICT (ns, id) DO NOTHING"
                     ),
                     c.prepare("DELETE FROM agentry_push_outbox WHERE ns = $1 AND id = $2"),
                     // One row: (NULL, NULL) when this claim took the key (it was free, or
@@ -340,6 +369,8 @@ impl Statements {
             take_turn,
             elsewhere,
             heartbeat,
+            renew_pushes,
+            claim_pushes,
             abandoned,
             get,
             list,
@@ -349,7 +380,6 @@ impl Statements {
             list_push,
             delete_push,
             enqueue,
-            pending,
             ack,
             claim,
             release,

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 
 mod conn;
 mod runs;
@@ -184,7 +184,9 @@ struct Inner {
     /// This replica, as the tasks it holds name it.
     replica: Arc<str>,
     lease: Duration,
-    writer: mpsc::UnboundedSender<writer::Write>,
+    writer: agentry_a2a::store::pending::Writes<writer::Op, writer::Applied>,
+    /// Writes the writer failed to apply.
+    write_errors: Arc<std::sync::atomic::AtomicU64>,
     readers: Vec<Mutex<Option<Arc<Conn>>>>,
     next: AtomicUsize,
 }
@@ -245,14 +247,22 @@ impl Database {
             me: replica.clone(),
             seconds: options.lease.as_secs_f64(),
         };
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(writer::run(config.clone(), first, lease, rx));
+        let (tx, rx) = agentry_a2a::store::pending::channel();
+        let write_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        tokio::spawn(writer::run(
+            config.clone(),
+            first,
+            lease,
+            rx,
+            write_errors.clone(),
+        ));
         let inner = Arc::new(Inner {
             config,
             target,
             replica,
             lease: options.lease,
             writer: tx,
+            write_errors,
             readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
         });
@@ -280,6 +290,17 @@ impl Database {
         &self.inner.replica
     }
 
+    /// Writes of this process queued and not yet committed, by every store of the database
+    /// (a task saved again while its save waits counts once).
+    pub fn pending_writes(&self) -> usize {
+        self.inner.writer.len()
+    }
+
+    /// Writes of this process that failed since it connected.
+    pub fn write_errors(&self) -> u64 {
+        self.inner.write_errors.load(Ordering::Relaxed)
+    }
+
     /// Host, port and database name (no credentials), for messages.
     pub fn target(&self) -> &str {
         &self.inner.target
@@ -301,12 +322,11 @@ impl Database {
         &self,
         op: writer::Op,
     ) -> impl Future<Output = Result<writer::Done, WriteError>> + Send + 'static {
-        let (done, rx) = tokio::sync::oneshot::channel();
-        let queued = self.inner.writer.send(writer::Write { op, done }).is_ok();
+        let queued = self.inner.writer.push(op);
         async move {
-            if !queued {
+            let Some(rx) = queued else {
                 return Err(WriteError::Closed);
-            }
+            };
             rx.await
                 .map_err(|_| WriteError::Closed)?
                 .map_err(WriteError::Db)

@@ -101,6 +101,49 @@ impl PgTaskStore {
     }
 }
 
+impl PgTaskStore {
+    /// Takes up to `limit` pending notifications for this replica, oldest first: those no
+    /// live replica holds (queued by one that stopped), and with `own` this replica's too
+    /// (the store contract's `pending_pushes`). Held by this replica from then on, so no
+    /// other sends them while it lives.
+    async fn claim_pushes(&self, own: bool, limit: i64) -> Result<Vec<OutgoingPush>, StoreError> {
+        let me = self.db.replica().to_owned();
+        let lease = self.db.lease().as_secs_f64();
+        let claim = agentry_a2a::new_id();
+        let mut rows = self
+            .db
+            .read(|c| {
+                let (ns, me, claim) = (self.ns.clone(), me.clone(), claim.clone());
+                async move {
+                    c.client
+                        .query(
+                            &c.s.claim_pushes,
+                            &[&&*ns, &me, &lease, &own, &limit, &claim],
+                        )
+                        .await
+                }
+            })
+            .await
+            .map_err(backend)?;
+        // RETURNING keeps no order.
+        rows.sort_by_key(|r| r.try_get::<_, i64>(0).unwrap_or(i64::MAX));
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let id: String = r.try_get(1).map_err(backend)?;
+            let config: String = r.try_get(3).map_err(backend)?;
+            let config = serde_json::from_str(&config)
+                .map_err(|e| StoreError::corrupt(format!("push outbox entry {id}"), e))?;
+            out.push(OutgoingPush {
+                task_id: r.try_get(2).map_err(backend)?,
+                body: r.try_get(4).map_err(backend)?,
+                id,
+                config,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// A future that fails at once (input that cannot be encoded: nothing is queued).
 fn failed<T: Send + 'static>(e: StoreError) -> BoxFuture<'static, Result<T, StoreError>> {
     Box::pin(async move { Err(e) })
@@ -335,30 +378,14 @@ impl TaskStore for PgTaskStore {
     }
 
     fn pending_pushes(&self) -> BoxFuture<'_, Result<Vec<OutgoingPush>, StoreError>> {
-        Box::pin(async move {
-            let rows = self
-                .db
-                .read(|c| {
-                    let ns = self.ns.clone();
-                    async move { c.client.query(&c.s.pending, &[&&*ns]).await }
-                })
-                .await
-                .map_err(backend)?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in rows {
-                let id: String = r.try_get(0).map_err(backend)?;
-                let config: String = r.try_get(2).map_err(backend)?;
-                let config = serde_json::from_str(&config)
-                    .map_err(|e| StoreError::corrupt(format!("push outbox entry {id}"), e))?;
-                out.push(OutgoingPush {
-                    task_id: r.try_get(1).map_err(backend)?,
-                    body: r.try_get(3).map_err(backend)?,
-                    id,
-                    config,
-                });
-            }
-            Ok(out)
-        })
+        Box::pin(self.claim_pushes(true, i64::MAX))
+    }
+
+    fn abandoned_pushes(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<OutgoingPush>, StoreError>> {
+        Box::pin(self.claim_pushes(false, i64::try_from(limit).unwrap_or(i64::MAX)))
     }
 
     fn ack_push<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -408,6 +435,14 @@ impl TaskStore for PgTaskStore {
             key: key.to_owned(),
         });
         Box::pin(async move { done.await.map(|_| ()) })
+    }
+
+    fn pending_writes(&self) -> Option<usize> {
+        Some(self.db.pending_writes())
+    }
+
+    fn write_errors(&self) -> Option<u64> {
+        Some(self.db.write_errors())
     }
 
     fn count_by_state(&self) -> BoxFuture<'_, Result<Option<StateCounts>, StoreError>> {

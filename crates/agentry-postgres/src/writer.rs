@@ -2,17 +2,18 @@
 //!
 //! Whatever is queued when a transaction starts joins it (up to [`MAX_GROUP`]), so one
 //! commit serves many requests under load and one request alone waits for one round trip
-//! more than a bare statement. A group that fails is applied again write by write, each in
-//! its own transaction, so one bad write (or a deadlock with another replica's group) fails
-//! only itself; a group cut off by a lost connection is applied again on a new one.
+//! more than a bare statement. A task saved again while its save waits is written once
+//! ([`agentry_a2a::store::pending`]), so what waits is bounded by the number of tasks. A
+//! group that fails is applied again write by write, each in its own transaction, so one bad
+//! write (or a deadlock with another replica's group) fails only itself; a group cut off by
+//! a lost connection is applied again on a new one.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentry_a2a::model::Task;
 use agentry_a2a::store::KeyClaim;
+use agentry_a2a::store::pending::{self, Coalesce, Queued};
 use agentry_a2a::store::rows::OutboxRow;
-use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Config;
 
 use crate::DbError;
@@ -23,8 +24,8 @@ const MAX_GROUP: usize = 256;
 
 /// One write; `ns` is the agent it belongs to.
 pub(crate) enum Op {
-    /// Only the last save of a task in a group is written; its notifications are written
-    /// whichever save is last. `running`: a turn runs (the replica holds the task).
+    /// A later save of the task supersedes it while it waits, and writes its notifications
+    /// too. `running`: a turn runs (the replica holds the task).
     Save {
         ns: Arc<str>,
         task: TaskRow,
@@ -37,7 +38,7 @@ pub(crate) enum Op {
         ns: Arc<str>,
         task_id: String,
     },
-    /// Renews this replica's holds.
+    /// Renews this replica's holds (on tasks and pending notifications).
     Heartbeat,
     SetPush {
         ns: Arc<str>,
@@ -115,8 +116,32 @@ impl TaskRow {
     }
 }
 
+impl Coalesce for Op {
+    type Key = (Arc<str>, String);
+
+    fn key(&self) -> Option<Self::Key> {
+        match self {
+            Op::Save { ns, task, .. } => Some((ns.clone(), task.id.clone())),
+            _ => None,
+        }
+    }
+
+    fn absorb(&mut self, earlier: Op) {
+        if let (
+            Op::Save { pushes, .. },
+            Op::Save {
+                pushes: mut before, ..
+            },
+        ) = (self, earlier)
+        {
+            before.append(pushes);
+            *pushes = before;
+        }
+    }
+}
+
 /// What a write did.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Done {
     /// Rows changed.
     Rows(u64),
@@ -127,10 +152,11 @@ pub(crate) enum Done {
     Undecided,
 }
 
-pub(crate) struct Write {
-    pub(crate) op: Op,
-    pub(crate) done: oneshot::Sender<Result<Done, DbError>>,
-}
+/// A write's result, as every caller waiting for it hears it.
+pub(crate) type Applied = Result<Done, DbError>;
+
+/// A write taken from the queue, with its callers.
+pub(crate) type Write = Queued<Op, Applied>;
 
 /// This replica's holds on the tasks it runs.
 #[derive(Clone)]
@@ -146,24 +172,19 @@ pub(crate) async fn run(
     config: Config,
     first: Conn,
     lease: Lease,
-    mut rx: mpsc::UnboundedReceiver<Write>,
+    rx: pending::Taker<Op, Applied>,
+    errors: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut conn = Some(first);
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_GROUP);
-    while let Some(w) = rx.recv().await {
-        batch.push(w);
-        while batch.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(w) => batch.push(w),
-                Err(_) => break,
-            }
-        }
+    while rx.take(MAX_GROUP, &mut batch).await {
         let results = apply(&config, &mut conn, &lease, &batch).await;
         for (w, r) in batch.drain(..).zip(results) {
             if let Err(e) = &r {
                 tracing::error!("PostgreSQL write failed: {e}");
+                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            let _ = w.done.send(r);
+            w.answer(r);
         }
     }
 }
@@ -186,7 +207,7 @@ async fn apply(
     conn: &mut Option<Conn>,
     lease: &Lease,
     batch: &[Write],
-) -> Vec<Result<Done, DbError>> {
+) -> Vec<Applied> {
     let fail = |e: DbError| batch.iter().map(|_| Err(e.clone())).collect::<Vec<_>>();
     for attempt in 0..2 {
         let c = match ready(config, conn).await {
@@ -237,22 +258,15 @@ type Pending<'t> =
 /// in order.
 async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done>, DbError> {
     let me = &*lease.me;
-    // The last save of each task in the group wins; earlier ones are skipped.
-    let mut last_save: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, w) in batch.iter().enumerate() {
-        if let Op::Save { ns, task, .. } = &w.op {
-            last_save.insert((&**ns, task.id.as_str()), i);
-        }
-    }
     let s = &c.s;
     let txn = c.client.transaction().await?;
     let tx = &txn;
     // One entry per write: how many of the pending statements are its own.
     let mut owned: Vec<usize> = Vec::with_capacity(batch.len());
     let mut pending: Vec<Pending<'_>> = Vec::with_capacity(batch.len() + 8);
-    for (i, w) in batch.iter().enumerate() {
+    for w in batch {
         let before = pending.len();
-        match &w.op {
+        match &w.write {
             Op::Save {
                 ns,
                 task,
@@ -262,47 +276,55 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             } => {
                 for (id, task_id, config, push) in pushes {
                     pending.push(Box::pin(async move {
-                        tx.execute(&s.enqueue, &[&&**ns, id, task_id, config, push])
-                            .await
-                            .map(Done::Rows)
-                    }));
-                }
-                if last_save.get(&(&**ns, task.id.as_str())) == Some(&i) {
-                    let holder = running.then_some(me);
-                    let queued = *running && task.queued;
-                    pending.push(Box::pin(async move {
                         tx.execute(
-                            &s.save,
-                            &[
-                                &&**ns,
-                                &task.id,
-                                &task.context_id,
-                                &task.state,
-                                &task.status_ts,
-                                &task.owner,
-                                &task.parked,
-                                body,
-                                &holder,
-                                &lease.seconds,
-                                &me,
-                                &queued,
-                            ],
+                            &s.enqueue,
+                            &[&&**ns, id, task_id, config, push, &me, &lease.seconds],
                         )
                         .await
                         .map(Done::Rows)
                     }));
                 }
+                let holder = running.then_some(me);
+                let queued = *running && task.queued;
+                pending.push(Box::pin(async move {
+                    tx.execute(
+                        &s.save,
+                        &[
+                            &&**ns,
+                            &task.id,
+                            &task.context_id,
+                            &task.state,
+                            &task.status_ts,
+                            &task.owner,
+                            &task.parked,
+                            body,
+                            &holder,
+                            &lease.seconds,
+                            &me,
+                            &queued,
+                        ],
+                    )
+                    .await
+                    .map(Done::Rows)
+                }));
             }
             Op::TakeTurn { ns, task_id } => pending.push(Box::pin(async move {
                 tx.execute(&s.take_turn, &[&&**ns, task_id, &me, &lease.seconds])
                     .await
                     .map(Done::Rows)
             })),
-            Op::Heartbeat => pending.push(Box::pin(async move {
-                tx.execute(&s.heartbeat, &[&me, &lease.seconds])
-                    .await
-                    .map(Done::Rows)
-            })),
+            Op::Heartbeat => {
+                pending.push(Box::pin(async move {
+                    tx.execute(&s.renew_pushes, &[&me, &lease.seconds])
+                        .await
+                        .map(Done::Rows)
+                }));
+                pending.push(Box::pin(async move {
+                    tx.execute(&s.heartbeat, &[&me, &lease.seconds])
+                        .await
+                        .map(Done::Rows)
+                }));
+            }
             Op::SetPush {
                 ns,
                 task_id,
@@ -325,9 +347,12 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             Op::Enqueue { ns, rows } => {
                 for (id, task_id, config, body) in rows {
                     pending.push(Box::pin(async move {
-                        tx.execute(&s.enqueue, &[&&**ns, id, task_id, config, body])
-                            .await
-                            .map(Done::Rows)
+                        tx.execute(
+                            &s.enqueue,
+                            &[&&**ns, id, task_id, config, body, &me, &lease.seconds],
+                        )
+                        .await
+                        .map(Done::Rows)
                     }));
                 }
             }
@@ -335,7 +360,7 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
                 tx.execute(&s.ack, &[&&**ns, id]).await.map(Done::Rows)
             })),
             Op::Claim { .. } => pending.push(Box::pin(async move {
-                let row = claim_row(tx, s, &w.op).await?;
+                let row = claim_row(tx, s, &w.write).await?;
                 Ok(match row {
                     Some(r) => Done::Claim(claimed(&r)?),
                     None => Done::Undecided,
@@ -372,7 +397,7 @@ async fn commit(c: &mut Conn, lease: &Lease, batch: &[Write]) -> Result<Vec<Done
             done = r?;
         }
         if let Done::Undecided = done {
-            done = Done::Claim(claim_again(tx, s, &w.op).await?);
+            done = Done::Claim(claim_again(tx, s, &w.write).await?);
         }
         out.push(done);
     }

@@ -34,6 +34,12 @@ pub trait TaskEvents: Send + Sync + 'static {
         &'a self,
         agent: &'a str,
     ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>>;
+
+    /// Events and cancel requests that could not be sent (the bus unreachable or not keeping
+    /// up) since the start, for `/metrics`.
+    fn errors(&self) -> u64 {
+        0
+    }
 }
 
 /// An event as [`TaskEvents`] carries it.

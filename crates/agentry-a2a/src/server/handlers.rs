@@ -101,8 +101,13 @@ pub(super) fn router(
             });
         }
         let metrics = Arc::new(super::ops::AgentMetrics::default());
-        ops.agents
-            .push((svc.card.name.clone(), metrics.clone(), svc.store.clone()));
+        ops.agents.push(super::ops::AgentOps {
+            name: svc.card.name.clone(),
+            metrics: metrics.clone(),
+            store: svc.store.clone(),
+            events: svc.events.clone(),
+            queue: svc.queue.as_ref().map(|q| q.queue.clone()),
+        });
         let state = Arc::new(AgentEndpoint {
             metrics: metrics.clone(),
             cards,

@@ -1336,6 +1336,21 @@ async fn sweep(tasks: std::sync::Weak<AgentTasks>, every: Duration) {
         let Some(tasks) = tasks.upgrade() else {
             return;
         };
+        // Notifications first: a task's webhooks hear what the stopped replica owed them
+        // before the recovery below (lanes deliver in the order queued).
+        if let Some(push) = &tasks.push {
+            match tasks.store.abandoned_pushes(256).await {
+                Ok(items) if !items.is_empty() => {
+                    tracing::info!(
+                        "sending {} push notification(s) a stopped replica left",
+                        items.len()
+                    );
+                    push.queue(items, Some(&tasks.store));
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("cannot look for push notifications left: {e}"),
+            }
+        }
         let left = match tasks.store.abandoned(64).await {
             Ok(left) => left,
             Err(e) => {

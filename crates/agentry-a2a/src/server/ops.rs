@@ -123,8 +123,18 @@ impl Drop for StreamGuard {
 /// server is draining.
 #[derive(Default)]
 pub(crate) struct Ops {
-    pub(crate) agents: Vec<(String, Arc<AgentMetrics>, Arc<dyn TaskStore>)>,
+    pub(crate) agents: Vec<AgentOps>,
     pub(crate) draining: Arc<AtomicBool>,
+}
+
+/// One agent as the operations endpoints see it.
+pub(crate) struct AgentOps {
+    pub(crate) name: String,
+    pub(crate) metrics: Arc<AgentMetrics>,
+    pub(crate) store: Arc<dyn TaskStore>,
+    /// Its task events shared with replicas, and its work queue, when it has them.
+    pub(crate) events: Option<Arc<dyn super::TaskEvents>>,
+    pub(crate) queue: Option<Arc<dyn super::queue::WorkQueue>>,
 }
 
 /// `/healthz` and `/readyz`.
@@ -144,7 +154,10 @@ async fn ready(State(ops): State<Arc<Ops>>) -> Response {
     if ops.draining.load(Ordering::Relaxed) {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
     }
-    for (agent, _, store) in &ops.agents {
+    for AgentOps {
+        name: agent, store, ..
+    } in &ops.agents
+    {
         let ping = tokio::time::timeout(Duration::from_secs(2), store.ping()).await;
         let why = match ping {
             Ok(Ok(())) => continue,
@@ -201,7 +214,7 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
     let snapshots: Vec<_> = ops
         .agents
         .iter()
-        .map(|(agent, m, _)| (label(agent), snapshot(m)))
+        .map(|a| (label(&a.name), snapshot(&a.metrics)))
         .collect();
     family(
         out,
@@ -255,7 +268,12 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
         }
     }
     family(out, "a2a_streams_open", "gauge", "SSE streams open now.")?;
-    for (agent, m, _) in &ops.agents {
+    for AgentOps {
+        name: agent,
+        metrics: m,
+        ..
+    } in &ops.agents
+    {
         writeln!(
             out,
             "a2a_streams_open{{agent=\"{}\"}} {}",
@@ -282,7 +300,12 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
         ),
     ] {
         family(out, name, "counter", help)?;
-        for (agent, m, _) in &ops.agents {
+        for AgentOps {
+            name: agent,
+            metrics: m,
+            ..
+        } in &ops.agents
+        {
             writeln!(out, "{name}{{agent=\"{}\"}} {}", label(agent), read(m))?;
         }
     }
@@ -293,7 +316,10 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
         "Tasks in the agent's task store, by state.",
     )?;
     let mut failed = Vec::new();
-    for (agent, _, store) in &ops.agents {
+    for AgentOps {
+        name: agent, store, ..
+    } in &ops.agents
+    {
         match store.count_by_state().await {
             Ok(Some(counts)) => {
                 for s in TaskState::ALL {
@@ -318,11 +344,67 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
     }
     family(
         out,
+        "a2a_store_pending_writes",
+        "gauge",
+        "Writes queued for the agent's task store and not yet applied (the agents sharing a \
+         PostgreSQL database share its queue).",
+    )?;
+    for AgentOps {
+        name: agent, store, ..
+    } in &ops.agents
+    {
+        if let Some(n) = store.pending_writes() {
+            writeln!(
+                out,
+                "a2a_store_pending_writes{{agent=\"{}\"}} {n}",
+                label(agent)
+            )?;
+        }
+    }
+    family(
+        out,
+        "a2a_store_write_errors_total",
+        "counter",
+        "Writes the agent's task store failed to apply (the agents sharing a PostgreSQL \
+         database share its writer).",
+    )?;
+    for AgentOps {
+        name: agent, store, ..
+    } in &ops.agents
+    {
+        if let Some(n) = store.write_errors() {
+            writeln!(
+                out,
+                "a2a_store_write_errors_total{{agent=\"{}\"}} {n}",
+                label(agent)
+            )?;
+        }
+    }
+    family(
+        out,
+        "a2a_bus_errors_total",
+        "counter",
+        "Task events and queued turns the agent's bus (NATS) failed to send, take or settle.",
+    )?;
+    for a in &ops.agents {
+        if a.events.is_none() && a.queue.is_none() {
+            continue;
+        }
+        let n = a.events.as_ref().map_or(0, |e| e.errors())
+            + a.queue.as_ref().map_or(0, |q| q.errors());
+        writeln!(
+            out,
+            "a2a_bus_errors_total{{agent=\"{}\"}} {n}",
+            label(&a.name)
+        )?;
+    }
+    family(
+        out,
         "a2a_store_up",
         "gauge",
         "Whether the agent's task store answered this scrape.",
     )?;
-    for (agent, _, _) in &ops.agents {
+    for AgentOps { name: agent, .. } in &ops.agents {
         let up = u8::from(!failed.contains(&agent));
         writeln!(out, "a2a_store_up{{agent=\"{}\"}} {up}", label(agent))?;
     }
@@ -346,11 +428,13 @@ mod tests {
         }
         m.observe("GetTask", "http+json", 404, Duration::from_millis(1));
         let ops = Ops {
-            agents: vec![(
-                "a \"b\"".into(),
-                Arc::new(m),
-                Arc::new(crate::store::MemoryStore::default()) as Arc<dyn TaskStore>,
-            )],
+            agents: vec![AgentOps {
+                name: "a \"b\"".into(),
+                metrics: Arc::new(m),
+                store: Arc::new(crate::store::MemoryStore::default()),
+                events: None,
+                queue: None,
+            }],
             draining: Default::default(),
         };
         let mut out = String::new();

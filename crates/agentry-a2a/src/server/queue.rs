@@ -39,6 +39,11 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// ([`Claimed::ack`], [`Claimed::retry`]); dropped unsettled (the worker died), the queue
     /// gives it to another worker after a while.
     fn pull(&self, agent: &str) -> BoxStream<'static, Claimed<Vec<u8>>>;
+
+    /// Failures to take or settle jobs since the start (each retried), for `/metrics`.
+    fn errors(&self) -> u64 {
+        0
+    }
 }
 
 /// How a claim is settled: `true` done, `false` to be handed out again.

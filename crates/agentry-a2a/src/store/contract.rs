@@ -249,3 +249,88 @@ pub async fn check_outbox(store: &dyn TaskStore) {
     }
     assert!(store.pending_pushes().await.unwrap().is_empty());
 }
+
+/// For a store that queues its writes ([`TaskStore::pending_writes`]): while its writer is
+/// stalled, a task saved again and again waits as one write, not one per save; when the
+/// writer goes on, every caller hears its save succeeded, the newest snapshot is what is
+/// stored, and every superseded save's notification is pending, in call order.
+///
+/// `stall` stops the writer from finishing a write of the task `coalesce-t` (which exists
+/// when it is called: a lock on its row, or the database's write lock); `lift` is given what
+/// `stall` returned and ends the stall. Give it a store whose outbox is empty.
+pub async fn check_saves_coalesce<S>(
+    store: &dyn TaskStore,
+    stall: impl AsyncFnOnce() -> S,
+    lift: impl AsyncFnOnce(S),
+) {
+    const SAVES: usize = 2000;
+    let version = |t: &mut Task, v: usize| {
+        t.metadata = Some(Metadata::from_iter([("v".to_owned(), v.into())]));
+    };
+    let push = |n: usize| OutgoingPush {
+        id: format!("coalesce-p{n:05}"),
+        task_id: "coalesce-t".into(),
+        config: PushNotificationConfig {
+            id: Some("hook".into()),
+            url: "https://example.com/hook".into(),
+            token: None,
+            authentication: None,
+            body_version: None,
+        },
+        body: format!("{{\"n\":{n}}}").into_bytes(),
+    };
+    let mut t = task("coalesce-t", TaskState::Working);
+    store.save(&t).await.unwrap();
+    let stalled = stall().await;
+    // The first save goes to the writer, which is stalled on it.
+    version(&mut t, 0);
+    let first_push = [push(0)];
+    let first = store.save_with_pushes(&t, &first_push);
+    let taken = async {
+        while store.pending_writes() != Some(0) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), taken)
+        .await
+        .expect("the writer takes the first save");
+    let mut versions = Vec::with_capacity(SAVES);
+    for v in 1..SAVES {
+        let mut t = t.clone();
+        version(&mut t, v);
+        versions.push((t, [push(v)]));
+    }
+    // Queued at call time, like the server's progress saves.
+    let saves: Vec<_> = versions
+        .iter()
+        .map(|(t, p)| store.save_with_pushes(t, p))
+        .collect();
+    let other = task("coalesce-u", TaskState::Working);
+    let other_saved = store.save(&other);
+    assert_eq!(
+        store.pending_writes(),
+        Some(2),
+        "{SAVES} saves of one task and one of another wait as two writes"
+    );
+    lift(stalled).await;
+    first.await.unwrap();
+    for s in saves {
+        s.await.unwrap();
+    }
+    other_saved.await.unwrap();
+    let stored = store.get("coalesce-t").await.unwrap().unwrap();
+    let v = stored.metadata.as_ref().and_then(|m| m.get("v"));
+    assert_eq!(
+        v,
+        Some(&(SAVES - 1).into()),
+        "the newest snapshot is stored"
+    );
+    assert!(store.get("coalesce-u").await.unwrap().is_some());
+    let pending = store.pending_pushes().await.unwrap();
+    let ids: Vec<&str> = pending.iter().map(|p| p.id.as_str()).collect();
+    let expected: Vec<String> = (0..SAVES).map(|n| push(n).id).collect();
+    assert_eq!(ids, expected, "every save's notification, in call order");
+    for p in &pending {
+        store.ack_push(&p.id).await.unwrap();
+    }
+}

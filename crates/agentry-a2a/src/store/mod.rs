@@ -12,6 +12,8 @@ use crate::model::{PushNotificationConfig, Task, TaskState};
 #[cfg(any(test, feature = "store-contract"))]
 pub mod contract;
 mod memory;
+#[cfg(any(feature = "sqlite", feature = "server"))]
+pub mod pending;
 pub mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -179,8 +181,22 @@ pub trait TaskStore: Send + Sync + 'static {
         })
     }
 
-    /// The notifications enqueued and not yet acknowledged, oldest first.
+    /// The notifications enqueued and not yet acknowledged, oldest first: what a server
+    /// starting delivers. A store shared by replicas gives those no other live replica is
+    /// delivering, and holds them for this one from then on.
     fn pending_pushes(&self) -> BoxFuture<'_, Result<Vec<OutgoingPush>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// For a store shared by replicas: up to `limit` pending notifications queued by
+    /// replicas that stopped before delivering them, oldest first, held for this one from
+    /// then on (of replicas asking at once, each notification goes to one). The server asks
+    /// every [`TaskStore::sweep_every`]. A store of one process has none (the default).
+    fn abandoned_pushes(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<OutgoingPush>, StoreError>> {
+        let _ = limit;
         Box::pin(async { Ok(Vec::new()) })
     }
 
@@ -265,6 +281,19 @@ pub trait TaskStore: Send + Sync + 'static {
     /// where the store cannot count cheaply (the default).
     fn count_by_state(&self) -> BoxFuture<'_, Result<Option<StateCounts>, StoreError>> {
         Box::pin(async { Ok(None) })
+    }
+
+    /// Writes queued and not yet applied (the server's `/metrics`: a store falling behind);
+    /// `None` for a store that writes at once (the default).
+    fn pending_writes(&self) -> Option<usize> {
+        None
+    }
+
+    /// Writes that failed since the store was opened (each failure is also its caller's
+    /// error; a failed progress save has no caller waiting), for `/metrics`; `None` where the
+    /// store does not count them (the default).
+    fn write_errors(&self) -> Option<u64> {
+        None
     }
 }
 

@@ -1,7 +1,8 @@
 //! The embedded default store: one SQLite file in WAL mode.
 //!
 //! Writes go to one writer thread that commits them in groups: every write waiting when a
-//! transaction starts joins it, and a task saved several times in one group is written once.
+//! transaction starts joins it, and a task saved again while its save waits is written once
+//! ([`super::pending`]: what waits is bounded by the number of tasks).
 //! Callers still wait for the commit, so a resolved `save` is on disk (fsynced, by default:
 //! see [`Durability`]), while throughput under load comes from amortising each commit over
 //! many requests.
@@ -22,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use tokio::sync::{mpsc, oneshot};
 
+use super::pending::{self, Coalesce, Queued};
 use super::rows::{OutboxRow, outbox_rows, parse_task, to_json};
 use super::{BoxFuture, KeyClaim, OutgoingPush, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
@@ -32,8 +33,8 @@ const MAX_GROUP: usize = 512;
 const READERS: usize = 4;
 
 enum Op {
-    /// Serialized on the writer thread, and only for the last save of a task in a group; its
-    /// notifications (outbox rows) are written whichever save is last.
+    /// Serialized on the writer thread. A later save of the task supersedes it while it
+    /// waits, and writes its notifications (outbox rows) too.
     Save(Box<Task>, Vec<OutboxRow>),
     SetPush {
         task_id: String,
@@ -158,14 +159,35 @@ impl RecentClaims {
     }
 }
 
-struct Write {
-    op: Op,
-    done: oneshot::Sender<Result<usize, StoreError>>,
+impl Coalesce for Op {
+    type Key = String;
+
+    fn key(&self) -> Option<String> {
+        match self {
+            Op::Save(task, _) => Some(task.id.clone()),
+            _ => None,
+        }
+    }
+
+    fn absorb(&mut self, earlier: Op) {
+        if let (Op::Save(_, rows), Op::Save(_, mut before)) = (self, earlier) {
+            before.append(rows);
+            *rows = before;
+        }
+    }
 }
+
+/// A write's result on the writer thread: rows changed, or why the group failed (the same
+/// message for every caller of a coalesced save).
+type Applied = Result<usize, String>;
+
+type Write = Queued<Op, Applied>;
 
 /// A SQLite-backed [`TaskStore`].
 pub struct SqliteStore {
-    writer: mpsc::UnboundedSender<Write>,
+    writer: pending::Writes<Op, Applied>,
+    /// Writes the writer thread failed to apply.
+    write_errors: Arc<std::sync::atomic::AtomicU64>,
     claims: std::sync::atomic::AtomicU64,
     /// The idempotency keys this process claimed lately: claims are decided here (one
     /// process writes a store file), so a claim costs no commit of its own; the table is
@@ -282,13 +304,18 @@ impl SqliteStore {
             .name("agentry-sqlite-checkpoint".into())
             .spawn(move || checkpoint_loop(checkpointer, committed))
             .map_err(|e| StoreError::backend("cannot start the checkpoint thread", e))?;
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = pending::channel();
+        let write_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
         std::thread::Builder::new()
             .name("agentry-sqlite-writer".into())
-            .spawn(move || writer_loop(conn, rx, commits))
+            .spawn({
+                let errors = write_errors.clone();
+                move || writer_loop(conn, rx, commits, errors)
+            })
             .map_err(|e| StoreError::backend("cannot start the writer thread", e))?;
         Ok(SqliteStore {
             writer: tx,
+            write_errors,
             claims: std::sync::atomic::AtomicU64::new(0),
             recent: Mutex::new(recent),
             readers: Arc::new(Mutex::new(Vec::new())),
@@ -308,13 +335,14 @@ impl SqliteStore {
     /// Queues `op` now (so writes keep the order of the calls) and returns a future that
     /// resolves when its group is committed. Dropping the future does not cancel the write.
     fn write(&self, op: Op) -> impl Future<Output = Result<usize, StoreError>> + Send + 'static {
-        let (done, rx) = oneshot::channel();
-        let queued = self.writer.send(Write { op, done }).is_ok();
+        let queued = self.writer.push(op);
         async move {
-            if !queued {
+            let Some(rx) = queued else {
                 return Err(StoreError::Closed);
-            }
-            rx.await.map_err(|_| StoreError::Closed)?
+            };
+            rx.await
+                .map_err(|_| StoreError::Closed)?
+                .map_err(|msg| StoreError::backend("a group commit failed", msg))
         }
     }
 
@@ -374,39 +402,27 @@ fn checkpoint_loop(conn: Connection, committed: std::sync::mpsc::Receiver<()>) {
 
 fn writer_loop(
     mut conn: Connection,
-    mut rx: mpsc::UnboundedReceiver<Write>,
+    rx: pending::Taker<Op, Applied>,
     commits: std::sync::mpsc::SyncSender<()>,
+    errors: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_GROUP);
-    while let Some(first) = rx.blocking_recv() {
-        batch.push(first);
-        while batch.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(w) => batch.push(w),
-                Err(_) => break,
-            }
-        }
+    while rx.take_blocking(MAX_GROUP, &mut batch) {
         let result = commit_group(&mut conn, &batch);
         // Full means a checkpoint is already due.
         let _ = commits.try_send(());
         for (w, r) in batch.drain(..).zip(result) {
             if let Err(e) = &r {
                 tracing::error!("task store write failed: {e}");
+                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            let _ = w.done.send(r);
+            w.answer(r);
         }
     }
 }
 
 /// Applies a group in one transaction; returns one result per write, in order.
-fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, StoreError>> {
-    // The last save of each task in the group wins; earlier ones are skipped.
-    let mut last_save: HashMap<&str, usize> = HashMap::new();
-    for (i, w) in batch.iter().enumerate() {
-        if let Op::Save(task, _) = &w.op {
-            last_save.insert(&task.id, i);
-        }
-    }
+fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Applied> {
     let run = |conn: &mut Connection| -> Result<Vec<usize>, rusqlite::Error> {
         let tx = conn.transaction()?;
         let mut counts = Vec::with_capacity(batch.len());
@@ -439,27 +455,22 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
             )?;
             let mut release_key =
                 tx.prepare_cached("DELETE FROM idempotency_keys WHERE scope=?1 AND key=?2")?;
-            for (i, w) in batch.iter().enumerate() {
-                let n = match &w.op {
+            for w in batch {
+                let n = match &w.write {
                     Op::Save(task, rows) => {
                         for (id, task_id, config, body) in rows {
                             enqueue.execute(params![id, task_id, config, body])?;
                         }
-                        if last_save.get(task.id.as_str()) == Some(&i) {
-                            let body = serde_json::to_string(task).map_err(|e| {
-                                rusqlite::Error::ToSqlConversionFailure(Box::new(e))
-                            })?;
-                            save.execute(params![
-                                task.id,
-                                task.context_id,
-                                task.state().as_str(),
-                                body,
-                                task.owner,
-                                task.parked
-                            ])?
-                        } else {
-                            1
-                        }
+                        let body = serde_json::to_string(task)
+                            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+                        save.execute(params![
+                            task.id,
+                            task.context_id,
+                            task.state().as_str(),
+                            body,
+                            task.owner,
+                            task.parked
+                        ])?
                     }
                     Op::SetPush {
                         task_id,
@@ -509,10 +520,7 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Result<usize, Sto
         Ok(counts) => counts.into_iter().map(Ok).collect(),
         Err(e) => {
             let msg = e.to_string();
-            batch
-                .iter()
-                .map(|_| Err(StoreError::backend("a group commit failed", msg.clone())))
-                .collect()
+            batch.iter().map(|_| Err(msg.clone())).collect()
         }
     }
 }
@@ -548,6 +556,14 @@ impl TaskStore for SqliteStore {
     fn save<'a>(&'a self, task: &'a Task) -> BoxFuture<'a, Result<(), StoreError>> {
         let done = self.write(Op::Save(Box::new(task.clone()), Vec::new()));
         Box::pin(async move { done.await.map(|_| ()) })
+    }
+
+    fn pending_writes(&self) -> Option<usize> {
+        Some(self.writer.len())
+    }
+
+    fn write_errors(&self) -> Option<u64> {
+        Some(self.write_errors.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     fn count_by_state(&self) -> BoxFuture<'_, Result<Option<super::StateCounts>, StoreError>> {

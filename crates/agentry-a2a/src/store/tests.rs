@@ -195,3 +195,26 @@ async fn memory_store_keys_are_capped_oldest_first() {
     );
     assert_eq!(s.claim_key("a", "k0", &c, later).await.unwrap(), None);
 }
+
+/// Progress saves queued faster than the disk takes them wait as one write per task (the
+/// writer is stalled by another connection holding the database's write lock).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_saves_of_one_task_coalesce_while_the_writer_is_behind() {
+    let path = temp_db();
+    let s = SqliteStore::open(&path).unwrap();
+    let p = path.clone();
+    super::contract::check_saves_coalesce(
+        &s,
+        async move || {
+            let blocker = rusqlite::Connection::open(&p).unwrap();
+            blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+            blocker
+        },
+        async |blocker: rusqlite::Connection| blocker.execute_batch("COMMIT").unwrap(),
+    )
+    .await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+    }
+}

@@ -171,6 +171,17 @@ async fn probes_and_metrics_count_requests_streams_and_tasks() {
         sample(&m, &format!("a2a_tasks{{{agent},state=\"completed\"}}")).unwrap_or(0.0) >= 1.0,
         "{m}"
     );
+    // The SQLite store's writer: nothing failed; the queue is as long as what is waiting
+    // (nothing, or a save still on its way), never the history of writes.
+    assert_eq!(
+        sample(&m, &format!("a2a_store_write_errors_total{{{agent}}}")),
+        Some(0.0),
+        "{m}"
+    );
+    let waiting = sample(&m, &format!("a2a_store_pending_writes{{{agent}}}"));
+    assert!(waiting.is_some_and(|n| n <= 1.0), "{m}");
+    // No bus here: no bus figures.
+    assert!(!m.contains("a2a_bus_errors_total{"), "{m}");
     let _ = std::fs::remove_file(&db);
 }
 

@@ -101,11 +101,28 @@ async fn a_turn_running_on_one_replica_is_respected_by_the_other() {
     );
 }
 
-/// A replica dies mid-turn (its database handle dropped: nothing renews its hold); the other
-/// replica, which nobody asks about the task, takes it over once the hold lapses and recovers
-/// it (input-required, saying why), so a client waiting for a push notification hears of it.
+/// A replica dies mid-turn (its database handle dropped: nothing renews its hold) with a
+/// push notification of the task not yet delivered; the other replica, which nobody asks
+/// about the task, sends that notification, then takes the task over once the hold lapses
+/// and recovers it (input-required, saying why), so the client's webhook hears both, in that
+/// order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
+    use axum::{Router, body::Bytes, extract::State, routing::post};
+    type Seen = Arc<tokio::sync::Mutex<Vec<serde_json::Value>>>;
+    let seen: Seen = Default::default();
+    async fn hook(State(seen): State<Seen>, body: Bytes) -> &'static str {
+        seen.lock()
+            .await
+            .push(serde_json::from_slice(&body).unwrap_or_default());
+        "ok"
+    }
+    let app = Router::new()
+        .route("/hook", post(hook))
+        .with_state(seen.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook_url = format!("http://{}/hook", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
     let url = url();
     let options = agentry_postgres::Options::default().lease(std::time::Duration::from_millis(600));
     let dead = match agentry_postgres::Database::connect_with(&url, options.clone()).await {
@@ -124,9 +141,28 @@ async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
         .push(Message::text(Role::User, "long job").in_task(&task.id, &task.context_id));
     task.transition(TaskStatus::now(TaskState::Working, None))
         .unwrap();
-    agentry_a2a::store::TaskStore::save(&dead.task_store(&ns), &task)
-        .await
-        .unwrap();
+    let config = PushNotificationConfig {
+        id: Some("hook".into()),
+        url: hook_url,
+        token: None,
+        authentication: None,
+        body_version: None,
+    };
+    let left = agentry_a2a::store::OutgoingPush {
+        id: agentry_a2a::new_id(),
+        task_id: task.id.clone(),
+        config: config.clone(),
+        body: br#"{"left": "by the replica that died"}"#.to_vec(),
+    };
+    {
+        use agentry_a2a::store::TaskStore;
+        let dead_store = dead.task_store(&ns);
+        dead_store.set_push(&task.id, &config).await.unwrap();
+        dead_store
+            .save_with_pushes(&task, std::slice::from_ref(&left))
+            .await
+            .unwrap();
+    }
     drop(dead);
 
     let live = agentry_postgres::Database::connect_with(&url, options)
@@ -157,6 +193,28 @@ async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
             .await
             .unwrap()
     );
+    // The webhook: what the dead replica owed it, then the recovery.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while seen.lock().await.len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let seen = seen.lock().await.clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["left"], "by the replica that died", "{seen:?}");
+    assert!(seen[1].to_string().contains("input-required"), "{seen:?}");
+    // Delivered, then acknowledged (the acknowledgement is written behind).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !agentry_a2a::store::TaskStore::pending_pushes(&*store)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a delivered notification is still pending"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// With task events over NATS (agentry-nats), a subscription that reaches the replica not

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentry_a2a::model::{TaskState, TaskStatus};
-use agentry_a2a::store::contract::{check, check_outbox, task};
+use agentry_a2a::store::contract::{check, check_outbox, check_saves_coalesce, task};
 use agentry_a2a::store::{KeyClaim, TaskQuery, TaskStore};
 use agentry_core::runs::RunStore;
 use agentry_postgres::{Database, Error, Options};
@@ -44,6 +44,35 @@ async fn the_task_store_contract_holds() {
     };
     check(&db.task_store(&ns("contract"))).await;
     check_outbox(&db.task_store(&ns("outbox"))).await;
+}
+
+/// Saves of one task queued while the writer waits (here on a lock another session holds on
+/// the task's row) wait as one write, and the newest is stored with every notification.
+#[tokio::test]
+async fn saves_of_one_task_coalesce_while_the_writer_is_behind() {
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let name = ns("coalesce");
+    check_saves_coalesce(
+        &db.task_store(&name),
+        async || {
+            let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!(
+                    "BEGIN; SELECT 1 FROM agentry_tasks WHERE ns = '{name}' \
+                     AND id = 'coalesce-t' FOR UPDATE"
+                ))
+                .await
+                .unwrap();
+            client
+        },
+        async |client: tokio_postgres::Client| client.batch_execute("COMMIT").await.unwrap(),
+    )
+    .await;
 }
 
 /// Replicas (separate connections) see each other's tasks, and of concurrent claims of one
@@ -387,4 +416,106 @@ async fn a_queued_turn_of_a_dead_replica_is_left_to_the_queue_for_a_grace() {
     t.queued = true;
     sb.save(&t).await.unwrap();
     assert!(!sb.get("q1").await.unwrap().unwrap().queued);
+}
+
+/// Pending push notifications belong to the replica that queued them while it lives (it
+/// delivers them; its heartbeat renews the hold): another replica starting or sweeping does
+/// not send them too. When that replica dies, its notifications are taken by the replicas
+/// that look (each by exactly one, oldest first), and then held by the taker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_notifications_go_to_one_replica_and_outlive_the_one_that_queued_them() {
+    use agentry_a2a::model::PushNotificationConfig;
+    use agentry_a2a::store::OutgoingPush;
+    let lease = Duration::from_millis(600);
+    let options = Options::default().lease(lease);
+    let Some(a) = Database::connect_with(&url(), options.clone()).await.ok() else {
+        let _ = replica(&url()).await;
+        return;
+    };
+    let b = Database::connect_with(&url(), options.clone())
+        .await
+        .unwrap();
+    let c = Database::connect_with(&url(), options).await.unwrap();
+    let name = ns("outbox-claims");
+    let (sa, sb, sc) = (
+        a.task_store(&name),
+        b.task_store(&name),
+        c.task_store(&name),
+    );
+    let push = |n: usize| OutgoingPush {
+        id: format!("n{n:03}"),
+        task_id: format!("t{}", n % 7),
+        config: PushNotificationConfig {
+            id: Some("hook".into()),
+            url: "https://example.com/hook".into(),
+            token: None,
+            authentication: None,
+            body_version: None,
+        },
+        body: format!("{{\"n\":{n}}}").into_bytes(),
+    };
+    let items: Vec<_> = (0..300).map(push).collect();
+    sa.enqueue_pushes(&items).await.unwrap();
+    // A lives: B starting, or sweeping, takes none of them, even after several leases.
+    assert!(sb.pending_pushes().await.unwrap().is_empty());
+    tokio::time::sleep(lease * 3).await;
+    assert!(sb.abandoned_pushes(1000).await.unwrap().is_empty());
+    assert_eq!(
+        sa.pending_pushes().await.unwrap(),
+        items,
+        "A's own, in order"
+    );
+    // A acknowledges some, then dies.
+    for p in &items[..10] {
+        sa.ack_push(&p.id).await.unwrap();
+    }
+    drop((sa, a));
+    tokio::time::sleep(lease + Duration::from_millis(400)).await;
+    // B and C sweep at once, in pages: each notification goes to one of them.
+    let (mut got_b, mut got_c) = (Vec::new(), Vec::new());
+    loop {
+        let (pb, pc) = tokio::join!(sb.abandoned_pushes(25), sc.abandoned_pushes(25));
+        let (pb, pc) = (pb.unwrap(), pc.unwrap());
+        if pb.is_empty() && pc.is_empty() {
+            break;
+        }
+        for (page, got) in [(pb, &mut got_b), (pc, &mut got_c)] {
+            assert!(page.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+            got.extend(page);
+        }
+    }
+    assert!(!got_b.is_empty() && !got_c.is_empty(), "both took a share");
+    let mut all: Vec<_> = got_b.iter().chain(&got_c).cloned().collect();
+    all.sort_by(|x, y| x.id.cmp(&y.id));
+    assert_eq!(all, items[10..], "each once, none acknowledged, none lost");
+    // Held now: B's by B (renewed), so C finds nothing more, even later.
+    tokio::time::sleep(lease * 2).await;
+    assert!(sc.abandoned_pushes(1000).await.unwrap().is_empty());
+    for p in &got_b {
+        sb.ack_push(&p.id).await.unwrap();
+    }
+    for p in &got_c {
+        sc.ack_push(&p.id).await.unwrap();
+    }
+    assert!(sb.pending_pushes().await.unwrap().is_empty());
+}
+
+/// A write PostgreSQL refuses (here a NUL character, which a TEXT column cannot hold) fails
+/// its caller with the database's reason, is counted for `/metrics`, and does not stop the
+/// writer: the next save goes through.
+#[tokio::test]
+async fn a_refused_write_fails_its_caller_is_counted_and_the_writer_goes_on() {
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let s = db.task_store(&ns("refused"));
+    assert_eq!(s.write_errors(), Some(0));
+    let mut bad = task("bad", TaskState::Completed);
+    bad.context_id = "nul\0inside".into();
+    let err = s.save(&bad).await.unwrap_err();
+    assert!(err.to_string().contains("0x00"), "{err}");
+    assert_eq!(s.write_errors(), Some(1));
+    s.save(&task("good", TaskState::Completed)).await.unwrap();
+    assert!(s.get("good").await.unwrap().is_some());
+    assert_eq!(s.write_errors(), Some(1));
 }
