@@ -449,3 +449,252 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
     assert_eq!(count(pd, "a2a_task_takeovers_total"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What the model server of [`a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again`]
+/// saw and how it answers.
+#[cfg(feature = "nats")]
+#[derive(Default)]
+struct Model {
+    /// Every request's messages.
+    requests: std::sync::Mutex<Vec<serde_json::Value>>,
+    /// While set, a request that follows the tool's result is not answered.
+    hold: std::sync::atomic::AtomicBool,
+}
+
+/// An OpenAI-compatible model that calls `counter__bump` once, then (once let go) answers
+/// with what the tool said.
+#[cfg(feature = "nats")]
+async fn completions(
+    axum::extract::State(model): axum::extract::State<std::sync::Arc<Model>>,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use serde_json::json;
+    let messages = body["messages"].clone();
+    model.requests.lock().unwrap().push(messages.clone());
+    let tool_said = messages.as_array().and_then(|m| {
+        m.iter()
+            .find(|m| m["role"] == "tool")
+            .map(|m| m["content"].to_string())
+    });
+    let (delta, message, finish) = match tool_said {
+        None => {
+            let call = json!([{"index": 0, "id": "call_1", "type": "function",
+                "function": {"name": "counter__bump", "arguments": "{}"}}]);
+            (
+                json!({"role": "assistant", "tool_calls": call}),
+                json!({"role": "assistant", "content": null, "tool_calls": call}),
+                "tool_calls",
+            )
+        }
+        Some(said) => {
+            while model.hold.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let text = format!("The counter says {said}");
+            (
+                json!({"role": "assistant", "content": text}),
+                json!({"role": "assistant", "content": text}),
+                "stop",
+            )
+        }
+    };
+    let usage = json!({"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25});
+    if body["stream"] == json!(true) {
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+            json!({"choices": [], "usage": usage}),
+        ];
+        let mut s = String::new();
+        for c in chunks {
+            s.push_str(&format!("data: {c}\n\n"));
+        }
+        s.push_str("data: [DONE]\n\n");
+        return ([("content-type", "text/event-stream")], s).into_response();
+    }
+    axum::Json(
+        json!({"id": "x", "object": "chat.completion", "usage": usage,
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}]}),
+    )
+    .into_response()
+}
+
+/// A ReAct agent's queued turn on the replicated deployment (PostgreSQL + NATS; front `A`
+/// with `workers = 0`, worker `C`): its model calls a side-effecting MCP tool (served over
+/// Streamable HTTP by the test, which counts the calls), and C is killed with SIGKILL while
+/// the model is working out the answer after the tool's result. A new worker D takes the
+/// turn over from the queue and resumes the run from its checkpoint in PostgreSQL: the tool
+/// was called once in all, the model was asked to start the run once and saw the request
+/// once, and the answer carries the first call's result.
+#[cfg(feature = "nats")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again() {
+    use agentry::a2a::client::{A2aClient, ClientConfig};
+    use agentry::a2a::model::{
+        Message, MessageSendConfiguration, MessageSendParams, Role, SendMessageResult, TaskState,
+    };
+    use agentry::core::tools::{FnTool, ToolOutput, ToolRegistry};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if no_postgres() {
+        return;
+    }
+    let nats = nats();
+    if std::net::TcpStream::connect(nats.trim_start_matches("nats://")).is_err() {
+        agentry_testkit::missing::<()>(agentry_testkit::Peer::Nats, format!("no NATS at {nats}"));
+        return;
+    }
+    // The tool, over MCP: each call is counted here, outside the replicas.
+    let bumps = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let counted = bumps.clone();
+    tools.add(FnTool::new(
+        "bump",
+        "Adds one to the counter (a side effect: call it once).",
+        serde_json::json!({"type": "object", "properties": {}}),
+        move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok(ToolOutput::text(format!("bumped to {n}"))) }
+        },
+    ));
+    let mcp = agentry::mcp::ToolServer::new("counter", tools).http_router(None);
+    let mcp_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let mcp_url = format!("http://{}/mcp", mcp_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(mcp_listener, mcp).await });
+    let model = Arc::new(Model::default());
+    model.hold.store(true, Ordering::SeqCst);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(model.clone());
+    let model_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let model_url = format!("http://{}/v1", model_listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(model_listener, app).await });
+
+    let tag = free_port();
+    let dir = std::env::temp_dir().join(format!("agentry-react-replicas-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = |name: &str, workers: usize| {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            format!(
+                r#"
+                [server]
+                store = "{store}"
+                bus = "{nats}"
+                lease_seconds = 2
+                queue = true
+                workers = {workers}
+                metrics = true
+                [[agents]]
+                path = "/"
+                db = "react-{tag}"
+                [agents.agent]
+                name = "bumper"
+                max_iterations = 4
+                [agents.agent.model]
+                provider = "openai"
+                base_url = "{model_url}"
+                model = "scripted-by-the-test"
+                api_key = "unused"
+                [[agents.agent.mcp_servers]]
+                name = "counter"
+                url = "{mcp_url}"
+                "#,
+                store = url(),
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (front, worker) = (config("front.toml", 0), config("worker.toml", 1));
+    let (pa, pc, pd) = (free_port(), free_port(), free_port());
+    let (_a, mut c) = tokio::task::block_in_place(|| {
+        (
+            serve_config(&front, pa, &[]),
+            serve_config(&worker, pc, &[]),
+        )
+    });
+    let client =
+        A2aClient::new(&format!("http://127.0.0.1:{pa}/"), ClientConfig::default()).unwrap();
+    let mut params = MessageSendParams::new(Message::text(Role::User, "bump the counter"));
+    params.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(task) = client.send_message(params).await.unwrap() else {
+        panic!("no task")
+    };
+    assert_eq!(task.status.state, TaskState::Submitted, "{task:?}");
+
+    // C ran the tool and asks the model for the answer, which is held.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while model.requests.lock().unwrap().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker did not reach the model after the tool: {:?} call(s)",
+            bumps.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(bumps.load(Ordering::SeqCst), 1);
+    // The step's checkpoint is queued before the model is asked; let it commit.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    c.0.kill().unwrap();
+    c.0.wait().unwrap();
+    model.hold.store(false, Ordering::SeqCst);
+    let _d = tokio::task::block_in_place(|| serve_config(&worker, pd, &[]));
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let done = loop {
+        let t = client.get_task(&task.id, None).await.unwrap();
+        if t.status.state.is_terminal() {
+            break t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn was not finished by another worker: {t:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(done.status.state, TaskState::Completed, "{done:?}");
+    assert_eq!(bumps.load(Ordering::SeqCst), 1, "the tool was called again");
+    assert!(
+        agentry::core::a2a::task_text(&done).contains("bumped to 1"),
+        "{done:?}"
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    let fresh = requests
+        .iter()
+        .filter(|m| !m.to_string().contains("\"tool\""))
+        .count();
+    assert_eq!(fresh, 1, "the run was started again: {requests:#?}");
+    for m in &requests {
+        let asked = m
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user" && m["content"].to_string().contains("bump the"))
+            .count();
+        assert_eq!(asked, 1, "the model saw the request {asked} times: {m}");
+    }
+    let count = |port: u16, name: &str| -> u64 {
+        crate::support::http_get(port, "/metrics")
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!(count(pd, "a2a_turns_worked_total"), 1);
+    assert_eq!(count(pd, "a2a_task_takeovers_total"), 1);
+    // NATS and PostgreSQL were there throughout: no bus or store errors on D.
+    let metrics = crate::support::http_get(pd, "/metrics");
+    assert!(metrics.contains("a2a_bus_errors_total{"), "{metrics}");
+    assert_eq!(count(pd, "a2a_bus_errors_total"), 0, "{metrics}");
+    assert!(
+        metrics.contains("a2a_store_write_errors_total{"),
+        "{metrics}"
+    );
+    assert_eq!(count(pd, "a2a_store_write_errors_total"), 0, "{metrics}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
