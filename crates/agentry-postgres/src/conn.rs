@@ -23,15 +23,37 @@ pub(crate) fn target(config: &Config) -> String {
     )
 }
 
+/// Where and how to connect: the driver's settings, and TLS when the URL asked for it.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) config: Config,
+    pub(crate) tls: Option<crate::tls::Connector>,
+}
+
 /// A new connection, its I/O running on a task of its own.
-pub(crate) async fn open(config: &Config) -> Result<Client, DbError> {
-    let (client, connection) = config.connect(NoTls).await?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("PostgreSQL connection ended: {}", DbError::from(e));
+pub(crate) async fn open(at: &Endpoint) -> Result<Client, DbError> {
+    fn run<F>(connection: F)
+    where
+        F: Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+    {
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("PostgreSQL connection ended: {}", DbError::from(e));
+            }
+        });
+    }
+    Ok(match &at.tls {
+        None => {
+            let (client, connection) = at.config.connect(NoTls).await?;
+            run(connection);
+            client
         }
-    });
-    Ok(client)
+        Some(tls) => {
+            let (client, connection) = at.config.connect(tls.clone()).await?;
+            run(connection);
+            client
+        }
+    })
 }
 
 /// Whether `e` means the connection is gone (closed, or ended by the server: an

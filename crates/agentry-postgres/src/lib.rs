@@ -37,8 +37,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! TLS to the database is not supported yet: connect over a private network or a local
-//! socket (`postgres:///agentry?host=/run/postgresql`).
+//! TLS to the database is asked for in the URL, with libpq's names, and always verified
+//! (see [`tls`]: `require` checks the server's certificate and name too):
+//! `postgres://agentry@db.internal/agentry?sslmode=verify-full&sslrootcert=/etc/agentry/db-ca.pem`.
 #![warn(missing_docs)]
 
 use std::sync::Arc;
@@ -50,10 +51,12 @@ use tokio::sync::Mutex;
 mod conn;
 mod runs;
 mod tasks;
+pub mod tls;
 mod writer;
 
 pub use runs::PgRunStore;
 pub use tasks::PgTaskStore;
+pub use tls::TlsError;
 
 use conn::Conn;
 
@@ -67,6 +70,9 @@ pub enum Error {
     /// The URL (or key=value string) does not parse.
     #[error("invalid PostgreSQL connection string")]
     Url(#[source] tokio_postgres::Error),
+    /// The TLS the URL asks for cannot be set up (its `sslrootcert` cannot be read).
+    #[error("cannot set up TLS to PostgreSQL")]
+    Tls(#[source] TlsError),
     /// The database could not be reached, or refused the credentials.
     #[error("cannot connect to PostgreSQL at {target}")]
     Connect {
@@ -179,7 +185,7 @@ pub struct Database {
 }
 
 struct Inner {
-    config: tokio_postgres::Config,
+    at: conn::Endpoint,
     target: String,
     /// This replica, as the tasks it holds name it.
     replica: Arc<str>,
@@ -209,6 +215,7 @@ impl Database {
 
     /// [`connect`](Self::connect) with `options`.
     pub async fn connect_with(url: &str, options: Options) -> Result<Database, Error> {
+        let (url, asked) = tls::split(url);
         let mut config: tokio_postgres::Config = url.parse().map_err(Error::Url)?;
         if config.get_application_name().is_none() {
             config.application_name("agentry");
@@ -216,16 +223,35 @@ impl Database {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        Self::with_config(config, options).await
+        let tls = match asked.mode {
+            Some(mode) => {
+                Some(tls::client_config(mode, asked.root_cert.as_deref()).map_err(Error::Tls)?)
+            }
+            None => None,
+        };
+        Self::open(conn::Endpoint { config, tls }, options).await
     }
 
-    /// [`connect_with`](Self::connect_with) with a parsed configuration.
+    /// [`connect_with`](Self::connect_with) with a parsed configuration: with
+    /// `sslmode=require` in it, TLS verified against the Mozilla roots (`webpki-roots`) and
+    /// the host name; [`connect_with`](Self::connect_with) takes `sslrootcert` and
+    /// `verify-ca` too.
     pub async fn with_config(
         config: tokio_postgres::Config,
         options: Options,
     ) -> Result<Database, Error> {
-        let target = conn::target(&config);
-        let mut first = conn::open(&config).await.map_err(|source| Error::Connect {
+        let tls = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Require => {
+                Some(tls::client_config(tls::Mode::Full, None).map_err(Error::Tls)?)
+            }
+            _ => None,
+        };
+        Self::open(conn::Endpoint { config, tls }, options).await
+    }
+
+    async fn open(at: conn::Endpoint, options: Options) -> Result<Database, Error> {
+        let target = conn::target(&at.config);
+        let mut first = conn::open(&at).await.map_err(|source| Error::Connect {
             target: target.clone(),
             source,
         })?;
@@ -250,14 +276,14 @@ impl Database {
         let (tx, rx) = agentry_a2a::store::pending::channel();
         let write_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
         tokio::spawn(writer::run(
-            config.clone(),
+            at.clone(),
             first,
             lease,
             rx,
             write_errors.clone(),
         ));
         let inner = Arc::new(Inner {
-            config,
+            at,
             target,
             replica,
             lease: options.lease,
@@ -348,8 +374,7 @@ impl Database {
                 match slot.as_ref().filter(|c| !c.client.is_closed()) {
                     Some(c) => c.clone(),
                     None => {
-                        let c =
-                            Arc::new(conn::prepare(conn::open(&self.inner.config).await?).await?);
+                        let c = Arc::new(conn::prepare(conn::open(&self.inner.at).await?).await?);
                         *slot = Some(c.clone());
                         c
                     }

@@ -14,10 +14,9 @@ use agentry_a2a::model::Task;
 use agentry_a2a::store::KeyClaim;
 use agentry_a2a::store::pending::{self, Coalesce, Queued};
 use agentry_a2a::store::rows::OutboxRow;
-use tokio_postgres::Config;
 
 use crate::DbError;
-use crate::conn::{self, Conn};
+use crate::conn::{self, Conn, Endpoint};
 
 /// Writes in one transaction at most.
 const MAX_GROUP: usize = 256;
@@ -169,7 +168,7 @@ pub(crate) struct Lease {
 
 /// Applies queued writes until every sender is gone.
 pub(crate) async fn run(
-    config: Config,
+    at: Endpoint,
     first: Conn,
     lease: Lease,
     rx: pending::Taker<Op, Applied>,
@@ -178,7 +177,7 @@ pub(crate) async fn run(
     let mut conn = Some(first);
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_GROUP);
     while rx.take(MAX_GROUP, &mut batch).await {
-        let results = apply(&config, &mut conn, &lease, &batch).await;
+        let results = apply(&at, &mut conn, &lease, &batch).await;
         for (w, r) in batch.drain(..).zip(results) {
             if let Err(e) = &r {
                 tracing::error!("PostgreSQL write failed: {e}");
@@ -190,12 +189,12 @@ pub(crate) async fn run(
 }
 
 /// The writer's connection, made again when there is none or it was lost.
-async fn ready<'c>(config: &Config, conn: &'c mut Option<Conn>) -> Result<&'c mut Conn, DbError> {
+async fn ready<'c>(at: &Endpoint, conn: &'c mut Option<Conn>) -> Result<&'c mut Conn, DbError> {
     if conn.as_ref().is_some_and(|c| c.client.is_closed()) {
         *conn = None;
     }
     if conn.is_none() {
-        *conn = Some(conn::prepare(conn::open(config).await?).await?);
+        *conn = Some(conn::prepare(conn::open(at).await?).await?);
     }
     conn.as_mut()
         .ok_or_else(|| DbError::other("the writer's connection was not made"))
@@ -203,14 +202,14 @@ async fn ready<'c>(config: &Config, conn: &'c mut Option<Conn>) -> Result<&'c mu
 
 /// One result per write of `batch`, in order.
 async fn apply(
-    config: &Config,
+    at: &Endpoint,
     conn: &mut Option<Conn>,
     lease: &Lease,
     batch: &[Write],
 ) -> Vec<Applied> {
     let fail = |e: DbError| batch.iter().map(|_| Err(e.clone())).collect::<Vec<_>>();
     for attempt in 0..2 {
-        let c = match ready(config, conn).await {
+        let c = match ready(at, conn).await {
             Ok(c) => c,
             Err(e) => return fail(e),
         };
@@ -227,7 +226,7 @@ async fn apply(
                 tracing::debug!("a group of {} writes failed ({e}); one by one", batch.len());
                 let mut out = Vec::with_capacity(batch.len());
                 for w in batch {
-                    let r = match ready(config, conn).await {
+                    let r = match ready(at, conn).await {
                         Ok(c) => {
                             commit(c, lease, std::slice::from_ref(w))
                                 .await

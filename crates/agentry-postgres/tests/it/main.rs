@@ -519,3 +519,117 @@ async fn a_refused_write_fails_its_caller_is_counted_and_the_writer_goes_on() {
     assert!(s.get("good").await.unwrap().is_some());
     assert_eq!(s.write_errors(), Some(1));
 }
+
+/// The error and every source under it, one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}
+
+/// TLS to the database, as the URL asks (libpq's `sslmode` and `sslrootcert`), always
+/// verified: against the server's own certificate as the root, `verify-ca` connects and the
+/// server sees TLS; `verify-full` to an address the certificate does not name, and `require`
+/// against the default (Mozilla) roots, are refused; a root file that is not there is an
+/// error before any connection. A server without SSL refuses `require` (the test then says
+/// the handshake path did not run).
+#[tokio::test]
+async fn tls_is_verified_as_the_url_asks() {
+    let Some(_db) = replica(&url()).await else {
+        return;
+    };
+    let missing = Database::connect(&format!(
+        "{}?sslmode=verify-full&sslrootcert=/nonexistent/agentry-ca.pem",
+        url()
+    ))
+    .await
+    .expect_err("a root file that is not there");
+    assert!(matches!(missing, Error::Tls(_)), "{missing:?}");
+    assert!(
+        chain(&missing).contains("/nonexistent/agentry-ca.pem"),
+        "{}",
+        chain(&missing)
+    );
+
+    let (plain, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let show = |what: &'static str| {
+        let plain = &plain;
+        async move {
+            plain
+                .query_one(&format!("SHOW {what}"), &[])
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    let (ssl, cert) = (show("ssl").await, show("ssl_cert_file").await);
+    if ssl != "on" || std::fs::metadata(&cert).is_err() {
+        let refused = Database::connect(&format!("{}?sslmode=require", url()))
+            .await
+            .expect_err("require against a server without SSL");
+        eprintln!(
+            "NOTE: this PostgreSQL has no SSL (or its certificate {cert} is not readable): \
+             only the refusal was checked ({})",
+            chain(&refused)
+        );
+        return;
+    }
+    let marker = format!("agentry-tls-{}", agentry_a2a::new_id());
+    let ca = format!(
+        "{}?sslmode=verify-ca&sslrootcert={cert}&application_name={marker}",
+        url()
+    );
+    let db = Database::connect(&ca)
+        .await
+        .expect("verify-ca with the server's certificate");
+    let s = db.task_store(&ns("tls"));
+    s.save(&task("over-tls", TaskState::Completed))
+        .await
+        .unwrap();
+    assert!(s.get("over-tls").await.unwrap().is_some());
+    let encrypted: i64 = plain
+        .query_one(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = $1 AND s.ssl",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        encrypted >= 2,
+        "the writer and a reader connect over TLS: {encrypted}"
+    );
+    let unencrypted: i64 = plain
+        .query_one(
+            "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+             WHERE a.application_name = $1 AND NOT s.ssl",
+            &[&marker],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unencrypted, 0);
+
+    // 127.0.0.1 is not a name the certificate gives (it names the host, or localhost).
+    let full = Database::connect(&format!("{}?sslmode=verify-full&sslrootcert={cert}", url()))
+        .await
+        .expect_err("verify-full to an address the certificate does not name");
+    assert!(chain(&full).contains("certificate"), "{}", chain(&full));
+    let unknown = Database::connect(&format!("{}?sslmode=require", url()))
+        .await
+        .expect_err("require: verified against the Mozilla roots, which do not know this server");
+    assert!(
+        chain(&unknown).contains("certificate"),
+        "{}",
+        chain(&unknown)
+    );
+}
