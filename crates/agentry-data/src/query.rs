@@ -174,9 +174,11 @@ impl Source {
             ))
         };
         match self {
-            Source::Files(files) => tokio::time::timeout(time, files::query(files, sql, limit))
-                .await
-                .map_err(|_| out_of_time())?,
+            Source::Files(files) => {
+                tokio::time::timeout(time, files::query_on_own_stack(files, sql, limit))
+                    .await
+                    .map_err(|_| out_of_time())?
+            }
             Source::Sqlite(path) => {
                 let conn = rusqlite::Connection::open_with_flags(
                     path,
@@ -441,6 +443,79 @@ mod files {
         let target = dir.join(format!("{}.ndjson", table_name(path)));
         std::fs::write(&target, out).map_err(|e| DataError::Input(e.to_string()))?;
         Ok(target)
+    }
+
+    /// Tokens (not counting white space) a query over files may have. DataFusion walks
+    /// expressions recursively (to name, plan and print them) without the stack growth its
+    /// parser has, and `a+a+...+a` parses without recursion into a tree as deep as it is
+    /// long: 700 terms overflowed a 2 MiB worker stack in a debug build with unoptimized
+    /// dependencies (in `SchemaDisplay`), and a longer chain would in any build. Planning
+    /// such a chain also costs time in the square of its length (1,000 terms 1.5 s in a
+    /// debug build, 5,000 terms 37 s), spent where a time budget cannot interrupt it. The
+    /// depth of an expression is below the number of tokens, so this bounds both; 2,000
+    /// tokens is some 10 KB of SQL, more than an analyst's query has.
+    const MAX_TOKENS: usize = 2_000;
+
+    /// The stack the query runs on: room for [`MAX_TOKENS`] levels of DataFusion's recursion
+    /// in any build, with margin (reserved, not committed: pages are touched only as deep as
+    /// a query goes).
+    const STACK: usize = 64 << 20;
+
+    /// [`query`] on a thread of its own with [`STACK`] bytes of stack, after refusing SQL of
+    /// more than [`MAX_TOKENS`] tokens. Dropping the future (a time budget, a canceled task)
+    /// stops the query: its runtime, with DataFusion's tasks, ends with it.
+    pub(super) async fn query_on_own_stack(
+        files: &BTreeMap<String, PathBuf>,
+        sql: &str,
+        limit: usize,
+    ) -> Result<Table, DataError> {
+        use datafusion::sql::sqlparser::dialect::GenericDialect;
+        use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+        let tokens = Tokenizer::new(&GenericDialect {}, sql)
+            .tokenize()
+            .map_err(|e| DataError::Query(e.to_string()))?
+            .iter()
+            .filter(|t| !matches!(t, Token::Whitespace(_)))
+            .count();
+        if tokens > MAX_TOKENS {
+            return Err(DataError::Query(format!(
+                "the query is too long ({tokens} tokens; at most {MAX_TOKENS})"
+            )));
+        }
+        let (files, sql) = (files.clone(), sql.to_owned());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("agentry-data-query".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(DataError::Query(format!(
+                            "cannot start the query's runtime: {e}"
+                        ))));
+                        return;
+                    }
+                };
+                let r = rt.block_on(async {
+                    tokio::select! {
+                        r = query(&files, &sql, limit) => Some(r),
+                        _ = stopped => None,
+                    }
+                });
+                if let Some(r) = r {
+                    let _ = tx.send(r);
+                }
+            })
+            .map_err(|e| DataError::Query(format!("cannot start the query's thread: {e}")))?;
+        // Dropped with this future: the thread's select ends the query.
+        let _stop = stop;
+        rx.await
+            .map_err(|_| DataError::Query("the query's thread ended without an answer".into()))?
     }
 
     pub(super) async fn query(

@@ -157,3 +157,30 @@ fn a_dropped_query_stops_its_engine() {
     rt.shutdown_background();
     outcome.unwrap();
 }
+
+/// An expression as deep as it is long (`a+a+...+a`, which the SQL parser reads without
+/// recursion) is answered, not a stack overflow that takes the server down: 900 terms, more
+/// than the 700 that overflowed a 2 MiB worker stack in a debug build. Past the token limit
+/// (whose square-law planning time no time budget could interrupt) a query is refused,
+/// saying why.
+#[tokio::test]
+async fn a_deep_expression_is_answered_and_an_endless_one_refused() {
+    let dir = std::env::temp_dir().join(format!("agentry-data-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let csv = dir.join("ok.csv");
+    std::fs::write(&csv, "a,b\n1,2\n3,4\n").unwrap();
+    let source = agentry_data::Source::parse(&csv.display().to_string()).unwrap();
+    let deep = format!(
+        "SELECT {} AS s FROM ok ORDER BY s",
+        vec!["a"; 900].join(" + ")
+    );
+    let t = source.query(&deep, 10).await.unwrap();
+    assert_eq!(
+        t.rows,
+        vec![vec![serde_json::json!(900)], vec![serde_json::json!(2700)]]
+    );
+    let endless = format!("SELECT {} AS s FROM ok", vec!["a"; 1001].join("+"));
+    let e = source.query(&endless, 10).await.unwrap_err();
+    assert!(e.to_string().contains("too long"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
