@@ -18,6 +18,23 @@ pub fn task(id: &str, state: TaskState) -> Task {
     t
 }
 
+/// A notification `id` of task `task_id` for the webhook `https://example.com/hook`, its
+/// body `{"n": n}`.
+pub fn notification(id: &str, task_id: &str, n: usize) -> OutgoingPush {
+    OutgoingPush {
+        id: id.to_owned(),
+        task_id: task_id.to_owned(),
+        config: PushNotificationConfig {
+            id: Some("hook".into()),
+            url: "https://example.com/hook".into(),
+            token: None,
+            authentication: None,
+            body_version: None,
+        },
+        body: format!("{{\"n\":{n}}}").into_bytes(),
+    }
+}
+
 fn push(id: &str) -> PushNotificationConfig {
     PushNotificationConfig {
         id: Some(id.into()),
@@ -217,17 +234,10 @@ async fn listing(store: &dyn TaskStore) {
 /// credentials, and a state change saved together with its notification. Give it a store
 /// whose outbox is empty.
 pub async fn check_outbox(store: &dyn TaskStore) {
-    let push = |n: usize| OutgoingPush {
-        id: format!("outbox-p{n}"),
-        task_id: "outbox-t1".into(),
-        config: PushNotificationConfig {
-            id: Some("hook".into()),
-            url: "https://example.com/hook".into(),
-            token: Some("tok".into()),
-            authentication: None,
-            body_version: None,
-        },
-        body: format!("{{\"n\":{n}}}").into_bytes(),
+    let push = |n: usize| {
+        let mut p = notification(&format!("outbox-p{n}"), "outbox-t1", n);
+        p.config.token = Some("tok".into());
+        p
     };
     let items: Vec<_> = (0..4).map(push).collect();
     // Not awaited: queued at call time, like the server's intermediate writes.
@@ -267,18 +277,7 @@ pub async fn check_saves_coalesce<S>(
     let version = |t: &mut Task, v: usize| {
         t.metadata = Some(Metadata::from_iter([("v".to_owned(), v.into())]));
     };
-    let push = |n: usize| OutgoingPush {
-        id: format!("coalesce-p{n:05}"),
-        task_id: "coalesce-t".into(),
-        config: PushNotificationConfig {
-            id: Some("hook".into()),
-            url: "https://example.com/hook".into(),
-            token: None,
-            authentication: None,
-            body_version: None,
-        },
-        body: format!("{{\"n\":{n}}}").into_bytes(),
-    };
+    let push = |n: usize| notification(&format!("coalesce-p{n:05}"), "coalesce-t", n);
     let mut t = task("coalesce-t", TaskState::Working);
     store.save(&t).await.unwrap();
     let stalled = stall().await;

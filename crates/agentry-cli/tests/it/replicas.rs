@@ -259,6 +259,28 @@ async fn drain(
     collected.await.expect("the stream did not end")
 }
 
+/// Sends `m` without waiting for the answer (a front replica queues its turn): the task,
+/// `submitted`.
+#[cfg(feature = "nats")]
+async fn queued(
+    client: &agentry::a2a::client::A2aClient,
+    m: agentry::a2a::model::Message,
+) -> agentry::a2a::model::Task {
+    use agentry::a2a::model::{
+        MessageSendConfiguration, MessageSendParams, SendMessageResult, TaskState,
+    };
+    let mut params = MessageSendParams::new(m);
+    params.configuration = Some(MessageSendConfiguration {
+        blocking: Some(false),
+        ..Default::default()
+    });
+    let SendMessageResult::Task(task) = client.send_message(params).await.unwrap() else {
+        panic!("no task")
+    };
+    assert_eq!(task.status.state, TaskState::Submitted, "{task:?}");
+    task
+}
+
 /// The final status a stream ended with.
 #[cfg(feature = "nats")]
 fn final_status(
@@ -281,10 +303,7 @@ fn final_status(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_another() {
     use agentry::a2a::client::{A2aClient, ClientConfig};
-    use agentry::a2a::model::{
-        Message, MessageSendConfiguration, MessageSendParams, Role, SendMessageResult, StreamEvent,
-        TaskState,
-    };
+    use agentry::a2a::model::{Message, MessageSendParams, Role, StreamEvent, TaskState};
     use futures_util::StreamExt;
     if no_postgres() {
         return;
@@ -379,15 +398,7 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
     // A task sent without waiting: queued by whichever replica gets it, run by C.
     let mut m = Message::text(Role::User, "queue it");
     m.message_id = format!("test-resubscribe-message-id-three-queued-{lb}");
-    let mut params = MessageSendParams::new(m);
-    params.configuration = Some(MessageSendConfiguration {
-        blocking: Some(false),
-        ..Default::default()
-    });
-    let SendMessageResult::Task(task) = client.send_message(params).await.unwrap() else {
-        panic!("no task")
-    };
-    assert_eq!(task.status.state, TaskState::Submitted, "{task:?}");
+    let task = queued(&client, m).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while client.get_task(&task.id, None).await.unwrap().status.state != TaskState::Working {
         assert!(
@@ -530,9 +541,7 @@ async fn completions(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again() {
     use agentry::a2a::client::{A2aClient, ClientConfig};
-    use agentry::a2a::model::{
-        Message, MessageSendConfiguration, MessageSendParams, Role, SendMessageResult, TaskState,
-    };
+    use agentry::a2a::model::{Message, Role, TaskState};
     use agentry::core::tools::{FnTool, ToolOutput, ToolRegistry};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -617,15 +626,7 @@ async fn a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again() 
     });
     let client =
         A2aClient::new(&format!("http://127.0.0.1:{pa}/"), ClientConfig::default()).unwrap();
-    let mut params = MessageSendParams::new(Message::text(Role::User, "bump the counter"));
-    params.configuration = Some(MessageSendConfiguration {
-        blocking: Some(false),
-        ..Default::default()
-    });
-    let SendMessageResult::Task(task) = client.send_message(params).await.unwrap() else {
-        panic!("no task")
-    };
-    assert_eq!(task.status.state, TaskState::Submitted, "{task:?}");
+    let task = queued(&client, Message::text(Role::User, "bump the counter")).await;
 
     // C ran the tool and asks the model for the answer, which is held.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -424,8 +424,7 @@ async fn a_queued_turn_of_a_dead_replica_is_left_to_the_queue_for_a_grace() {
 /// that look (each by exactly one, oldest first), and then held by the taker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_notifications_go_to_one_replica_and_outlive_the_one_that_queued_them() {
-    use agentry_a2a::model::PushNotificationConfig;
-    use agentry_a2a::store::OutgoingPush;
+    use agentry_a2a::store::contract::notification;
     let lease = Duration::from_millis(600);
     let options = Options::default().lease(lease);
     let Some(a) = Database::connect_with(&url(), options.clone()).await.ok() else {
@@ -442,18 +441,7 @@ async fn pending_notifications_go_to_one_replica_and_outlive_the_one_that_queued
         b.task_store(&name),
         c.task_store(&name),
     );
-    let push = |n: usize| OutgoingPush {
-        id: format!("n{n:03}"),
-        task_id: format!("t{}", n % 7),
-        config: PushNotificationConfig {
-            id: Some("hook".into()),
-            url: "https://example.com/hook".into(),
-            token: None,
-            authentication: None,
-            body_version: None,
-        },
-        body: format!("{{\"n\":{n}}}").into_bytes(),
-    };
+    let push = |n: usize| notification(&format!("n{n:03}"), &format!("t{}", n % 7), n);
     let items: Vec<_> = (0..300).map(push).collect();
     sa.enqueue_pushes(&items).await.unwrap();
     // A lives: B starting, or sweeping, takes none of them, even after several leases.
