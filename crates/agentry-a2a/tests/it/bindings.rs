@@ -207,8 +207,34 @@ async fn every_version_and_binding_gives_the_same_transcript() {
         transcripts.push(((version, binding), t));
     }
     let (first_kind, first) = &transcripts[0];
-    assert_eq!(first.len(), 19, "{first:#?}");
+    // One line per step of the scenario, each as the specification has it (the codes are
+    // A2A's TaskNotFoundError -32001 and TaskNotCancelableError -32002), before comparing
+    // the bindings with each other.
+    let has = |line: &str| first.iter().any(|l| l == line);
+    assert_eq!(first.len(), 19, "a line per step: {first:#?}");
     assert!(first[0].starts_with("task working"), "{first:#?}");
+    assert!(
+        first[2].starts_with("get: 1 "),
+        "historyLength=1 gives one message: {first:#?}"
+    );
+    assert!(has("cancel completed: error -32002"), "{first:#?}");
+    assert!(has("get unknown: error -32001"), "{first:#?}");
+    assert!(
+        first
+            .iter()
+            .any(|l| l.starts_with("resubscribe: ") && l.ends_with("cancel -> canceled")),
+        "{first:#?}"
+    );
+    assert!(has("push get: Some(\"tok-b\")"), "{first:#?}");
+    let lists: Vec<&String> = first
+        .iter()
+        .filter(|l| l.starts_with("push list: "))
+        .collect();
+    assert_eq!(
+        lists,
+        ["push list: 2", "push list: 1"],
+        "two configs set, one deleted"
+    );
     for (kind, t) in &transcripts[1..] {
         assert_eq!(t, first, "{kind:?} differs from {first_kind:?}");
     }

@@ -292,7 +292,12 @@ async fn sqlite_files_are_queried_read_only() {
             .to_string()
             .contains("no such file")
     );
-    assert!(Source::parse(&loc(&dir.join("shop.db"))).is_ok());
+    // The refused DELETE left every row (the file was opened read-only, not just checked).
+    let n = src
+        .query("SELECT count(*) AS n FROM sales", 10)
+        .await
+        .unwrap();
+    assert_eq!(n.rows, [vec![json!(4)]]);
 }
 
 #[tokio::test]
