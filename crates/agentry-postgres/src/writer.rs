@@ -23,8 +23,8 @@ const MAX_GROUP: usize = 256;
 
 /// One write; `ns` is the agent it belongs to.
 pub(crate) enum Op {
-    /// A later save of the task supersedes it while it waits, and writes its notifications
-    /// too. `running`: a turn runs (the replica holds the task).
+    /// A later save of the task supersedes it while it waits; its notifications are then
+    /// written in its place. `running`: a turn runs (the replica holds the task).
     Save {
         ns: Arc<str>,
         task: TaskRow,
@@ -125,16 +125,12 @@ impl Coalesce for Op {
         }
     }
 
-    fn absorb(&mut self, earlier: Op) {
-        if let (
-            Op::Save { pushes, .. },
-            Op::Save {
-                pushes: mut before, ..
-            },
-        ) = (self, earlier)
-        {
-            before.append(pushes);
-            *pushes = before;
+    fn supersede(&mut self, earlier: Op) -> Option<Op> {
+        match earlier {
+            Op::Save { ns, pushes, .. } if !pushes.is_empty() => {
+                Some(Op::Enqueue { ns, rows: pushes })
+            }
+            _ => None,
         }
     }
 }

@@ -261,9 +261,11 @@ pub async fn check_outbox(store: &dyn TaskStore) {
 }
 
 /// For a store that queues its writes ([`TaskStore::pending_writes`]): while its writer is
-/// stalled, a task saved again and again waits as one write, not one per save; when the
-/// writer goes on, every caller hears its save succeeded, the newest snapshot is what is
-/// stored, and every superseded save's notification is pending, in call order.
+/// stalled, a task saved again and again waits as one write, not one per save, but the
+/// notifications of the saves it superseded keep their places; when the writer goes on,
+/// every caller hears its save succeeded, the newest snapshot is what is stored, and every
+/// notification is pending in call order (those queued on their own between the saves
+/// included).
 ///
 /// `stall` stops the writer from finishing a write of the task `coalesce-t` (which exists
 /// when it is called: a lock on its row, or the database's write lock); `lift` is given what
@@ -274,6 +276,10 @@ pub async fn check_saves_coalesce<S>(
     lift: impl AsyncFnOnce(S),
 ) {
     const SAVES: usize = 2000;
+    // Saves that owe a notification (a state change a webhook hears of); the rest are
+    // progress. One notification is queued on its own, as the server does between saves.
+    const NOTIFYING: [usize; 3] = [500, 1000, 1500];
+    const ON_ITS_OWN: usize = 700;
     let version = |t: &mut Task, v: usize| {
         t.metadata = Some(Metadata::from_iter([("v".to_owned(), v.into())]));
     };
@@ -297,19 +303,29 @@ pub async fn check_saves_coalesce<S>(
     for v in 1..SAVES {
         let mut t = t.clone();
         version(&mut t, v);
-        versions.push((t, [push(v)]));
+        let pushes = if NOTIFYING.contains(&v) {
+            vec![push(v)]
+        } else {
+            Vec::new()
+        };
+        versions.push((t, pushes));
     }
+    let own = [push(ON_ITS_OWN)];
     // Queued at call time, like the server's progress saves.
-    let saves: Vec<_> = versions
-        .iter()
-        .map(|(t, p)| store.save_with_pushes(t, p))
-        .collect();
+    let mut saves = Vec::with_capacity(SAVES);
+    for (t, p) in &versions {
+        saves.push(store.save_with_pushes(t, p));
+        if t.metadata.as_ref().and_then(|m| m.get("v")) == Some(&ON_ITS_OWN.into()) {
+            saves.push(store.enqueue_pushes(&own));
+        }
+    }
     let other = task("coalesce-u", TaskState::Working);
     let other_saved = store.save(&other);
     assert_eq!(
         store.pending_writes(),
-        Some(2),
-        "{SAVES} saves of one task and one of another wait as two writes"
+        Some(NOTIFYING.len() + 3),
+        "{SAVES} saves of one task wait as one write, with the notifications of the saves it \
+         superseded, the one queued on its own, and another task's save"
     );
     lift(stalled).await;
     first.await.unwrap();
@@ -327,8 +343,11 @@ pub async fn check_saves_coalesce<S>(
     assert!(store.get("coalesce-u").await.unwrap().is_some());
     let pending = store.pending_pushes().await.unwrap();
     let ids: Vec<&str> = pending.iter().map(|p| p.id.as_str()).collect();
-    let expected: Vec<String> = (0..SAVES).map(|n| push(n).id).collect();
-    assert_eq!(ids, expected, "every save's notification, in call order");
+    let expected: Vec<String> = [0, 500, ON_ITS_OWN, 1000, 1500]
+        .into_iter()
+        .map(|n| push(n).id)
+        .collect();
+    assert_eq!(ids, expected, "every notification, in call order");
     for p in &pending {
         store.ack_push(&p.id).await.unwrap();
     }

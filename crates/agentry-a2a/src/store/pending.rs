@@ -3,44 +3,48 @@
 //! A store with one writer (SQLite's thread, PostgreSQL's connection) queues every write and
 //! commits what is waiting in groups. With a plain queue, what waits grows with the rate of
 //! writes times how far the writer is behind: the progress saves of 10,000 streaming turns
-//! once queued 2.2 GB across three replicas on PostgreSQL. Here a save of a task replaces the
-//! save of the same task still waiting (each is a whole snapshot, so the newer one carries
-//! everything): the newer takes the older's waiters and whatever else it must still do (its
-//! notifications, [`Coalesce::absorb`]) and goes to the back of the queue. What waits is then
-//! bounded by the number of tasks, not by time. Going to the back keeps the rule callers rely
-//! on: every write queued before a save is applied before it.
+//! once queued 2.2 GB across three replicas on PostgreSQL. Here a save of a task supersedes
+//! the save of the same task still waiting: each is a whole snapshot, so the newer one
+//! carries everything, takes the older one's callers and goes to the back of the queue. What
+//! the older one must still do besides its snapshot ([`Coalesce::supersede`]: its
+//! notifications) stays where it was, as a write of its own, so every write keeps its place
+//! relative to the others (notifications are delivered in the order they were queued).
+//! What waits is then bounded by the number of tasks and the notifications owed, not by
+//! time.
 //!
 //! ```
 //! use agentry_a2a::store::pending::{self, Coalesce};
 //!
-//! /// A save of `task` with the notifications it owes.
-//! struct Save { task: &'static str, version: u32, pushes: Vec<u32> }
+//! /// A save of `task`, or (`version` 0) only notifications.
+//! struct Write { task: &'static str, version: u32, pushes: Vec<u32> }
 //!
-//! impl Coalesce for Save {
+//! impl Coalesce for Write {
 //!     type Key = &'static str;
-//!     fn key(&self) -> Option<&'static str> { Some(self.task) }
-//!     fn absorb(&mut self, earlier: Save) {
-//!         let mut pushes = earlier.pushes;
-//!         pushes.append(&mut self.pushes);
-//!         self.pushes = pushes;
+//!     fn key(&self) -> Option<&'static str> { (self.version > 0).then_some(self.task) }
+//!     fn supersede(&mut self, earlier: Write) -> Option<Write> {
+//!         (!earlier.pushes.is_empty())
+//!             .then(|| Write { task: earlier.task, version: 0, pushes: earlier.pushes })
 //!     }
 //! }
 //!
-//! let (writes, taker) = pending::channel::<Save, u32>();
-//! let first = writes.push(Save { task: "t", version: 1, pushes: vec![1] }).unwrap();
-//! let second = writes.push(Save { task: "t", version: 2, pushes: vec![2] }).unwrap();
-//! assert_eq!(writes.len(), 1);
+//! let (writes, taker) = pending::channel::<Write, u32>();
+//! let first = writes.push(Write { task: "t", version: 1, pushes: vec![1] }).unwrap();
+//! let second = writes.push(Write { task: "t", version: 2, pushes: vec![] }).unwrap();
+//! let third = writes.push(Write { task: "t", version: 3, pushes: vec![3] }).unwrap();
+//! // The first save's notification, then the newest snapshot with its own.
+//! assert_eq!(writes.len(), 2);
 //!
 //! let mut batch = Vec::new();
 //! assert!(taker.take_blocking(16, &mut batch));
-//! assert_eq!(batch.len(), 1);
-//! assert_eq!((batch[0].write.version, &batch[0].write.pushes), (2, &vec![1, 2]));
+//! let taken: Vec<_> = batch.iter().map(|q| (q.write.version, q.write.pushes.clone())).collect();
+//! assert_eq!(taken, [(0, vec![1]), (3, vec![3])]);
 //! for queued in batch.drain(..) {
 //!     queued.answer(7);
 //! }
-//! // Both callers hear when the newest snapshot is written.
-//! assert_eq!(first.blocking_recv(), Ok(7));
-//! assert_eq!(second.blocking_recv(), Ok(7));
+//! // Every caller hears when the newest snapshot is written.
+//! for rx in [first, second, third] {
+//!     assert_eq!(rx.blocking_recv(), Ok(7));
+//! }
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -57,9 +61,10 @@ pub trait Coalesce: Sized {
     type Key: Eq + Hash + Clone;
     /// `None` for writes that must each be applied (a notification, a claim, a delete).
     fn key(&self) -> Option<Self::Key>;
-    /// Takes over what `earlier`, superseded and never to be applied, must still do besides
-    /// its snapshot (its notifications, for example).
-    fn absorb(&mut self, earlier: Self);
+    /// `self` supersedes `earlier` (same key, still waiting), whose snapshot is not written.
+    /// Returns what of `earlier` must still be applied, in its place in the queue (its
+    /// notifications, as a write without a key), if anything.
+    fn supersede(&mut self, earlier: Self) -> Option<Self>;
 }
 
 /// A write taken by the writer, with everyone waiting for it.
@@ -141,8 +146,19 @@ impl<W: Coalesce, R> Writes<W, R> {
                 && let Some(old) = st.by_key.insert(k.clone(), seq)
                 && let Some(earlier) = st.waiting.remove(&old)
             {
-                write.absorb(earlier.write);
                 waiters = earlier.waiters;
+                if let Some(rest) = write.supersede(earlier.write) {
+                    let key = rest.key();
+                    debug_assert!(key.is_none(), "what a superseded write leaves has no key");
+                    st.waiting.insert(
+                        old,
+                        Queued {
+                            write: rest,
+                            key: None,
+                            waiters: Vec::new(),
+                        },
+                    );
+                }
             }
             waiters.push(tx);
             st.waiting.insert(
@@ -254,11 +270,13 @@ mod tests {
         fn key(&self) -> Option<u8> {
             self.key
         }
-        fn absorb(&mut self, earlier: W) {
-            let mut also = earlier.also;
-            also.push(earlier.v);
-            also.append(&mut self.also);
-            self.also = also;
+        /// What a superseded write leaves: its extras, as a write without a key.
+        fn supersede(&mut self, earlier: W) -> Option<W> {
+            (!earlier.also.is_empty()).then_some(W {
+                key: None,
+                v: earlier.v,
+                also: earlier.also,
+            })
         }
     }
 
@@ -273,35 +291,47 @@ mod tests {
     #[test]
     fn a_save_supersedes_the_waiting_one_and_goes_behind_what_came_between() {
         let (writes, taker) = channel::<W, u32>();
-        let a1 = writes.push(w(Some(1), 1)).unwrap();
+        let with = |key, v, also: &[u32]| W {
+            key,
+            v,
+            also: also.to_vec(),
+        };
+        let a1 = writes.push(with(Some(1), 1, &[10])).unwrap();
         let other = writes.push(w(None, 2)).unwrap();
         let b = writes.push(w(Some(2), 3)).unwrap();
         let a2 = writes.push(w(Some(1), 4)).unwrap();
-        let a3 = writes.push(w(Some(1), 5)).unwrap();
-        assert_eq!(writes.len(), 3);
+        let a3 = writes.push(with(Some(1), 5, &[50])).unwrap();
+        // a1's extras in a1's place; a2 gone; a3 behind everything.
+        assert_eq!(writes.len(), 4);
         let mut batch = Vec::new();
-        assert!(taker.take_blocking(2, &mut batch));
-        let order: Vec<u32> = batch.iter().map(|q| q.write.v).collect();
-        assert_eq!(order, [2, 3], "at most `max`, oldest first");
+        assert!(taker.take_blocking(3, &mut batch));
+        let order: Vec<(u32, Vec<u32>)> = batch
+            .iter()
+            .map(|q| (q.write.v, q.write.also.clone()))
+            .collect();
+        assert_eq!(
+            order,
+            [(1, vec![10]), (2, vec![]), (3, vec![])],
+            "at most `max`, oldest first, each in its place"
+        );
         for (i, q) in batch.drain(..).enumerate() {
             q.answer(10 + i as u32);
         }
         // A save of task 1 queued now is not merged into one already taken.
         assert!(taker.take_blocking(8, &mut batch));
         assert_eq!(batch.len(), 1);
-        assert_eq!(batch[0].write.v, 5);
-        assert_eq!(
-            batch[0].write.also,
-            [1, 4],
-            "the superseded saves' extras, in order"
-        );
+        assert_eq!((batch[0].write.v, &batch[0].write.also), (5, &vec![50]));
         batch.pop().unwrap().answer(42);
         let a4 = writes.push(w(Some(1), 6)).unwrap();
         assert_eq!(writes.len(), 1);
-        assert_eq!(other.blocking_recv(), Ok(10));
-        assert_eq!(b.blocking_recv(), Ok(11));
+        assert_eq!(other.blocking_recv(), Ok(11));
+        assert_eq!(b.blocking_recv(), Ok(12));
         for rx in [a1, a2, a3] {
-            assert_eq!(rx.blocking_recv(), Ok(42));
+            assert_eq!(
+                rx.blocking_recv(),
+                Ok(42),
+                "answered by the save that superseded it"
+            );
         }
         drop(taker);
         assert!(a4.blocking_recv().is_err(), "the writer is gone: no answer");

@@ -34,7 +34,7 @@ const READERS: usize = 4;
 
 enum Op {
     /// Serialized on the writer thread. A later save of the task supersedes it while it
-    /// waits, and writes its notifications (outbox rows) too.
+    /// waits; its notifications (outbox rows) are then written in its place.
     Save(Box<Task>, Vec<OutboxRow>),
     SetPush {
         task_id: String,
@@ -169,10 +169,10 @@ impl Coalesce for Op {
         }
     }
 
-    fn absorb(&mut self, earlier: Op) {
-        if let (Op::Save(_, rows), Op::Save(_, mut before)) = (self, earlier) {
-            before.append(rows);
-            *rows = before;
+    fn supersede(&mut self, earlier: Op) -> Option<Op> {
+        match earlier {
+            Op::Save(_, rows) if !rows.is_empty() => Some(Op::Enqueue(rows)),
+            _ => None,
         }
     }
 }
