@@ -60,7 +60,8 @@ pub use tls::TlsError;
 
 use conn::Conn;
 
-/// Read connections per [`Database`] (each pipelines the queries of concurrent callers).
+/// Read connections per [`Database`] by default (each pipelines the queries of concurrent
+/// callers): [`Options::readers`].
 const READERS: usize = 4;
 
 /// Connecting, or preparing the database.
@@ -158,17 +159,28 @@ pub struct Options {
     /// third of it): after a replica dies, its running tasks are taken for orphans this much
     /// later. Default 30 s.
     pub lease: Duration,
+    /// Connections for reads, beside the one writer (default 4). Each pipelines the queries
+    /// of concurrent callers, so a few go a long way; more help when reads wait on a slow
+    /// database, at one PostgreSQL backend each.
+    pub readers: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             lease: Duration::from_secs(30),
+            readers: READERS,
         }
     }
 }
 
 impl Options {
+    /// These options with `n` read connections (at least 1).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n.max(1);
+        self
+    }
+
     /// These options with `lease` as the hold's lifetime (at least 300 ms).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_millis(300));
@@ -289,7 +301,9 @@ impl Database {
             lease: options.lease,
             writer: tx,
             write_errors,
-            readers: (0..READERS).map(|_| Mutex::new(None)).collect(),
+            readers: (0..options.readers.max(1))
+                .map(|_| Mutex::new(None))
+                .collect(),
             next: AtomicUsize::new(0),
         });
         let every = (options.lease / 3).max(Duration::from_millis(100));

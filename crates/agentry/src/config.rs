@@ -357,6 +357,9 @@ pub struct ServerSection {
     /// running tasks are recovered by another replica this much later; shorter means
     /// faster takeover and more renewals.
     pub lease_seconds: u64,
+    /// With a PostgreSQL store: connections for reads, beside the one writer (default 4;
+    /// each pipelines concurrent queries).
+    pub store_readers: usize,
     /// Task events shared by replicas: a NATS URL (`nats://host:4222`, or `env:NAME` /
     /// `file:PATH` holding one; feature `nats`). A subscription reaching a replica that does
     /// not run the task's turn then follows it there. Needs a shared store (PostgreSQL).
@@ -546,6 +549,7 @@ impl Default for ServerSection {
             drain_delay_ms: 0,
             durability: DurabilityChoice::Power,
             lease_seconds: 30,
+            store_readers: 4,
             bus: None,
             queue: false,
             workers: 4,

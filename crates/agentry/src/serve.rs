@@ -61,7 +61,8 @@ impl Service {
         let pg = match &server.store {
             StoreKind::Postgres(spec) => {
                 let options = agentry_postgres::Options::default()
-                    .lease(std::time::Duration::from_secs(server.lease_seconds.max(1)));
+                    .lease(std::time::Duration::from_secs(server.lease_seconds.max(1)))
+                    .readers(server.store_readers);
                 Some(agentry_postgres::Database::connect_with(&secret(spec)?, options).await?)
             }
             _ => None,

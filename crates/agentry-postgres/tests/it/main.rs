@@ -621,3 +621,49 @@ async fn tls_is_verified_as_the_url_asks() {
         chain(&unknown)
     );
 }
+
+/// A replica opens one writer connection and at most [`Options::readers`] read connections,
+/// however many reads run at once (counted by PostgreSQL, by application name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_connections_are_as_many_as_asked() {
+    let Some(_db) = replica(&url()).await else {
+        return;
+    };
+    let (plain, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for readers in [1, 3] {
+        let marker = format!("agentry-readers-{}", agentry_a2a::new_id());
+        let db = Database::connect_with(
+            &format!("{}?application_name={marker}", url()),
+            Options::default().readers(readers),
+        )
+        .await
+        .unwrap();
+        let s = Arc::new(db.task_store(&ns("readers")));
+        s.save(&task("r", TaskState::Completed)).await.unwrap();
+        let reads: Vec<_> = (0..32)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move { s.get("r").await.unwrap().is_some() })
+            })
+            .collect();
+        for r in reads {
+            assert!(r.await.unwrap());
+        }
+        let open: i64 = plain
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                &[&marker],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            open,
+            1 + readers as i64,
+            "the writer and {readers} reader(s)"
+        );
+    }
+}

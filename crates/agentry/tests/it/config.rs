@@ -86,6 +86,10 @@ fn card_body_limit_and_durability_settings() {
     assert_eq!(c.server.max_body_bytes, Some(1024));
     let e = toml::from_str::<Config>("[server]\ndurability = \"disk\"").unwrap_err();
     assert!(e.to_string().contains("power"), "{e}");
+    // PostgreSQL's read connections: 4 unless set.
+    assert_eq!(c.server.store_readers, 4);
+    let c: Config = toml::from_str("[server]\nstore_readers = 12").unwrap();
+    assert_eq!(c.server.store_readers, 12);
 }
 
 #[test]
