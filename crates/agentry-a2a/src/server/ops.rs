@@ -342,61 +342,43 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             }
         }
     }
-    family(
-        out,
-        "a2a_store_pending_writes",
-        "gauge",
-        "Writes queued for the agent's task store and not yet applied (the agents sharing a \
-         PostgreSQL database share its queue).",
-    )?;
-    for AgentOps {
-        name: agent, store, ..
-    } in &ops.agents
-    {
-        if let Some(n) = store.pending_writes() {
-            writeln!(
-                out,
-                "a2a_store_pending_writes{{agent=\"{}\"}} {n}",
-                label(agent)
-            )?;
+    // Figures only some agents have (a store that queues or counts, a bus): a line for
+    // those that do.
+    type Optional = fn(&AgentOps) -> Option<u64>;
+    for (name, kind, help, read) in [
+        (
+            "a2a_store_pending_writes",
+            "gauge",
+            "Writes queued for the agent's task store and not yet applied (the agents sharing \
+             a PostgreSQL database share its queue).",
+            (|a: &AgentOps| a.store.pending_writes().map(|n| n as u64)) as Optional,
+        ),
+        (
+            "a2a_store_write_errors_total",
+            "counter",
+            "Writes the agent's task store failed to apply (the agents sharing a PostgreSQL \
+             database share its writer).",
+            |a: &AgentOps| a.store.write_errors(),
+        ),
+        (
+            "a2a_bus_errors_total",
+            "counter",
+            "Task events and queued turns the agent's bus (NATS) failed to send, take or \
+             settle.",
+            |a: &AgentOps| {
+                (a.events.is_some() || a.queue.is_some()).then(|| {
+                    a.events.as_ref().map_or(0, |e| e.errors())
+                        + a.queue.as_ref().map_or(0, |q| q.errors())
+                })
+            },
+        ),
+    ] {
+        family(out, name, kind, help)?;
+        for a in &ops.agents {
+            if let Some(n) = read(a) {
+                writeln!(out, "{name}{{agent=\"{}\"}} {n}", label(&a.name))?;
+            }
         }
-    }
-    family(
-        out,
-        "a2a_store_write_errors_total",
-        "counter",
-        "Writes the agent's task store failed to apply (the agents sharing a PostgreSQL \
-         database share its writer).",
-    )?;
-    for AgentOps {
-        name: agent, store, ..
-    } in &ops.agents
-    {
-        if let Some(n) = store.write_errors() {
-            writeln!(
-                out,
-                "a2a_store_write_errors_total{{agent=\"{}\"}} {n}",
-                label(agent)
-            )?;
-        }
-    }
-    family(
-        out,
-        "a2a_bus_errors_total",
-        "counter",
-        "Task events and queued turns the agent's bus (NATS) failed to send, take or settle.",
-    )?;
-    for a in &ops.agents {
-        if a.events.is_none() && a.queue.is_none() {
-            continue;
-        }
-        let n = a.events.as_ref().map_or(0, |e| e.errors())
-            + a.queue.as_ref().map_or(0, |q| q.errors());
-        writeln!(
-            out,
-            "a2a_bus_errors_total{{agent=\"{}\"}} {n}",
-            label(&a.name)
-        )?;
     }
     family(
         out,

@@ -108,21 +108,7 @@ async fn a_turn_running_on_one_replica_is_respected_by_the_other() {
 /// order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
-    use axum::{Router, body::Bytes, extract::State, routing::post};
-    type Seen = Arc<tokio::sync::Mutex<Vec<serde_json::Value>>>;
-    let seen: Seen = Default::default();
-    async fn hook(State(seen): State<Seen>, body: Bytes) -> &'static str {
-        seen.lock()
-            .await
-            .push(serde_json::from_slice(&body).unwrap_or_default());
-        "ok"
-    }
-    let app = Router::new()
-        .route("/hook", post(hook))
-        .with_state(seen.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook_url = format!("http://{}/hook", l.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let (hook_url, seen) = common::webhook().await;
     let url = url();
     let options = agentry_postgres::Options::default().lease(std::time::Duration::from_millis(600));
     let dead = match agentry_postgres::Database::connect_with(&url, options.clone()).await {
@@ -198,7 +184,7 @@ async fn a_dead_replicas_task_is_taken_over_without_anyone_asking() {
     while seen.lock().await.len() < 2 && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let seen = seen.lock().await.clone();
+    let seen: Vec<serde_json::Value> = seen.lock().await.iter().map(|(_, b)| b.clone()).collect();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0]["left"], "by the replica that died", "{seen:?}");
     assert!(seen[1].to_string().contains("input-required"), "{seen:?}");

@@ -514,21 +514,7 @@ async fn extended_card_needs_configuration_and_credentials() {
 
 #[tokio::test]
 async fn push_notifications_carry_token_and_bearer_credentials() {
-    use axum::{Router, body::Bytes, extract::State, http::HeaderMap, routing::post};
-    type Seen = Arc<tokio::sync::Mutex<Vec<(HeaderMap, Value)>>>;
-    let seen: Seen = Default::default();
-    async fn hook(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> &'static str {
-        seen.lock()
-            .await
-            .push((headers, serde_json::from_slice(&body).unwrap()));
-        "ok"
-    }
-    let app = Router::new()
-        .route("/hook", post(hook))
-        .with_state(seen.clone());
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook_url = format!("http://{}/hook", l.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    let (hook_url, seen) = common::webhook().await;
 
     let s = common::echo_server().await;
     // The body follows the version the config was made in: v0.3's Task, v1.0's StreamResponse.

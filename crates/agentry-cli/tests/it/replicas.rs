@@ -237,10 +237,25 @@ fn which(program: &str) -> Result<std::path::PathBuf, ()> {
         .ok_or(())
 }
 
-/// `host:port` of the NATS server the tests use.
+/// The URL of the NATS server the tests use, or `None` (a skip recorded, or a failure where
+/// it is required) when nothing listens there.
 #[cfg(feature = "nats")]
-fn nats() -> String {
-    std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+fn nats() -> Option<String> {
+    let url = std::env::var("AGENTRY_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    if std::net::TcpStream::connect(url.trim_start_matches("nats://")).is_err() {
+        return agentry_testkit::missing(agentry_testkit::Peer::Nats, format!("no NATS at {url}"));
+    }
+    Some(url)
+}
+
+/// The sum of a metric's samples (every label set) on a replica's `/metrics`.
+#[cfg(feature = "nats")]
+fn metric(port: u16, name: &str) -> u64 {
+    crate::support::http_get(port, "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// The events of a stream until it ends (at most `secs` seconds).
@@ -308,12 +323,9 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
     if no_postgres() {
         return;
     }
-    let nats = nats();
-    let nats_addr = nats.trim_start_matches("nats://").to_owned();
-    if std::net::TcpStream::connect(nats_addr.as_str()).is_err() {
-        agentry_testkit::missing::<()>(agentry_testkit::Peer::Nats, format!("no NATS at {nats}"));
+    let Some(nats) = nats() else {
         return;
-    }
+    };
     let Some(haproxy) = haproxy() else {
         return;
     };
@@ -449,15 +461,8 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
         "{done:?}"
     );
     // D ran it, taking it over.
-    let count = |port: u16, name: &str| -> u64 {
-        let text = crate::support::http_get(port, "/metrics");
-        text.lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
-    assert_eq!(count(pd, "a2a_turns_worked_total"), 1);
-    assert_eq!(count(pd, "a2a_task_takeovers_total"), 1);
+    assert_eq!(metric(pd, "a2a_turns_worked_total"), 1);
+    assert_eq!(metric(pd, "a2a_task_takeovers_total"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -548,11 +553,9 @@ async fn a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again() 
     if no_postgres() {
         return;
     }
-    let nats = nats();
-    if std::net::TcpStream::connect(nats.trim_start_matches("nats://")).is_err() {
-        agentry_testkit::missing::<()>(agentry_testkit::Peer::Nats, format!("no NATS at {nats}"));
+    let Some(nats) = nats() else {
         return;
-    }
+    };
     // The tool, over MCP: each call is counted here, outside the replicas.
     let bumps = Arc::new(AtomicUsize::new(0));
     let mut tools = ToolRegistry::new();
@@ -679,23 +682,16 @@ async fn a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again() 
             .count();
         assert_eq!(asked, 1, "the model saw the request {asked} times: {m}");
     }
-    let count = |port: u16, name: &str| -> u64 {
-        crate::support::http_get(port, "/metrics")
-            .lines()
-            .filter(|l| l.starts_with(&format!("{name}{{")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum()
-    };
-    assert_eq!(count(pd, "a2a_turns_worked_total"), 1);
-    assert_eq!(count(pd, "a2a_task_takeovers_total"), 1);
+    assert_eq!(metric(pd, "a2a_turns_worked_total"), 1);
+    assert_eq!(metric(pd, "a2a_task_takeovers_total"), 1);
     // NATS and PostgreSQL were there throughout: no bus or store errors on D.
     let metrics = crate::support::http_get(pd, "/metrics");
     assert!(metrics.contains("a2a_bus_errors_total{"), "{metrics}");
-    assert_eq!(count(pd, "a2a_bus_errors_total"), 0, "{metrics}");
+    assert_eq!(metric(pd, "a2a_bus_errors_total"), 0, "{metrics}");
     assert!(
         metrics.contains("a2a_store_write_errors_total{"),
         "{metrics}"
     );
-    assert_eq!(count(pd, "a2a_store_write_errors_total"), 0, "{metrics}");
+    assert_eq!(metric(pd, "a2a_store_write_errors_total"), 0, "{metrics}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -240,3 +240,24 @@ pub(crate) fn status_text(t: &agentry_a2a::model::Task) -> String {
         .map(|m| m.text_content())
         .unwrap_or_default()
 }
+
+/// What a [`webhook`] received: each POST's headers and JSON body (`null` when not JSON).
+pub(crate) type Hooked = Arc<tokio::sync::Mutex<Vec<(axum::http::HeaderMap, serde_json::Value)>>>;
+
+/// A push-notification receiver on loopback: its URL (`.../hook`) and what it received.
+pub(crate) async fn webhook() -> (String, Hooked) {
+    use axum::{Router, body::Bytes, extract::State, http::HeaderMap, routing::post};
+    async fn hook(State(seen): State<Hooked>, headers: HeaderMap, body: Bytes) -> &'static str {
+        let body = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+        seen.lock().await.push((headers, body));
+        "ok"
+    }
+    let seen: Hooked = Default::default();
+    let app = Router::new()
+        .route("/hook", post(hook))
+        .with_state(seen.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (url, seen)
+}
