@@ -176,13 +176,7 @@ pub async fn key_points(
     let (q, vs) = vecs
         .split_first()
         .ok_or_else(|| RagError::Embedder("no vectors".into()))?;
-    let words: Vec<String> = super::store::keyword_query(question)
-        .map(|k| {
-            k.split(" OR ")
-                .map(|w| w.trim_matches('"').to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let words = super::store::keyword_words(question);
     // "Who is X?" is answered first by a line that introduces X (`Hamlet, Son to ...`, the
     // way cast lists, glossaries and indexes do).
     let asked = who_is(question);

