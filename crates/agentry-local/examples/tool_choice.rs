@@ -1,7 +1,9 @@
-//! Tool-choice accuracy of the embedded model in three modes over the suite in
-//! `tests/data/tool_choice.json`: prompted (free text, parsed), constrained (grammar over all
-//! tools), routed (grammar over the tools the embedder ranks best).
-//!   cargo run --release -p agentry-local --example tool_choice [-- prompted,constrained,routed]
+//! Tool-choice accuracy of the embedded model in three modes over a suite (by default
+//! `tests/data/tool_choice.json`): prompted (free text, parsed), constrained (grammar over all
+//! tools), routed (grammar over the tools the embedder ranks best); `router` is the embedding
+//! ranking alone.
+//!   cargo run --release -p agentry-local --example tool_choice [-- MODES [SUITE.json...]]
+//! e.g. `-- router,routed tests/data/tool_choice_mcp.json tests/data/tool_choice_retail.json`.
 use std::sync::Arc;
 
 use agentry_local::eval::{ToolSuite, run_tool_choice};
@@ -13,9 +15,27 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let modes = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "prompted,constrained,routed".into());
-    let suite: ToolSuite = serde_json::from_str(include_str!("../tests/data/tool_choice.json"))?;
+    let files: Vec<String> = std::env::args().skip(2).collect();
     let model = shared_chat_model(None)?;
     let embedder = shared_embedder(None)?;
+    if files.is_empty() {
+        let suite = serde_json::from_str(include_str!("../tests/data/tool_choice.json"))?;
+        return run_suite(&suite, &modes, &model, &embedder).await;
+    }
+    for f in files {
+        println!("\n{f}");
+        let suite = serde_json::from_str(&std::fs::read_to_string(&f)?)?;
+        run_suite(&suite, &modes, &model, &embedder).await?;
+    }
+    Ok(())
+}
+
+async fn run_suite(
+    suite: &ToolSuite,
+    modes: &str,
+    model: &Arc<agentry_local::ChatModel>,
+    embedder: &Arc<agentry_local::LocalEmbedder>,
+) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "suite: {} requests over {} tools; model {}",
         suite.cases.len(),
@@ -68,7 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         };
         let p = LocalProvider::from_parts(model.clone(), router, cfg);
-        let r = run_tool_choice(&p, &suite).await?;
+        let r = run_tool_choice(&p, suite).await?;
         println!(
             "| {mode} | {}/{} ({:.0}%) | {}/{} | {}/{} | {:.1} s |",
             r.right(),
