@@ -29,4 +29,5 @@ pub mod react;
 pub mod run;
 pub mod runs;
 mod spans;
+pub mod text;
 pub mod tools;

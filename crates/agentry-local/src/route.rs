@@ -1,12 +1,20 @@
 //! Tool routing: rank an agent's tools by embedding similarity between the request and each
-//! tool's name and description. A 135M model picks tools at chance; the embedder picks them
-//! well, and the model is then constrained to the best ones and fills in the arguments.
+//! tool's name and description, plus a keyword match (BM25 over the tools' names and
+//! descriptions). A 135M model picks tools at chance; the embedder picks them well, and the
+//! model is then constrained to the best ones and fills in the arguments.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentry_core::embed::{DynEmbedder, EmbedError, dot};
 use agentry_core::llm::ToolSpec;
+use agentry_core::text::tokens;
+
+/// What a full keyword match adds to a tool's embedding similarity (a cosine): the tool whose
+/// name and description best share the request's words gains this much, others in proportion
+/// to their BM25 score. Chosen on the project's first three tool-choice suites
+/// (`docs/BENCHMARKS.md`: 0.15 and 0.2 did best there, 0.3 worse than none).
+const KEYWORD_WEIGHT: f32 = 0.15;
 
 /// Ranks tools for a request; tool embeddings are cached by their text.
 #[derive(Clone)]
@@ -96,7 +104,93 @@ impl ToolRouter {
                 )
             })
             .collect();
+        let keywords = keyword_scores(query, tools);
+        let top = keywords.iter().copied().fold(0f32, f32::max);
+        if top > 0.0 {
+            for (r, k) in ranked.iter_mut().zip(&keywords) {
+                r.1 += KEYWORD_WEIGHT * k / top;
+            }
+        }
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(ranked)
+    }
+}
+
+/// English function words, as the stemmer leaves them.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "ar", "be", "it", "thi",
+    "that", "these", "those", "with", "as", "by", "from", "at", "what", "which", "who", "how",
+    "when", "where", "do", "doe", "can", "could", "would", "should", "will", "i", "me", "my",
+    "you", "your", "we", "our", "pleas", "there", "here", "so", "than", "then", "if", "not", "no",
+    "all", "ani", "some", "have", "ha",
+];
+
+/// BM25 of `query` against each tool's name (counted twice: it is the tool's own summary) and
+/// description, with the statistics of this tool set: a word most tools mention ("file" among
+/// file tools) weighs little, one only the right tool mentions ("permissions", "tree") a lot.
+fn keyword_scores(query: &str, tools: &[ToolSpec]) -> Vec<f32> {
+    let docs: Vec<Vec<String>> = tools
+        .iter()
+        .map(|t| {
+            let name = t.name.rsplit("__").next().unwrap_or(&t.name);
+            tokens(name)
+                .chain(tokens(name))
+                .chain(tokens(&t.description))
+                .collect()
+        })
+        .collect();
+    let n = docs.len() as f32;
+    let avg = docs.iter().map(Vec::len).sum::<usize>() as f32 / n.max(1.0);
+    // Function words say nothing about which tool is meant, yet in a small tool set one that
+    // only one description happens to use ("the") would look distinctive.
+    let mut words: Vec<String> = tokens(query)
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect();
+    words.sort();
+    words.dedup();
+    let (k1, b) = (1.2f32, 0.75f32);
+    let mut scores = vec![0f32; docs.len()];
+    for w in &words {
+        let hits = docs.iter().filter(|d| d.contains(w)).count() as f32;
+        if hits == 0.0 {
+            continue;
+        }
+        let idf = (1.0 + (n - hits + 0.5) / (hits + 0.5)).ln();
+        for (s, d) in scores.iter_mut().zip(&docs) {
+            let f = d.iter().filter(|x| *x == w).count() as f32;
+            if f > 0.0 {
+                *s += idf * f * (k1 + 1.0) / (f + k1 * (1.0 - b + b * d.len() as f32 / avg));
+            }
+        }
+    }
+    scores
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, description: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: serde_json::json!({"type": "object"}),
+            examples: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_word_only_one_tool_has_outweighs_words_all_have() {
+        let tools = [
+            tool("read_file", "Read the contents of a file."),
+            tool("get_file_info", "Get a file's size, times and permissions."),
+            tool("srv__move_file", "Move or rename a file."),
+        ];
+        let s = keyword_scores("What are the permissions of this file?", &tools);
+        assert!(s[1] > s[0] && s[0] > 0.0, "{s:?}");
+        // Stems meet ("moving" / "move"), and a server prefix is not part of the name.
+        let s = keyword_scores("Moving files around", &tools);
+        assert!(s[2] > s[0] && s[2] > s[1], "{s:?}");
+        assert_eq!(keyword_scores("nothing shared", &tools), [0.0; 3]);
     }
 }
