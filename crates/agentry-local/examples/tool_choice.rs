@@ -4,6 +4,9 @@
 //! ranking alone.
 //!   cargo run --release -p agentry-local --example tool_choice [-- MODES [SUITE.json...]]
 //! e.g. `-- router,routed tests/data/tool_choice_mcp.json tests/data/tool_choice_retail.json`.
+//! Mode `openai` asks any OpenAI-compatible server instead (native tool calls): base URL in
+//! `TOOL_CHOICE_BASE_URL` (default `http://127.0.0.1:8090/v1`, `agentry model serve`), model
+//! in `TOOL_CHOICE_MODEL`, key in `OPENAI_API_KEY`.
 use std::sync::Arc;
 
 use agentry_local::eval::{ToolSuite, run_tool_choice};
@@ -76,6 +79,18 @@ async fn run_suite(
             );
             continue;
         }
+        if mode == "openai" {
+            let cfg = agentry_core::llm::OpenAiConfig {
+                base_url: std::env::var("TOOL_CHOICE_BASE_URL")
+                    .unwrap_or_else(|_| "http://127.0.0.1:8090/v1".into()),
+                model: std::env::var("TOOL_CHOICE_MODEL").unwrap_or_else(|_| "default".into()),
+                ..Default::default()
+            };
+            let p = agentry_core::llm::OpenAiProvider::new(cfg)?;
+            let r = run_tool_choice(&p, suite).await?;
+            print_report(mode, &r);
+            continue;
+        }
         let choice = match mode {
             "prompted" => ToolChoice::Prompted,
             "constrained" => ToolChoice::Constrained,
@@ -89,35 +104,39 @@ async fn run_suite(
         };
         let p = LocalProvider::from_parts(model.clone(), router, cfg);
         let r = run_tool_choice(&p, suite).await?;
-        println!(
-            "| {mode} | {}/{} ({:.0}%) | {}/{} | {}/{} | {:.1} s |",
-            r.right(),
-            r.cases.len(),
-            100.0 * r.accuracy(),
-            r.valid(),
-            r.cases.len(),
-            r.grounded(),
-            r.right(),
-            r.elapsed.as_secs_f64()
-        );
-        if std::env::var_os("VERBOSE").is_some() {
-            for c in &r.cases {
-                let hit = c.called.as_deref() == Some(c.expected.as_str());
-                let args = c
-                    .arguments
-                    .as_ref()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default();
-                println!(
-                    "    {} {:?} -> {:?} {args} ({} tokens; want {})",
-                    if hit { "ok  " } else { "MISS" },
-                    c.request,
-                    c.called,
-                    c.tokens,
-                    c.expected
-                );
-            }
-        }
+        print_report(mode, &r);
     }
     Ok(())
+}
+
+fn print_report(mode: &str, r: &agentry_local::eval::ToolChoiceReport) {
+    println!(
+        "| {mode} | {}/{} ({:.0}%) | {}/{} | {}/{} | {:.1} s |",
+        r.right(),
+        r.cases.len(),
+        100.0 * r.accuracy(),
+        r.valid(),
+        r.cases.len(),
+        r.grounded(),
+        r.right(),
+        r.elapsed.as_secs_f64()
+    );
+    if std::env::var_os("VERBOSE").is_some() {
+        for c in &r.cases {
+            let hit = c.called.as_deref() == Some(c.expected.as_str());
+            let args = c
+                .arguments
+                .as_ref()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            println!(
+                "    {} {:?} -> {:?} {args} ({} tokens; want {})",
+                if hit { "ok  " } else { "MISS" },
+                c.request,
+                c.called,
+                c.tokens,
+                c.expected
+            );
+        }
+    }
 }
