@@ -13,13 +13,20 @@ const PORTER_MAX_TOKEN: usize = 64;
 /// through this same function, so they agree with each other; only their agreement with
 /// FTS5 on accented words is lost.
 pub fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    words(text).map(stem)
+}
+
+/// The runs of letters and digits of `text`, as they are written.
+pub fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(|w| {
-            let mut t = w.to_lowercase().into_bytes();
-            porter(&mut t);
-            String::from_utf8(t).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
-        })
+}
+
+/// One word as [`tokens`] gives it: lower-cased, stemmed.
+pub fn stem(word: &str) -> String {
+    let mut t = word.to_lowercase().into_bytes();
+    porter(&mut t);
+    String::from_utf8(t).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
 }
 
 fn is_vowel(c: u8, y_is_vowel: bool) -> bool {
@@ -109,6 +116,67 @@ impl When {
     }
 }
 
+use When::{MGt0, MGt1, MGt1ST};
+
+/// Porter's step 2, in `fts5_porter.c`'s order.
+const STEP2: &[(&str, &str, When)] = &[
+    ("ational", "ate", MGt0),
+    ("tional", "tion", MGt0),
+    ("enci", "ence", MGt0),
+    ("anci", "ance", MGt0),
+    ("izer", "ize", MGt0),
+    ("logi", "log", MGt0),
+    ("bli", "ble", MGt0),
+    ("alli", "al", MGt0),
+    ("entli", "ent", MGt0),
+    ("eli", "e", MGt0),
+    ("ousli", "ous", MGt0),
+    ("ization", "ize", MGt0),
+    ("ation", "ate", MGt0),
+    ("ator", "ate", MGt0),
+    ("alism", "al", MGt0),
+    ("iveness", "ive", MGt0),
+    ("fulness", "ful", MGt0),
+    ("ousness", "ous", MGt0),
+    ("aliti", "al", MGt0),
+    ("iviti", "ive", MGt0),
+    ("biliti", "ble", MGt0),
+];
+
+/// Step 3.
+const STEP3: &[(&str, &str, When)] = &[
+    ("ical", "ic", MGt0),
+    ("ness", "", MGt0),
+    ("icate", "ic", MGt0),
+    ("iciti", "ic", MGt0),
+    ("ful", "", MGt0),
+    ("ative", "", MGt0),
+    ("alize", "al", MGt0),
+];
+
+/// Step 4.
+const STEP4: &[(&str, &str, When)] = &[
+    ("al", "", MGt1),
+    ("ance", "", MGt1),
+    ("ence", "", MGt1),
+    ("er", "", MGt1),
+    ("ic", "", MGt1),
+    ("able", "", MGt1),
+    ("ible", "", MGt1),
+    ("ant", "", MGt1),
+    ("ement", "", MGt1),
+    ("ment", "", MGt1),
+    ("ent", "", MGt1),
+    ("ion", "", MGt1ST),
+    ("ou", "", MGt1),
+    ("ism", "", MGt1),
+    ("ate", "", MGt1),
+    ("iti", "", MGt1),
+    ("ous", "", MGt1),
+    ("ive", "", MGt1),
+    ("ize", "", MGt1),
+];
+
 /// Applies the first rule whose suffix `w` ends with (longer than the suffix: a rule never
 /// empties the word): when its condition holds of the stem, the suffix becomes the
 /// replacement. Returns whether a rule's condition held (step 1b needs to know).
@@ -181,72 +249,12 @@ pub fn porter(w: &mut Vec<u8>) {
     if w[n - 1] == b'y' && has_vowel(&w[..n - 1]) {
         w[n - 1] = b'i';
     }
-    use When::*;
-    // Steps 2 to 4; within a step SQLite tries only the rules for the word's next-to-last
-    // letter, in this order, and stops at the first whose suffix matches.
-    let by_letter = |w: &Vec<u8>| (w.len() >= 2).then(|| w[w.len() - 2]);
-    let step2: &[(&str, &str, When)] = match by_letter(w) {
-        Some(b'a') => &[("ational", "ate", MGt0), ("tional", "tion", MGt0)],
-        Some(b'c') => &[("enci", "ence", MGt0), ("anci", "ance", MGt0)],
-        Some(b'e') => &[("izer", "ize", MGt0)],
-        Some(b'g') => &[("logi", "log", MGt0)],
-        Some(b'l') => &[
-            ("bli", "ble", MGt0),
-            ("alli", "al", MGt0),
-            ("entli", "ent", MGt0),
-            ("eli", "e", MGt0),
-            ("ousli", "ous", MGt0),
-        ],
-        Some(b'o') => &[
-            ("ization", "ize", MGt0),
-            ("ation", "ate", MGt0),
-            ("ator", "ate", MGt0),
-        ],
-        Some(b's') => &[
-            ("alism", "al", MGt0),
-            ("iveness", "ive", MGt0),
-            ("fulness", "ful", MGt0),
-            ("ousness", "ous", MGt0),
-        ],
-        Some(b't') => &[
-            ("aliti", "al", MGt0),
-            ("iviti", "ive", MGt0),
-            ("biliti", "ble", MGt0),
-        ],
-        _ => &[],
-    };
-    rule(w, step2);
-    let step3: &[(&str, &str, When)] = match by_letter(w) {
-        Some(b'a') => &[("ical", "ic", MGt0)],
-        Some(b's') => &[("ness", "", MGt0)],
-        Some(b't') => &[("icate", "ic", MGt0), ("iciti", "ic", MGt0)],
-        Some(b'u') => &[("ful", "", MGt0)],
-        Some(b'v') => &[("ative", "", MGt0)],
-        Some(b'z') => &[("alize", "al", MGt0)],
-        _ => &[],
-    };
-    rule(w, step3);
-    let step4: &[(&str, &str, When)] = match by_letter(w) {
-        Some(b'a') => &[("al", "", MGt1)],
-        Some(b'c') => &[("ance", "", MGt1), ("ence", "", MGt1)],
-        Some(b'e') => &[("er", "", MGt1)],
-        Some(b'i') => &[("ic", "", MGt1)],
-        Some(b'l') => &[("able", "", MGt1), ("ible", "", MGt1)],
-        Some(b'n') => &[
-            ("ant", "", MGt1),
-            ("ement", "", MGt1),
-            ("ment", "", MGt1),
-            ("ent", "", MGt1),
-        ],
-        Some(b'o') => &[("ion", "", MGt1ST), ("ou", "", MGt1)],
-        Some(b's') => &[("ism", "", MGt1)],
-        Some(b't') => &[("ate", "", MGt1), ("iti", "", MGt1)],
-        Some(b'u') => &[("ous", "", MGt1)],
-        Some(b'v') => &[("ive", "", MGt1)],
-        Some(b'z') => &[("ize", "", MGt1)],
-        _ => &[],
-    };
-    rule(w, step4);
+    // Steps 2 to 4. SQLite tries only the rules for the word's next-to-last letter and stops
+    // at the first whose suffix matches; every suffix is two letters or more, so a suffix that
+    // matches has that letter, and one list per step in SQLite's order chooses the same rule.
+    rule(w, STEP2);
+    rule(w, STEP3);
+    rule(w, STEP4);
     // Step 5a.
     let n = w.len();
     if w[n - 1] == b'e' {

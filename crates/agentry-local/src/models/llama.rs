@@ -39,32 +39,26 @@ const DENSE_FROM_ROWS: usize = 16;
 /// once are bound by arithmetic instead, where candle's quantized kernel (int8 dot products,
 /// activations quantized too) does 2.5-3x less per second than its `f32` matrix product: the
 /// matrix is then dequantized for that one product (a few milliseconds; nothing more stays in
-/// memory). Measured on SmolLM2-135M, 217-token prompt, 2 threads: 201 -> 533 tokens/s with
-/// every weight `f32`, the same generation speed as before since it keeps the quantized path.
+/// memory). Measured on SmolLM2-135M, 217-token prompt, 2 threads: 201 -> 524-562 tokens/s,
+/// generation as before (docs/BENCHMARKS.md, "Embedded models").
 #[derive(Debug, Clone)]
-struct Weight {
-    q: std::sync::Arc<QTensor>,
-    mm: QMatMul,
-}
+struct Weight(QMatMul);
 
 impl Weight {
     fn new(q: QTensor) -> Result<Self> {
-        let q = std::sync::Arc::new(q);
-        Ok(Self {
-            mm: QMatMul::from_arc(q.clone())?,
-            q,
-        })
+        QMatMul::from_qtensor(q).map(Self)
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let Some((&k, lead)) = x.dims().split_last() else {
-            return self.mm.forward(x);
+        // Already dense (`CANDLE_DEQUANTIZE_ALL`), or a few rows: candle's own product.
+        let (QMatMul::QTensor(q), Some((&k, lead))) = (&self.0, x.dims().split_last()) else {
+            return self.0.forward(x);
         };
         let rows: usize = lead.iter().product();
-        if rows < DENSE_FROM_ROWS || !matches!(self.mm, QMatMul::QTensor(_)) {
-            return self.mm.forward(x);
+        if rows < DENSE_FROM_ROWS {
+            return self.0.forward(x);
         }
-        let w = self.q.dequantize(x.device())?;
+        let w = q.dequantize(x.device())?;
         let out: Vec<usize> = lead.iter().copied().chain([w.dim(0)?]).collect();
         x.reshape((rows, k))?.matmul(&w.t()?)?.reshape(out)
     }

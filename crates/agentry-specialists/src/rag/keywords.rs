@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-pub use agentry_core::text::{porter, tokens};
+use agentry_core::text::{stem, tokens, words};
 
 /// BM25's term-frequency saturation (FTS5's value).
 const K1: f64 = 1.2;
@@ -42,7 +42,7 @@ pub struct KeywordIndex {
 pub struct KeywordIndexBuilder {
     ids: Vec<i64>,
     terms: HashMap<String, u32>,
-    /// Lower-case words already stemmed, so each distinct word is stemmed once.
+    /// Words (as written) already stemmed, so each distinct word is stemmed once.
     words: HashMap<String, u32>,
     /// (term, document, weighted frequency), in document order.
     triples: Vec<(u32, u32, f32)>,
@@ -59,10 +59,7 @@ impl KeywordIndexBuilder {
         let mut length = 0u32;
         self.frequencies.clear();
         for &(text, weight) in columns {
-            for w in text
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-            {
+            for w in words(text) {
                 length += 1;
                 let term = self.term_of(w);
                 *self.frequencies.entry(term).or_default() += weight;
@@ -75,25 +72,11 @@ impl KeywordIndexBuilder {
     }
 
     fn term_of(&mut self, word: &str) -> u32 {
-        let lower;
-        let word = if word
-            .bytes()
-            .any(|b| !b.is_ascii_lowercase() && !b.is_ascii_digit())
-        {
-            lower = word.to_lowercase();
-            lower.as_str()
-        } else {
-            word
-        };
         if let Some(&t) = self.words.get(word) {
             return t;
         }
-        let mut stem = word.as_bytes().to_vec();
-        porter(&mut stem);
-        let stem = String::from_utf8(stem)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into());
         let next = self.terms.len() as u32;
-        let t = *self.terms.entry(stem).or_insert(next);
+        let t = *self.terms.entry(stem(word)).or_insert(next);
         self.words.insert(word.to_owned(), t);
         t
     }

@@ -413,16 +413,17 @@ impl KnowledgeBase {
                     .or_default()
                     .add(id, &[(text, 1.0), (heading, 0.5)]);
             }
+            // Every chunk is in both tables; a collection in one only gets an empty other.
             let mut by_collection: std::collections::HashMap<i64, Arc<CollectionIndex>> =
                 Default::default();
-            let ids: std::collections::BTreeSet<i64> =
-                all.keys().chain(keywords.keys()).copied().collect();
-            for c in ids {
-                let ix = CollectionIndex {
-                    vectors: all.remove(&c).unwrap_or_else(|| VectorIndex::new(dims)),
-                    keywords: keywords.remove(&c).unwrap_or_default().build(),
-                };
-                by_collection.insert(c, Arc::new(ix));
+            for (c, words) in keywords {
+                let vectors = all.remove(&c).unwrap_or_else(|| VectorIndex::new(dims));
+                let keywords = words.build();
+                by_collection.insert(c, Arc::new(CollectionIndex { vectors, keywords }));
+            }
+            for (c, vectors) in all {
+                let keywords = KeywordIndex::default();
+                by_collection.insert(c, Arc::new(CollectionIndex { vectors, keywords }));
             }
             cache.by_collection = Some(by_collection);
         }

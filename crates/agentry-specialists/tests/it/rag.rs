@@ -158,7 +158,7 @@ fn plays() -> Option<PathBuf> {
 /// `fts5vocab`).
 #[test]
 fn the_keyword_stemmer_agrees_with_fts5_on_every_word_of_the_plays() {
-    use agentry_specialists::rag::keywords::tokens;
+    use agentry_core::text::tokens;
     let Some(dir) = plays() else { return };
     let mut words = std::collections::BTreeSet::new();
     for f in std::fs::read_dir(&dir).unwrap() {
