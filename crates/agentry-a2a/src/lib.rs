@@ -49,5 +49,11 @@ pub use error::{A2aError, RpcError};
 /// store's index inserts at the right edge of its B-tree (a random v4 key dirties a different
 /// page per task and multiplies the bytes each commit writes).
 pub fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    // Encoded into a buffer: `to_string` goes through the formatting machinery, and every
+    // task, context and message gets an id.
+    let mut buf = uuid::Uuid::encode_buffer();
+    uuid::Uuid::now_v7()
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_owned()
 }

@@ -15,18 +15,41 @@ pub fn now_unix_millis() -> i64 {
 }
 
 /// Formats milliseconds since the Unix epoch as an RFC 3339 UTC timestamp.
+///
+/// Digits are written by hand: every task and status carries a timestamp, and `format!`'s
+/// machinery was a measurable share of answering a message.
 pub fn format_unix_millis(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
+    let millis = ms.rem_euclid(1000) as u32;
     let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
+    let sod = secs.rem_euclid(86_400) as u32;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
+    let Ok(year @ 0..=9999) = u32::try_from(y) else {
+        // Outside four digits: what `format!` writes (a sign, more digits).
+        return format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+            sod / 3600,
+            (sod % 3600) / 60,
+            sod % 60
+        );
+    };
+    let mut out = String::with_capacity(24);
+    let mut put = |n: u32, width: u32, then: char| {
+        for i in (0..width).rev() {
+            out.push(char::from(b'0' + (n / 10u32.pow(i) % 10) as u8));
+        }
+        if then != '\0' {
+            out.push(then);
+        }
+    };
+    put(year, 4, '-');
+    put(m, 2, '-');
+    put(d, 2, 'T');
+    put(sod / 3600, 2, ':');
+    put(sod % 3600 / 60, 2, ':');
+    put(sod % 60, 2, '.');
+    put(millis, 3, 'Z');
+    out
 }
 
 /// Formats seconds since the Unix epoch as an HTTP date (RFC 9110 IMF-fixdate), for
@@ -155,6 +178,37 @@ mod tests {
             format_unix_millis(1_795_307_696_789),
             "2026-11-22T00:34:56.789Z"
         );
+    }
+
+    #[test]
+    fn formats_as_format_does_in_and_out_of_four_digit_years() {
+        let reference = |ms: i64| {
+            let secs = ms.div_euclid(1000);
+            let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+            let sod = secs.rem_euclid(86_400);
+            format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                sod / 3600,
+                (sod % 3600) / 60,
+                sod % 60,
+                ms.rem_euclid(1000)
+            )
+        };
+        let mut ms: i64 = -62_167_219_200_000 - 86_400_000; // the day before 0000-01-01
+        while ms < 253_402_300_800_000 + 86_400_000 {
+            assert_eq!(format_unix_millis(ms), reference(ms), "{ms}");
+            ms += 86_399_999_937; // about a thousand days, every field's digits move
+        }
+        for ms in [
+            -1,
+            0,
+            999,
+            253_402_300_799_999,
+            253_402_300_800_000,
+            i64::MIN / 2,
+        ] {
+            assert_eq!(format_unix_millis(ms), reference(ms), "{ms}");
+        }
     }
 
     #[test]

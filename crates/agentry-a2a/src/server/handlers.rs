@@ -974,7 +974,7 @@ async fn dispatch(
     match req {
         Request::StreamMessage(_) | Request::Resubscribe(_) => {
             let frame = stream::Frame::JsonRpc { id, version: v };
-            streaming(s, frame, req, caller, admitted).await
+            Box::pin(streaming(s, frame, req, caller, admitted)).await
         }
         Request::GetExtendedCard => match &s.extended_card {
             None => rpc_error(&id, &RpcError::extended_card_not_configured(), v),
@@ -991,7 +991,7 @@ async fn dispatch(
                 }
             }
         },
-        other => match unary(s, other, caller, admitted).await {
+        other => match Box::pin(unary(s, other, caller, admitted)).await {
             Ok(answer) => json_body(jsonrpc::encode_result(&id, &answer.body(v))),
             Err(e) => rpc_error(&id, &e, v),
         },
@@ -1161,7 +1161,11 @@ pub(super) async fn unary(
                 .and_then(|c| c.blocking)
                 .unwrap_or(true);
             let limit = history_limit(p.configuration.as_ref().and_then(|c| c.history_length));
-            let result = match s.tasks.start(p, caller, admitted, true).await? {
+            // The methods' futures are boxed where they are awaited: a future is as large as
+            // the largest it awaits inline, and this one is moved whole into its box per
+            // request (measured: ~50 KB of copying per message before, half the gap to a
+            // bare echo).
+            let result = match Box::pin(s.tasks.start(p, caller, admitted, true)).await? {
                 Started::Turn(turn) => stream::await_result(turn, blocking).await,
                 // A repeat: the first request's task, once its running turn ends if blocking.
                 Started::Again(lease) => match AgentTasks::follow(&lease).await {
@@ -1180,29 +1184,30 @@ pub(super) async fn unary(
             }))
         }
         Request::GetTask(q) => {
-            let task = s.tasks.snapshot(&q.id, caller).await?;
+            let task = Box::pin(s.tasks.snapshot(&q.id, caller)).await?;
             Ok(Answer::Task(
                 task.with_history_limit(history_limit(q.history_length)),
             ))
         }
-        Request::ListTasks(l) => list_tasks(s, l, caller).await.map(Answer::Tasks),
-        Request::CancelTask(p) => Ok(Answer::Task(s.tasks.cancel(&p.id, caller).await?)),
+        Request::ListTasks(l) => Box::pin(list_tasks(s, l, caller)).await.map(Answer::Tasks),
+        Request::CancelTask(p) => Ok(Answer::Task(Box::pin(s.tasks.cancel(&p.id, caller)).await?)),
         Request::SetPushConfig(p) => {
             if !s.push_supported {
                 return Err(RpcError::push_not_supported());
             }
             s.push.check_url(&p.push_notification_config.url)?;
-            let cfg = s
-                .tasks
-                .set_push(&p.task_id, p.push_notification_config, caller)
-                .await?;
+            let cfg = Box::pin(
+                s.tasks
+                    .set_push(&p.task_id, p.push_notification_config, caller),
+            )
+            .await?;
             Ok(Answer::PushConfig(TaskPushNotificationConfig {
                 task_id: p.task_id,
                 push_notification_config: write_only(cfg),
             }))
         }
         Request::GetPushConfig(p) => {
-            let configs = push_configs(s, &p.id, caller).await?;
+            let configs = Box::pin(push_configs(s, &p.id, caller)).await?;
             // A config set without an id is named after its task (as the Python SDK does),
             // and also answers to "default" (what TCK 0.3 asks for after such a set).
             let want = p.push_notification_config_id.as_deref().unwrap_or(&p.id);
@@ -1228,7 +1233,7 @@ pub(super) async fn unary(
             }))
         }
         Request::ListPushConfigs(p) => {
-            let configs = push_configs(s, &p.id, caller).await?;
+            let configs = Box::pin(push_configs(s, &p.id, caller)).await?;
             Ok(Answer::PushConfigs(
                 configs
                     .into_iter()
@@ -1243,9 +1248,11 @@ pub(super) async fn unary(
             if !s.push_supported {
                 return Err(RpcError::push_not_supported());
             }
-            s.tasks
-                .delete_push(&p.id, &p.push_notification_config_id, caller)
-                .await?;
+            Box::pin(
+                s.tasks
+                    .delete_push(&p.id, &p.push_notification_config_id, caller),
+            )
+            .await?;
             Ok(Answer::Deleted)
         }
         Request::StreamMessage(_) | Request::Resubscribe(_) | Request::GetExtendedCard => {
