@@ -25,7 +25,8 @@ PID=
 stop() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; PID=; }
 trap stop EXIT
 
-declare -A RPS P99 ERR
+declare -A RPS P99 ERR CPU
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() { # name, then env assignments for the server
   local name=$1; shift
   rm -f "$OUT/gov-audit.db"* "$OUT/gov-tasks.db"*
@@ -34,18 +35,24 @@ measure() { # name, then env assignments for the server
   for _ in $(seq 200); do curl -sf "$URL.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done
   local token=""; [ "${name%%-*}" != plain ] && token=$TOKEN
   A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "$URL" >/dev/null
+  local t0; t0=$(cpu_ticks "$PID")
   A2A_TOKEN=$token A2A_PROTO=1.0 A2A_IDEMPOTENCY=${KEYED:-0} wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
+  local t1; t1=$(cpu_ticks "$PID")
+  # The server's CPU per request (µs): steadier than throughput on a shared machine, where
+  # wrk and a neighbour's load move req/s by more than the cost measured.
+  CPU[$name]=$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" \
+    '/requests in/ {printf "%.2f", (b-a)/hz/$1*1e6}' "$OUT/gov-$name.txt")
   RPS[$name]=$(awk '/Requests\/sec/ {print $2}' "$OUT/gov-$name.txt")
   P99[$name]=$(awk '/A2A_LAT/ {split($4,a,"="); printf "%.2f", a[2]/1000}' "$OUT/gov-$name.txt")
   ERR[$name]=$(awk '/A2A_RESULT/ {print $2, $3, $4}' "$OUT/gov-$name.txt")
   stop
-  printf '  %-12s %10s req/s  p99 %7s ms  %s\n' "$name" "${RPS[$name]}" "${P99[$name]}" "${ERR[$name]}"
+  printf '  %-12s %10s req/s  p99 %7s ms  cpu %6s µs/req  %s\n' "$name" "${RPS[$name]}" "${P99[$name]}" "${CPU[$name]}" "${ERR[$name]}"
 }
 
 # ROUNDS > 1 repeats the whole set and reports the median of each round's ratio: on a
 # shared 2-core VM one run's ratio moves by more than the cost being measured.
 ROUNDS=${ROUNDS:-1}
-declare -A RATIOS
+declare -A RATIOS CPURATIOS
 for round in $(seq "$ROUNDS"); do
 [ "$ROUNDS" -gt 1 ] && echo "==> round $round of $ROUNDS"
 echo "==> wrk -t2 -c$CONN -d${DUR}s, v1.0 SendMessage, task echo, memory store"
@@ -62,10 +69,12 @@ for name in jwt jwt+audit jwt+queued jwt+envelope; do
   awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" -v n="$name" \
     'BEGIN {printf "  %-14s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
   RATIOS[$name]+="$(awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" 'BEGIN {printf "%.4f", a/b}') "
+  CPURATIOS[$name]+="$(awk -v a="${CPU[$name]}" -v b="${CPU[plain]}" 'BEGIN {printf "%.4f", a/b}') "
 done
 awk -v a="${RPS[jwt+env-sqlite]}" -v b="${RPS[plain-sqlite]}" -v n="jwt+env-sqlite" \
   'BEGIN {printf "  %-14s x%.3f (%.1f%% lower than plain-sqlite)\n", n, a/b, (1-a/b)*100}'
 RATIOS[jwt+env-sqlite]+="$(awk -v a="${RPS[jwt+env-sqlite]}" -v b="${RPS[plain-sqlite]}" 'BEGIN {printf "%.4f", a/b}') "
+CPURATIOS[jwt+env-sqlite]+="$(awk -v a="${CPU[jwt+env-sqlite]}" -v b="${CPU[plain-sqlite]}" 'BEGIN {printf "%.4f", a/b}') "
 done
 if [ "$ROUNDS" -gt 1 ]; then
   echo "==> median over $ROUNDS rounds of the ratio to plain on the same store"
@@ -76,4 +85,11 @@ if [ "$ROUNDS" -gt 1 ]; then
         printf "  %-14s x%.3f (%.1f%% lower; rounds %s..%s)\n", n, m, (1-m)*100, v[1], v[NR]}'
   done
 fi
+echo "==> server CPU per request against plain on the same store (median over $ROUNDS rounds)"
+for name in jwt jwt+audit jwt+queued jwt+envelope jwt+env-sqlite; do
+  # shellcheck disable=SC2086
+  printf '%s\n' ${CPURATIOS[$name]} | sort -g | awk -v n="$name" \
+    '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
+      printf "  %-14s x%.3f (%.1f%% more CPU per request; rounds %s..%s)\n", n, m, (m-1)*100, v[1], v[NR]}'
+done
 echo "==> minting an EdDSA token: $(sed 's/MINT //' "$OUT/gov-mint.txt")"
