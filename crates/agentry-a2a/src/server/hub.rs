@@ -395,6 +395,10 @@ pub(crate) enum Started {
 /// key as left behind by a server that died between claiming it and saving the task.
 const CLAIM_SETTLE: Duration = Duration::from_secs(2);
 
+/// The same wait, on a store that forgets finished tasks ([`TaskStore::forgets_finished`]):
+/// its claims and tasks live and die with this process, so only the first case is possible.
+const FORGOTTEN_SETTLE: Duration = Duration::from_millis(250);
+
 /// A started turn: the hub, a receiver subscribed before the agent ran, and a lease.
 pub(crate) struct Turn {
     pub lease: HubLease,
@@ -642,6 +646,23 @@ impl AgentTasks {
                 }
                 Ok(lease) => return Ok(Started::Again(lease)),
                 Err(e) if e.code != crate::error::code::TASK_NOT_FOUND => return Err(e),
+                Err(_) if self.store.forgets_finished() => {
+                    // A store that drops finished tasks past a cap, in this process only: the
+                    // first request is between its claim and its task (microseconds), or its
+                    // task was dropped. Running the repeat again would do the work twice.
+                    let until =
+                        *settle_until.get_or_insert_with(|| Instant::now() + FORGOTTEN_SETTLE);
+                    if Instant::now() < until {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    return Err(RpcError::invalid_params(format!(
+                        "idempotency key {key:?} names task {}, which this server no longer \
+                         holds (its task store keeps only the newest finished tasks); send the \
+                         request with a new key to run it again",
+                        held.task_id
+                    )));
+                }
                 Err(_) => {
                     // The first request is between its claim and its task (microseconds), or
                     // its server died there: wait a little, then take the key over.

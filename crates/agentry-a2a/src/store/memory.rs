@@ -61,6 +61,10 @@ impl MemoryStore {
 }
 
 impl TaskStore for MemoryStore {
+    fn forgets_finished(&self) -> bool {
+        true
+    }
+
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
         let t = self.lock().tasks.get(id).cloned();
         Box::pin(async move { Ok(t) })

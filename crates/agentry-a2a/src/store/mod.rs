@@ -265,6 +265,15 @@ pub trait TaskStore: Send + Sync + 'static {
         Box::pin(async { Ok(Vec::new()) })
     }
 
+    /// Whether finished tasks may be dropped while an idempotency key still names them (a
+    /// store of one process with a cap on what it keeps, like [`MemoryStore`]). The server
+    /// then refuses a repeat whose task is gone instead of running it a second time. `false`
+    /// (the default): a claimed key's task that is missing was never saved (its server died
+    /// between the claim and the task), and the repeat takes the key over.
+    fn forgets_finished(&self) -> bool {
+        false
+    }
+
     /// How often the server asks for [`TaskStore::abandoned`] tasks; `None` (the default):
     /// never.
     fn sweep_every(&self) -> Option<std::time::Duration> {

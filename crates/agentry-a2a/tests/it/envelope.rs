@@ -271,6 +271,60 @@ async fn retries_while_the_first_runs_start_nothing() {
     let _ = std::fs::remove_file(path);
 }
 
+/// The in-memory store keeps the newest finished tasks only, and idempotency keys longer:
+/// a repeat whose task it dropped is refused with a clear error, not run a second time (it
+/// was taken over after a 2 s wait and run again).
+#[tokio::test]
+async fn a_repeat_whose_task_the_memory_store_dropped_is_refused_not_run_again() {
+    let agent = Counting::default();
+    let store = Arc::new(MemoryStore::new(2)) as Arc<dyn TaskStore>;
+    let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
+    let mut first = None;
+    for (key, text) in [("k1", "a"), ("k2", "b"), ("k3", "c")] {
+        let r = rpc(
+            &s.base,
+            &[("Idempotency-Key", key)],
+            "message/send",
+            send_03(text, json!({})),
+        )
+        .await;
+        assert_eq!(r["result"]["status"]["state"], "completed", "{r}");
+        first.get_or_insert_with(|| task_id(&r));
+    }
+    // The third finished task pushed the first out; a repeat of a kept one still answers.
+    let again = rpc(
+        &s.base,
+        &[("Idempotency-Key", "k3")],
+        "message/send",
+        send_03("c", json!({})),
+    )
+    .await;
+    assert_eq!(again["result"]["status"]["state"], "completed", "{again}");
+    let took = std::time::Instant::now();
+    let r = rpc(
+        &s.base,
+        &[("Idempotency-Key", "k1")],
+        "message/send",
+        send_03("a", json!({})),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("no longer holds") && msg.contains(first.as_deref().unwrap()),
+        "{msg}"
+    );
+    assert!(
+        took.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        took.elapsed()
+    );
+    assert_eq!(
+        (agent.runs("a"), agent.runs("b"), agent.runs("c")),
+        (1, 1, 1)
+    );
+}
+
 #[tokio::test]
 async fn keys_expire_are_scoped_to_the_caller_and_survive_a_restart() {
     let (store, path) = sqlite();
