@@ -62,6 +62,38 @@ pub enum AuditError {
     /// The writer thread is gone (the process is shutting down).
     #[error("the audit log is closed")]
     Closed,
+    /// Another backend's store (PostgreSQL) failed.
+    #[error("audit store {store}: {source}")]
+    Backend {
+        /// Where the log is kept (host, port and database; never a password).
+        store: String,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Where audit records go: the SQLite [`AuditLog`] of one machine, or a log several replicas
+/// share (`agentry_postgres::PgAuditLog`). What a server needs to record its decisions.
+pub trait AuditSink: Send + Sync + std::fmt::Debug {
+    /// Appends `event`; resolves with its sequence number once it is committed.
+    fn append(&self, event: Event) -> BoxFuture<'_, Result<u64, AuditError>>;
+    /// Queues `event` in order and returns before it is committed (see
+    /// [`AuditLog::enqueue`]).
+    fn enqueue(&self, event: Event) -> BoxFuture<'_, Result<(), AuditError>>;
+}
+
+/// A boxed future, for the object-safe [`AuditSink`].
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+impl AuditSink for AuditLog {
+    fn append(&self, event: Event) -> BoxFuture<'_, Result<u64, AuditError>> {
+        Box::pin(AuditLog::append(self, event))
+    }
+
+    fn enqueue(&self, event: Event) -> BoxFuture<'_, Result<(), AuditError>> {
+        Box::pin(AuditLog::enqueue(self, event))
+    }
 }
 
 /// Where the log was found changed: the first record that does not verify.
@@ -203,7 +235,8 @@ pub struct Verified {
     pub head: Option<(u64, String)>,
 }
 
-const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 /// How many queued appends one transaction takes at most.
 const BATCH: usize = 512;
 
@@ -624,40 +657,12 @@ fn verify_file(
     let mut stmt = conn
         .prepare(&format!("SELECT {COLUMNS} FROM audit ORDER BY seq"))
         .map_err(db)?;
-    let mut rows = stmt.query([]).map_err(db)?;
-    let mut prev = GENESIS.to_owned();
-    let mut count = 0u64;
-    while let Some(r) = rows.next().map_err(db)? {
-        let expected_seq = count + 1;
-        let (record, detail) = stored_row(r).map_err(db)?;
-        let seq = record.seq;
-        if seq != expected_seq {
-            return Err(Tampered {
-                seq: expected_seq,
-                why: format!("record {expected_seq} is missing (the next is {seq})"),
-            }
-            .into());
-        }
-        if record.prev != prev {
-            return Err(Tampered {
-                seq,
-                why: "it does not follow the record before it (moved, or one was removed)".into(),
-            }
-            .into());
-        }
-        let input = mac_input(seq, record.at_ms, &record.event, &detail, &prev);
-        if hmac_hex(key, &input) != record.mac {
-            return Err(Tampered {
-                seq,
-                why: "its contents do not match its MAC (edited)".into(),
-            }
-            .into());
-        }
-        let mac = record.mac;
-        prev = mac;
-        count = seq;
-    }
-    let last = (count > 0).then(|| (count, prev.clone()));
+    let rows = stmt
+        .query_map([], stored_row)
+        .map_err(db)?
+        .map(|r| r.map_err(db));
+    let last = verify_chain(key, rows)?;
+    let count = last.as_ref().map_or(0, |(s, _)| *s);
     check_head(&conn, path, last.as_ref().map(|(s, _)| *s))?;
     if let Some((seq, mac)) = expected {
         let ok = conn
@@ -679,6 +684,61 @@ fn verify_file(
         records: count,
         head: last,
     })
+}
+
+/// Checks a log's records, read in sequence order as stored (each with its detail's stored
+/// text): numbered 1, 2, 3, ... without gaps, each naming the one before, each MAC right.
+/// The last record's sequence number and MAC when all pass, `None` for an empty log; the
+/// first record that fails is the error. Any backend's `verify` runs its rows through this.
+pub fn verify_chain<E>(
+    key: &[u8; 32],
+    rows: impl IntoIterator<Item = Result<(Record, String), E>>,
+) -> Result<Option<(u64, String)>, E>
+where
+    E: From<Tampered>,
+{
+    let mut prev = GENESIS.to_owned();
+    let mut count = 0u64;
+    for row in rows {
+        let (record, detail) = row?;
+        let expected_seq = count + 1;
+        let seq = record.seq;
+        if seq != expected_seq {
+            return Err(Tampered {
+                seq: expected_seq,
+                why: format!("record {expected_seq} is missing (the next is {seq})"),
+            }
+            .into());
+        }
+        if record.prev != prev {
+            return Err(Tampered {
+                seq,
+                why: "it does not follow the record before it (moved, or one was removed)".into(),
+            }
+            .into());
+        }
+        if seal(key, seq, record.at_ms, &record.event, &detail, &prev) != record.mac {
+            return Err(Tampered {
+                seq,
+                why: "its contents do not match its MAC (edited)".into(),
+            }
+            .into());
+        }
+        prev = record.mac;
+        count = seq;
+    }
+    Ok((count > 0).then_some((count, prev)))
+}
+
+/// A record's MAC: HMAC-SHA256 under `key` over every stored field (the detail as its
+/// stored text) and the MAC of the record before, in lower-case hex.
+pub fn seal(key: &[u8; 32], seq: u64, at_ms: i64, e: &Event, detail: &str, prev: &str) -> String {
+    hmac_hex(key, &mac_input(seq, at_ms, e, detail, prev))
+}
+
+/// The 32-byte key `key` names (a key file is created, mode 0600, when missing).
+pub fn chain_key(key: &AuditKey) -> Result<[u8; 32], AuditError> {
+    load_key(key)
 }
 
 /// The one writer: numbers, chains and commits queued events in batches.
@@ -745,7 +805,7 @@ impl Writer {
             for (e, _) in batch {
                 let seq = self.last.0 + 1;
                 let detail = e.detail.to_string();
-                let mac = hmac_hex(&self.key, &mac_input(seq, at_ms, e, &detail, &self.last.1));
+                let mac = seal(&self.key, seq, at_ms, e, &detail, &self.last.1);
                 insert
                     .execute(params![
                         seq,

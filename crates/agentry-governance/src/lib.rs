@@ -35,6 +35,6 @@ pub mod exchange;
 pub mod token;
 pub mod triggers;
 
-pub use audit::{AuditError, AuditLog, Event, Record, Tampered, Verified};
+pub use audit::{AuditError, AuditLog, AuditSink, Event, Record, Tampered, Verified};
 pub use exchange::{ExchangeError, ExchangeRequest, Exchanged, TokenExchange};
 pub use token::{Claims, Grant, JwksFeed, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};

@@ -156,6 +156,41 @@ const MIGRATIONS: &[&str] = &[
          ADD COLUMN lease_until TIMESTAMPTZ, ADD COLUMN claim TEXT;
      CREATE INDEX agentry_push_outbox_by_holder ON agentry_push_outbox (holder)
          WHERE holder IS NOT NULL",
+    // 4: the audit trail (`crate::audit`): one HMAC chain per `chain` name, its head (the
+    // last record's sequence number and MAC, updated in the same transaction as the records:
+    // its row lock makes the replicas append one batch at a time), and triggers refusing
+    // changes through the front door (whoever drops them is caught by the chain).
+    "CREATE TABLE agentry_audit (
+         chain TEXT NOT NULL,
+         seq BIGINT NOT NULL,
+         at_ms BIGINT NOT NULL,
+         kind TEXT NOT NULL,
+         actor TEXT NOT NULL,
+         on_behalf_of TEXT,
+         agent TEXT,
+         skill TEXT,
+         task_id TEXT,
+         correlation_id TEXT,
+         idempotency_key TEXT,
+         decision TEXT,
+         latency_us BIGINT,
+         detail TEXT NOT NULL,
+         prev TEXT NOT NULL,
+         mac TEXT NOT NULL,
+         PRIMARY KEY (chain, seq)
+     );
+     CREATE INDEX agentry_audit_by_correlation ON agentry_audit (chain, correlation_id);
+     CREATE TABLE agentry_audit_head (
+         chain TEXT PRIMARY KEY,
+         seq BIGINT NOT NULL,
+         mac TEXT NOT NULL
+     );
+     CREATE FUNCTION agentry_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+     CREATE TRIGGER agentry_audit_no_change BEFORE UPDATE OR DELETE ON agentry_audit
+         FOR EACH ROW EXECUTE FUNCTION agentry_audit_append_only();
+     CREATE TRIGGER agentry_audit_no_truncate BEFORE TRUNCATE ON agentry_audit
+         FOR EACH STATEMENT EXECUTE FUNCTION agentry_audit_append_only()",
 ];
 
 /// Brings agentry's tables up to date, in one transaction under an advisory lock: replicas

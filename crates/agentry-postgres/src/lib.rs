@@ -9,7 +9,9 @@
 //! - [`PgTaskStore`]: the A2A task store (tasks, push configs, the push outbox,
 //!   idempotency keys), an [`agentry_a2a::store::TaskStore`];
 //! - [`PgRunStore`]: core's run store (checkpoints of ReAct runs and workflows), an
-//!   [`agentry_core::runs::RunStore`].
+//!   [`agentry_core::runs::RunStore`];
+//! - [`PgAuditLog`]: the governance audit trail, one HMAC chain the replicas append to, an
+//!   [`agentry_governance::AuditSink`].
 //!
 //! Writes keep the task store's contract: queued at call time and applied in call order by
 //! one writer connection, which commits whatever is waiting in one transaction (a group
@@ -48,12 +50,14 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
+pub mod audit;
 mod conn;
 mod runs;
 mod tasks;
 pub mod tls;
 mod writer;
 
+pub use audit::PgAuditLog;
 pub use runs::PgRunStore;
 pub use tasks::PgTaskStore;
 pub use tls::TlsError;

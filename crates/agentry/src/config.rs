@@ -381,7 +381,16 @@ pub struct ServerSection {
     /// Record every authorization decision of every agent (who asked for what, let through
     /// or refused) in the tamper-evident audit trail `<state_dir>/audit.db` (its key in
     /// `audit.db.key`), before the request is served; `agentry audit verify` checks it.
+    /// With `store = "postgres://..."` the trail is in that database instead (tables
+    /// `agentry_audit`, `agentry_audit_head`), one chain every replica appends to.
     pub audit: bool,
+    /// The audit trail's HMAC key, 64 hex digits, inline or as `env:NAME` / `file:PATH`.
+    /// Unset: `<state_dir>/audit.db.key`, made on first use. Replicas sharing a PostgreSQL
+    /// trail must all have the same key: set it here from a secret store.
+    pub audit_key: Option<String>,
+    /// The chain a PostgreSQL trail appends to (default `agentry`): replicas of one
+    /// deployment name the same; another deployment on the same database, another.
+    pub audit_chain: Option<String>,
     /// When a request goes on after its decision is recorded: `durable` (default: once the
     /// record is committed and fsynced) or `queued` (once it is queued in order, committed
     /// within milliseconds; a crash may lose the last records; about half the cost, see
@@ -556,6 +565,8 @@ impl Default for ServerSection {
             mcp_allow: Vec::new(),
             audit: false,
             audit_mode: AuditMode::Durable,
+            audit_key: None,
+            audit_chain: None,
             jwt: None,
         }
     }

@@ -34,25 +34,26 @@ use agentry_a2a::store::BoxFuture;
 use agentry_core::a2a::{AgentHandle, Ask, Update, UpdateStream};
 use agentry_core::react;
 use agentry_governance::triggers::{LiveTriggers, Priority, RunMode, TriggerError};
-use agentry_governance::{AuditLog, Event, JwtVerifier};
+use agentry_governance::{AuditSink, Event, JwtVerifier};
 
 /// The audit trail as the server's access log: each decision an `authz` record (actor the
 /// caller or `anonymous`, agent, operation as the skill, task, allow/deny, the reason).
 #[derive(Debug)]
 pub struct AuditTrail {
-    log: std::sync::Arc<AuditLog>,
+    log: std::sync::Arc<dyn AuditSink>,
     queued: bool,
 }
 
 impl AuditTrail {
     /// Each request served once its record is committed (fsynced).
-    pub fn durable(log: std::sync::Arc<AuditLog>) -> Self {
+    pub fn durable(log: std::sync::Arc<dyn AuditSink>) -> Self {
         AuditTrail { log, queued: false }
     }
 
     /// Each request served once its record is queued, in order (see
-    /// [`AuditLog::enqueue`]): a crash may lose the last records, at about half the cost.
-    pub fn queued(log: std::sync::Arc<AuditLog>) -> Self {
+    /// [`agentry_governance::AuditLog::enqueue`]): a crash may lose the last records, at about
+    /// half the cost.
+    pub fn queued(log: std::sync::Arc<dyn AuditSink>) -> Self {
         AuditTrail { log, queued: true }
     }
 }
@@ -192,12 +193,12 @@ impl JwtBearer {
 /// that has seen a tool's result can find it in the trail.
 pub struct AuditedTools {
     inner: Arc<dyn AgentHandle>,
-    log: Arc<AuditLog>,
+    log: Arc<dyn AuditSink>,
 }
 
 impl AuditedTools {
     /// `inner`, its tool calls recorded in `log`.
-    pub fn new(inner: Arc<dyn AgentHandle>, log: Arc<AuditLog>) -> Self {
+    pub fn new(inner: Arc<dyn AgentHandle>, log: Arc<dyn AuditSink>) -> Self {
         AuditedTools { inner, log }
     }
 }
@@ -289,7 +290,7 @@ impl AgentHandle for AuditedTools {
                             .event(&tool, &id, args)
                             .decision("unfinished")
                             .latency(at.elapsed());
-                        record(&log, e).await;
+                        record(&*log, e).await;
                     }
                     return None;
                 };
@@ -319,7 +320,7 @@ impl AgentHandle for AuditedTools {
                                 .event(&tool, id, args)
                                 .decision(if failed { "error" } else { "ok" })
                                 .latency(at.elapsed());
-                            record(&log, e).await;
+                            record(&*log, e).await;
                         }
                         _ => {}
                     }
@@ -330,7 +331,7 @@ impl AgentHandle for AuditedTools {
     }
 }
 
-async fn record(log: &AuditLog, e: Event) {
+async fn record(log: &dyn AuditSink, e: Event) {
     if let Err(err) = log.append(e).await {
         tracing::error!("tool call not audited: {err}");
     }

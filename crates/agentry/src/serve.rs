@@ -202,10 +202,43 @@ impl Service {
         }
         server_config.metrics = server.metrics;
         server_config.drain_delay = std::time::Duration::from_millis(server.drain_delay_ms);
-        let audit_log = if server.audit {
-            Some(Arc::new(agentry_governance::AuditLog::open(
-                &state_dir.join("audit.db"),
-            )?))
+        let audit_log: Option<Arc<dyn agentry_governance::AuditSink>> = if server.audit {
+            use agentry_governance::audit::AuditKey;
+            let key = match &server.audit_key {
+                Some(spec) => AuditKey::Hex(secret(spec)?),
+                None => AuditKey::File(state_dir.join("audit.db.key")),
+            };
+            // Replicas on one database share one trail there; one machine keeps it in a
+            // file beside its tasks.
+            #[cfg(feature = "postgres")]
+            let shared = match &pg {
+                // A key file of one machine's would give each replica its own key, and the
+                // shared chain could not be verified: refused rather than written so.
+                Some(_) if server.audit_key.is_none() => {
+                    return Err(Error::Invalid(
+                        "[server] audit with store = \"postgres://...\" needs audit_key (64 hex \
+                         digits, e.g. \"env:AGENTRY_AUDIT_KEY\"): every replica seals the shared \
+                         trail with the same key"
+                            .into(),
+                    ));
+                }
+                Some(db) => Some(Arc::new(agentry_postgres::PgAuditLog::open(
+                    db,
+                    server.audit_chain.as_deref().unwrap_or("agentry"),
+                    &key,
+                )?)
+                    as Arc<dyn agentry_governance::AuditSink>),
+                None => None,
+            };
+            #[cfg(not(feature = "postgres"))]
+            let shared = None;
+            match shared {
+                Some(log) => Some(log),
+                None => Some(Arc::new(agentry_governance::AuditLog::open_with(
+                    &state_dir.join("audit.db"),
+                    key,
+                )?)),
+            }
         } else {
             None
         };

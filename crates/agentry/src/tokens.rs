@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentry_governance::{
-    AuditLog, Event, ExchangeRequest, JwtPolicy, JwtVerifier, TokenExchange, TokenIssuer,
+    AuditSink, Event, ExchangeRequest, JwtPolicy, JwtVerifier, TokenExchange, TokenIssuer,
 };
 use axum::Router;
 use axum::body::Bytes;
@@ -35,7 +35,7 @@ const ACCESS_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 pub struct TokenService {
     exchange: TokenExchange,
     clients: Vec<(String, String)>,
-    audit: Option<Arc<AuditLog>>,
+    audit: Option<Arc<dyn AuditSink>>,
     /// The service's own tokens, for introspection (RFC 7662).
     own: JwtVerifier,
 }
@@ -46,7 +46,7 @@ impl TokenService {
     pub fn from_config(
         t: &TokenServiceSection,
         state_dir: &Path,
-        audit: Option<Arc<AuditLog>>,
+        audit: Option<Arc<dyn AuditSink>>,
     ) -> Result<Self, Error> {
         let invalid = |e: &dyn std::fmt::Display| Error::Invalid(format!("[token_service]: {e}"));
         let key = t

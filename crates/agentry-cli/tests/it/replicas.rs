@@ -339,7 +339,8 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
             &path,
             format!(
                 "[server]\nstore = \"{}\"\nbus = \"{nats}\"\npublic_url = \"http://127.0.0.1:{lb}\"\n\
-                 lease_seconds = 2\nqueue = true\nworkers = {workers}\nmetrics = true\n\n\
+                 lease_seconds = 2\nqueue = true\nworkers = {workers}\nmetrics = true\n\
+                 audit = true\naudit_key = \"{AUDIT_KEY}\"\naudit_chain = \"three-{lb}\"\n\n\
                  [[agents]]\npath = \"/\"\nbuiltin = {{ kind = \"conformance\" }}\n\
                  db = \"three-{lb}\"\n",
                 url()
@@ -463,8 +464,31 @@ async fn three_replicas_share_streams_and_a_killed_worker_loses_its_turn_to_anot
     // D ran it, taking it over.
     assert_eq!(metric(pd, "a2a_turns_worked_total"), 1);
     assert_eq!(metric(pd, "a2a_task_takeovers_total"), 1);
+    // Every replica recorded its decisions in one audit chain in PostgreSQL, which verifies
+    // whole: among them the resubscription each of A, B and C served.
+    let db = agentry::postgres::Database::connect(&url()).await.unwrap();
+    let key = agentry::governance::audit::AuditKey::Hex(AUDIT_KEY.into());
+    let trail = agentry::postgres::PgAuditLog::open(&db, &format!("three-{lb}"), &key).unwrap();
+    let verified = trail.verify().await.unwrap();
+    let records = trail.records(1, 10_000).await.unwrap();
+    assert_eq!(records.len() as u64, verified.records);
+    let resubscribed = records
+        .iter()
+        .filter(|r| {
+            r.event.task_id.as_deref() == Some(id.as_str())
+                && r.event
+                    .skill
+                    .as_deref()
+                    .is_some_and(|s| s.contains("ubscribe"))
+        })
+        .count();
+    assert!(resubscribed >= 3, "{records:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The audit trail's key in the replicated tests' configuration (every replica has it).
+#[cfg(feature = "nats")]
+const AUDIT_KEY: &str = "5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed5eed";
 
 /// What the model server of [`a_worker_killed_mid_react_run_resumes_without_calling_its_tool_again`]
 /// saw and how it answers.

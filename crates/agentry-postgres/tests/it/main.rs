@@ -667,3 +667,190 @@ async fn read_connections_are_as_many_as_asked() {
         );
     }
 }
+
+/// The audit trail shared by replicas: two processes' logs (separate databases handles,
+/// connections and writers) append at once to one chain; it verifies whole, in one order,
+/// each record once; durable and queued appends both land; the readers find them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_append_to_one_audit_chain() {
+    use agentry_governance::audit::AuditKey;
+    use agentry_governance::{AuditSink, Event};
+    use agentry_postgres::PgAuditLog;
+    let (Some(a), Some(b)) = (replica(&url()).await, replica(&url()).await) else {
+        return;
+    };
+    let chain = ns("audit");
+    let key = AuditKey::Hex("ab".repeat(32));
+    let logs = [
+        Arc::new(PgAuditLog::open(&a, &chain, &key).unwrap()),
+        Arc::new(PgAuditLog::open(&b, &chain, &key).unwrap()),
+    ];
+    let mut appends = Vec::new();
+    for (r, log) in logs.iter().enumerate() {
+        for i in 0..150 {
+            let log = log.clone();
+            appends.push(tokio::spawn(async move {
+                let e = Event::new("authz", format!("replica-{r}"))
+                    .agent("mail")
+                    .correlation(format!("req-{}", i % 10))
+                    .decision("allow")
+                    .detail(serde_json::json!({"i": i}));
+                if i % 3 == 0 {
+                    AuditSink::enqueue(&*log, e).await.map(|()| None)
+                } else {
+                    AuditSink::append(&*log, e).await.map(Some)
+                }
+            }));
+        }
+    }
+    let mut seqs = Vec::new();
+    for a in appends {
+        if let Some(seq) = a.await.unwrap().unwrap() {
+            seqs.push(seq);
+        }
+    }
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), 200, "every durable append has its own number");
+    // Queued ones commit within moments.
+    let mut verified = logs[0].verify().await.unwrap();
+    for _ in 0..100 {
+        if verified.records == 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        verified = logs[0].verify().await.unwrap();
+    }
+    assert_eq!(verified.records, 300);
+    assert_eq!(
+        logs[1].verify().await.unwrap(),
+        verified,
+        "both replicas see one chain"
+    );
+    let records = logs[1].records(1, 1000).await.unwrap();
+    assert_eq!(records.len(), 300);
+    assert!(records.iter().zip(1..).all(|(r, n)| r.seq == n));
+    for r in 0..2 {
+        let by = records
+            .iter()
+            .filter(|x| x.event.actor == format!("replica-{r}"));
+        assert_eq!(by.count(), 150);
+    }
+    assert_eq!(logs[0].by_correlation("req-3").await.unwrap().len(), 30);
+    let (head_seq, head_mac) = verified.head.clone().unwrap();
+    assert!(logs[0].verify_against(head_seq, &head_mac).await.is_ok());
+    // Another key cannot read it as its own.
+    let forged = PgAuditLog::open(&a, &chain, &AuditKey::Hex("11".repeat(32))).unwrap();
+    assert!(forged.verify().await.is_err());
+}
+
+/// Changes to the audit table are refused through the front door (`UPDATE`, `DELETE`,
+/// `TRUNCATE`); with the triggers dropped, an edit, a deletion, a reorder and a truncation
+/// (records and head rolled back together) are each found at the record they hit.
+#[tokio::test]
+async fn the_audit_chain_on_postgres_finds_every_kind_of_tampering() {
+    use agentry_governance::audit::AuditKey;
+    use agentry_governance::{AuditError, Event};
+    use agentry_postgres::PgAuditLog;
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let key = AuditKey::Hex("cd".repeat(32));
+    // A fresh chain of five records for each case.
+    let fresh = async |name: &str| {
+        let chain = ns(name);
+        let log = PgAuditLog::open(&db, &chain, &key).unwrap();
+        for i in 0..5 {
+            log.append(Event::new("tool", "agent").skill(format!("t{i}")))
+                .await
+                .unwrap();
+        }
+        assert_eq!(log.verify().await.unwrap().records, 5);
+        (chain, log)
+    };
+    let tampered_at = |r: Result<agentry_governance::Verified, AuditError>| match r {
+        Err(AuditError::Tampered(t)) => t.seq,
+        other => panic!("not found tampered: {other:?}"),
+    };
+    let (chain, _log) = fresh("refused").await;
+    for sql in [
+        format!("UPDATE agentry_audit SET actor = 'x' WHERE chain = '{chain}' AND seq = 2"),
+        format!("DELETE FROM agentry_audit WHERE chain = '{chain}' AND seq = 5"),
+        "TRUNCATE agentry_audit".to_owned(),
+    ] {
+        let err = client.batch_execute(&sql).await.unwrap_err();
+        assert!(
+            format!("{:?}", err).contains("append-only"),
+            "{sql}: {err:?}"
+        );
+    }
+    // For the rest, the trigger is dropped and restored within the tampering transaction,
+    // so no other session ever sees the table unguarded.
+    let case = async |name: &str, sql: &str| {
+        let (chain, log) = fresh(name).await;
+        let sql = sql.replace("CHAIN", &chain);
+        client
+            .batch_execute(&format!(
+                "BEGIN; ALTER TABLE agentry_audit DISABLE TRIGGER agentry_audit_no_change; {sql};
+                 ALTER TABLE agentry_audit ENABLE TRIGGER agentry_audit_no_change; COMMIT"
+            ))
+            .await
+            .unwrap();
+        tampered_at(log.verify().await)
+    };
+    assert_eq!(
+        case(
+            "edited",
+            "UPDATE agentry_audit SET actor = 'mallory' WHERE chain = 'CHAIN' AND seq = 3"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        case(
+            "deleted",
+            "DELETE FROM agentry_audit WHERE chain = 'CHAIN' AND seq = 2"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        case(
+            "reordered",
+            "UPDATE agentry_audit SET seq = -seq WHERE chain = 'CHAIN' AND seq IN (2, 3);
+             UPDATE agentry_audit SET seq = 3 WHERE chain = 'CHAIN' AND seq = -2;
+             UPDATE agentry_audit SET seq = 2 WHERE chain = 'CHAIN' AND seq = -3;"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        case(
+            "cut",
+            "DELETE FROM agentry_audit WHERE chain = 'CHAIN' AND seq >= 4"
+        )
+        .await,
+        4,
+        "the head still names record 5"
+    );
+    // Cut short with the head rolled back too: only a head kept elsewhere finds it.
+    let (chain, log) = fresh("cut-and-head").await;
+    let kept = log.verify().await.unwrap().head.unwrap();
+    let old = log.records(3, 1).await.unwrap().remove(0);
+    client
+        .batch_execute(&format!(
+            "BEGIN; ALTER TABLE agentry_audit DISABLE TRIGGER agentry_audit_no_change;
+             DELETE FROM agentry_audit WHERE chain = '{chain}' AND seq > 3;
+             UPDATE agentry_audit_head SET seq = 3, mac = '{}' WHERE chain = '{chain}';
+             ALTER TABLE agentry_audit ENABLE TRIGGER agentry_audit_no_change; COMMIT",
+            old.mac
+        ))
+        .await
+        .unwrap();
+    assert_eq!(log.verify().await.unwrap().records, 3);
+    assert_eq!(tampered_at(log.verify_against(kept.0, &kept.1).await), 5);
+}

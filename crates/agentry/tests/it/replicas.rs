@@ -166,3 +166,56 @@ async fn a_front_replica_queues_and_a_worker_replica_runs() {
         TaskState::Completed
     );
 }
+
+/// `audit = true` on a PostgreSQL store: the replicas' decisions go to one chain in the
+/// database, which verifies whole; without a shared `audit_key` the server refuses to start
+/// (a key file per machine would give each replica its own key).
+#[tokio::test]
+async fn replicas_audit_into_one_chain_in_postgresql() {
+    let Ok(db) = agentry::postgres::Database::connect(&url()).await else {
+        agentry_testkit::missing::<()>(
+            agentry_testkit::Peer::Postgres,
+            format!("no PostgreSQL at {}", url()),
+        );
+        return;
+    };
+    let name = format!("audited-{}", agentry::a2a::new_id());
+    let key = "7e".repeat(32);
+    let audited = |key: Option<&str>| {
+        let mut c = config(&name);
+        c.server.audit = true;
+        c.server.audit_key = key.map(str::to_owned);
+        c.server.audit_chain = Some(name.clone());
+        c.server.state_dir = Some(std::env::temp_dir().join(&name));
+        c
+    };
+    let refused = agentry::Service::build(audited(None)).await.err().unwrap();
+    assert!(refused.to_string().contains("audit_key"), "{refused}");
+    let (a, b) = (
+        crate::serve(audited(Some(&key))).await,
+        crate::serve(audited(Some(&key))).await,
+    );
+    for base in [&a, &b] {
+        let c = A2aClient::discover(&format!("{base}/echo"), ClientConfig::default())
+            .await
+            .unwrap();
+        c.send_message(MessageSendParams::new(Message::text(Role::User, "audited")))
+            .await
+            .unwrap();
+    }
+    let trail = agentry::postgres::PgAuditLog::open(
+        &db,
+        &name,
+        &agentry::governance::audit::AuditKey::Hex(key),
+    )
+    .unwrap();
+    let records = trail.records(1, 100).await.unwrap();
+    let sends = records
+        .iter()
+        .filter(|r| r.event.kind == "authz" && r.event.decision.as_deref() == Some("allow"))
+        .filter(|r| r.event.skill.as_deref().is_some_and(|s| s.contains("end")))
+        .count();
+    assert_eq!(sends, 2, "{records:?}");
+    assert_eq!(trail.verify().await.unwrap().records, records.len() as u64);
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(&name));
+}
