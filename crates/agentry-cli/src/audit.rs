@@ -1,19 +1,20 @@
-//! `agentry audit verify|show|head`: read the audit trail an auditor trusts.
+//! `agentry audit verify|show|head`: read the audit trail an auditor trusts: the SQLite log of
+//! one machine, or (`--store postgres://...`) the chain replicas share in PostgreSQL.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use agentry::governance::{AuditError, AuditLog, Record};
-use clap::Subcommand;
+use agentry::governance::{AuditError, AuditLog, Record, Verified};
+use clap::{Args, Subcommand};
 
 use crate::error::CliError;
 
 #[derive(Subcommand)]
 pub(crate) enum AuditCommand {
-    /// Check every record's chain and MAC and the head file; name the first tampered record.
+    /// Check every record's chain and MAC and the head; name the first tampered record.
     Verify {
-        /// The log (default $AGENTRY_HOME/audit.db; its key is `<log>.key` beside it).
-        #[arg(long)]
-        log: Option<PathBuf>,
+        #[command(flatten)]
+        trail: Trail,
         /// Also check that the log still holds a head recorded elsewhere earlier, as
         /// printed by `agentry audit head` (`SEQ MAC` or `SEQ:MAC`).
         #[arg(long, value_name = "SEQ:MAC")]
@@ -24,28 +25,128 @@ pub(crate) enum AuditCommand {
         /// The correlation id.
         #[arg(long)]
         correlation: String,
-        #[arg(long)]
-        log: Option<PathBuf>,
+        #[command(flatten)]
+        trail: Trail,
         /// One JSON record per line.
         #[arg(long)]
         json: bool,
     },
     /// Print the log's head (`SEQ MAC`), to keep somewhere the log's host cannot change.
     Head {
-        #[arg(long)]
-        log: Option<PathBuf>,
+        #[command(flatten)]
+        trail: Trail,
     },
 }
 
-fn open(log: Option<&Path>) -> Result<AuditLog, CliError> {
-    let path = log.map_or_else(|| agentry::home_dir().join("audit.db"), Path::to_owned);
-    if !path.exists() {
-        return Err(CliError::Usage(format!(
-            "no audit log at {} (give one with --log)",
-            path.display()
-        )));
+/// Which trail: a SQLite file, or a chain in PostgreSQL.
+#[derive(Args)]
+pub(crate) struct Trail {
+    /// The log (default $AGENTRY_HOME/audit.db; its key is `<log>.key` beside it).
+    #[arg(long, conflicts_with = "store")]
+    log: Option<PathBuf>,
+    /// The PostgreSQL database of a replicated deployment (`store` of its agentry.toml;
+    /// `env:NAME` or `file:PATH` too).
+    #[arg(long, requires = "key")]
+    store: Option<String>,
+    /// The chain's key there (`audit_key`: 64 hex digits, `env:NAME` or `file:PATH`).
+    #[arg(long)]
+    key: Option<String>,
+    /// The chain there (`audit_chain`).
+    #[arg(long, default_value = "agentry")]
+    chain: String,
+}
+
+enum Opened {
+    File(Arc<AuditLog>),
+    #[cfg(feature = "postgres")]
+    Pg(agentry::postgres::PgAuditLog),
+}
+
+impl Opened {
+    async fn open(t: Trail) -> Result<Opened, CliError> {
+        if let Some(store) = t.store {
+            #[cfg(feature = "postgres")]
+            {
+                let secret =
+                    |s: &str| agentry::serve::secret(s).map_err(|e| CliError::Usage(e.to_string()));
+                let db = agentry::postgres::Database::connect(&secret(&store)?)
+                    .await
+                    .map_err(|e| CliError::Failed(e.to_string()))?;
+                let key = agentry::governance::audit::AuditKey::Hex(secret(
+                    t.key.as_deref().unwrap_or_default(),
+                )?);
+                let log =
+                    agentry::postgres::PgAuditLog::open(&db, &t.chain, &key).map_err(failed)?;
+                return Ok(Opened::Pg(log));
+            }
+            #[cfg(not(feature = "postgres"))]
+            {
+                let _ = store;
+                return Err(CliError::Usage(
+                    "--store: this agentry was built without the `postgres` feature".into(),
+                ));
+            }
+        }
+        let path = t
+            .log
+            .unwrap_or_else(|| agentry::home_dir().join("audit.db"));
+        if !path.exists() {
+            return Err(CliError::Usage(format!(
+                "no audit log at {} (give one with --log, or --store for PostgreSQL)",
+                path.display()
+            )));
+        }
+        let log = blocking(move || AuditLog::open(&path)).await?;
+        Ok(Opened::File(Arc::new(log)))
     }
-    AuditLog::open(&path).map_err(failed)
+
+    fn describe(&self) -> String {
+        match self {
+            Opened::File(log) => log.path().display().to_string(),
+            #[cfg(feature = "postgres")]
+            Opened::Pg(log) => format!("{log:?}"),
+        }
+    }
+
+    async fn verify(&self, head: Option<(u64, String)>) -> Result<Verified, CliError> {
+        match self {
+            Opened::File(log) => {
+                let log = log.clone();
+                blocking(move || match &head {
+                    None => log.verify(),
+                    Some((seq, mac)) => log.verify_against(*seq, mac),
+                })
+                .await
+            }
+            #[cfg(feature = "postgres")]
+            Opened::Pg(log) => match &head {
+                None => log.verify().await,
+                Some((seq, mac)) => log.verify_against(*seq, mac).await,
+            }
+            .map_err(failed),
+        }
+    }
+
+    async fn by_correlation(&self, id: String) -> Result<Vec<Record>, CliError> {
+        match self {
+            Opened::File(log) => {
+                let log = log.clone();
+                blocking(move || log.by_correlation(&id)).await
+            }
+            #[cfg(feature = "postgres")]
+            Opened::Pg(log) => log.by_correlation(&id).await.map_err(failed),
+        }
+    }
+}
+
+/// The SQLite log's calls block (they read the file): off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AuditError> + Send + 'static,
+) -> Result<T, CliError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| CliError::Failed(e.to_string()))?
+        .map_err(failed)
 }
 
 fn failed(e: AuditError) -> CliError {
@@ -53,40 +154,31 @@ fn failed(e: AuditError) -> CliError {
 }
 
 pub(crate) async fn run(cmd: AuditCommand) -> Result<(), CliError> {
-    tokio::task::spawn_blocking(move || run_blocking(cmd))
-        .await
-        .map_err(|e| CliError::Failed(e.to_string()))?
-}
-
-fn run_blocking(cmd: AuditCommand) -> Result<(), CliError> {
     match cmd {
-        AuditCommand::Verify { log, head } => {
-            let log = open(log.as_deref())?;
-            let verified = match head {
-                None => log.verify(),
-                Some(h) => {
-                    let (seq, mac) = h
-                        .split_once([':', ' '])
-                        .and_then(|(s, m)| Some((s.trim().parse().ok()?, m.trim())))
-                        .ok_or_else(|| CliError::Usage(format!("--head {h}: not SEQ:MAC")))?;
-                    log.verify_against(seq, mac)
-                }
-            }
-            .map_err(failed)?;
+        AuditCommand::Verify { trail, head } => {
+            let head = head
+                .map(|h| {
+                    h.split_once([':', ' '])
+                        .and_then(|(s, m)| Some((s.trim().parse().ok()?, m.trim().to_owned())))
+                        .ok_or_else(|| CliError::Usage(format!("--head {h}: not SEQ:MAC")))
+                })
+                .transpose()?;
+            let log = Opened::open(trail).await?;
+            let verified = log.verify(head).await?;
             println!(
                 "ok: {} records, chain and head intact ({})",
                 verified.records,
-                log.path().display()
+                log.describe()
             );
             Ok(())
         }
         AuditCommand::Show {
             correlation,
-            log,
+            trail,
             json,
         } => {
-            let log = open(log.as_deref())?;
-            let records = log.by_correlation(&correlation).map_err(failed)?;
+            let log = Opened::open(trail).await?;
+            let records = log.by_correlation(correlation.clone()).await?;
             if records.is_empty() {
                 return Err(CliError::Failed(format!(
                     "no record with correlation id {correlation}"
@@ -101,9 +193,9 @@ fn run_blocking(cmd: AuditCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
-        AuditCommand::Head { log } => {
-            let log = open(log.as_deref())?;
-            match log.verify().map_err(failed)?.head {
+        AuditCommand::Head { trail } => {
+            let log = Opened::open(trail).await?;
+            match log.verify(None).await?.head {
                 Some((seq, mac)) => println!("{seq}:{mac}"),
                 None => println!("0:"),
             }

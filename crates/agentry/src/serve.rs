@@ -548,9 +548,10 @@ fn jwt_verifier(
     Ok(Arc::new(crate::governed::JwtIssuers(also)))
 }
 
-/// A credential from the config: `env:NAME`, `file:PATH` (its first line) or the value itself.
-/// Errors name where the secret was to come from, never the secret.
-pub(crate) fn secret(spec: &str) -> Result<String, Error> {
+/// A credential as agentry.toml gives one: `env:NAME`, `file:PATH` (its first line) or the
+/// value itself; trimmed, and refused when empty. Errors name where the secret was to come
+/// from, never the secret.
+pub fn secret(spec: &str) -> Result<String, Error> {
     let value = if let Some(name) = spec.strip_prefix("env:") {
         std::env::var(name).map_err(|_| {
             Error::Invalid(format!(

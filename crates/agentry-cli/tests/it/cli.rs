@@ -704,6 +704,94 @@ fn audit_verify_show_and_head() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// `agentry audit --store postgres://...`: the chain replicas share in PostgreSQL, read as
+/// the SQLite log is: `verify`, `head`, `show`, and an edit found at its record (the key from
+/// the environment, as `audit_key` would give it).
+#[cfg(feature = "postgres")]
+#[test]
+fn audit_reads_the_chain_in_postgresql() {
+    use agentry::governance::Event;
+    use agentry::governance::audit::AuditKey;
+    let url = std::env::var("AGENTRY_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let chain = format!("cli-{}", agentry::a2a::new_id());
+    let key = "9a".repeat(32);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(db) = rt.block_on(async {
+        match agentry::postgres::Database::connect(&url).await {
+            Ok(db) => Some(db),
+            Err(e) => agentry_testkit::missing(
+                agentry_testkit::Peer::Postgres,
+                format!("no PostgreSQL at {url} ({e})"),
+            ),
+        }
+    }) else {
+        return;
+    };
+    rt.block_on(async {
+        let log =
+            agentry::postgres::PgAuditLog::open(&db, &chain, &AuditKey::Hex(key.clone())).unwrap();
+        for (actor, corr) in [
+            ("jwt:alice", "req-1"),
+            ("jwt:bob", "req-2"),
+            ("orchestrator", "req-1"),
+        ] {
+            log.append(
+                Event::new("authz", actor)
+                    .agent("mail")
+                    .decision("allow")
+                    .correlation(corr),
+            )
+            .await
+            .unwrap();
+        }
+    });
+    let trail = [
+        "--store",
+        url.as_str(),
+        "--key",
+        "env:AUDIT_TEST_KEY",
+        "--chain",
+        chain.as_str(),
+    ];
+    let audit = |args: &[&str]| {
+        let mut all = vec!["audit"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&trail);
+        Command::new(BIN)
+            .args(&all)
+            .env("AUDIT_TEST_KEY", &key)
+            .output()
+            .unwrap()
+    };
+    let ok = audit(&["verify"]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(stdout(&ok).contains("ok: 3 records"), "{}", stdout(&ok));
+    let head = stdout(&audit(&["head"])).trim().to_owned();
+    assert!(head.starts_with("3:"), "{head}");
+    let shown = stdout(&audit(&["show", "--correlation", "req-1"]));
+    assert_eq!(shown.lines().count(), 2, "{shown}");
+    assert!(shown.contains("jwt:alice -> mail: allow"), "{shown}");
+    rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "BEGIN; ALTER TABLE agentry_audit DISABLE TRIGGER agentry_audit_no_change;
+                 UPDATE agentry_audit SET actor = 'jwt:mallory' WHERE chain = '{chain}' AND seq = 2;
+                 ALTER TABLE agentry_audit ENABLE TRIGGER agentry_audit_no_change; COMMIT"
+            ))
+            .await
+            .unwrap();
+    });
+    let bad = audit(&["verify"]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("tampered at record 2"), "{err}");
+}
+
 /// `serve --audit`: the refused and the let-through calls are in the audit trail, which
 /// `audit verify` finds intact while the server keeps appending.
 #[test]
