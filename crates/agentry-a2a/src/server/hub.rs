@@ -509,16 +509,18 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<HubLease, RpcError> {
-        self.load(task_id, caller, true).await
+        self.load(task_id, caller, true, None).await
     }
 
     /// [`open`](Self::open), recovering an orphan only with `orphans` (a worker taking a
-    /// queued turn decides for itself).
+    /// queued turn decides for itself); `known`: the task as just read from the store, not
+    /// read again.
     async fn load(
         self: &Arc<Self>,
         task_id: &str,
         caller: Option<&str>,
         orphans: bool,
+        known: Option<Task>,
     ) -> Result<HubLease, RpcError> {
         let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
         if let Some(hub) = live {
@@ -527,11 +529,15 @@ impl AgentTasks {
             }
             return Ok(self.lease(hub));
         }
-        let mut task = self
-            .store
-            .get(task_id)
-            .await
-            .map_err(|e| RpcError::internal(e.to_string()))?
+        let known = match known {
+            Some(task) => Some(task),
+            None => self
+                .store
+                .get(task_id)
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?,
+        };
+        let mut task = known
             .filter(|t| t.owner.as_deref() == caller)
             .ok_or_else(|| RpcError::task_not_found(task_id))?;
         let push = self
@@ -962,16 +968,18 @@ impl AgentTasks {
         // runs it. Its hold tells which before a hub is made for it here (a hub here would
         // take in this replica's subscribers, and the running worker's events never reach
         // it). Another turn's orphan (a later message's) is not this job's to run.
+        // The task read here is the one the hub is made from (one read per job, not two).
         let mut taken = false;
-        if !self.hubs().contains_key(&job.task_id)
-            && let Some(stored) = self
+        let mut stored = None;
+        if !self.hubs().contains_key(&job.task_id) {
+            stored = self
                 .store
                 .get(&job.task_id)
                 .await
-                .map_err(|e| e.to_string())?
-            && is_orphan(&stored)
-        {
-            if !is_last_turn(&stored, &job.message_id) {
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(t) = stored.as_ref().filter(|t| is_orphan(t)) {
+            if !is_last_turn(t, &job.message_id) {
                 return Ok(None);
             }
             if !self
@@ -984,7 +992,10 @@ impl AgentTasks {
             }
             taken = true;
         }
-        let lease = match self.load(&job.task_id, job.owner.as_deref(), false).await {
+        let lease = match self
+            .load(&job.task_id, job.owner.as_deref(), false, stored)
+            .await
+        {
             Ok(lease) => lease,
             Err(e) if e.code == crate::error::code::TASK_NOT_FOUND => {
                 tracing::warn!("queued task {} is not in the store; dropped", job.task_id);
