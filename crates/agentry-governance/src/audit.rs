@@ -107,6 +107,17 @@ pub struct Tampered {
     pub why: String,
 }
 
+impl Tampered {
+    /// The head recorded elsewhere earlier (`seq`) is no longer in the log as it was: the
+    /// log was cut short (and its own head rolled back) or rewritten.
+    pub fn not_the_kept_head(seq: u64) -> Self {
+        Tampered {
+            seq,
+            why: format!("record {seq} is not the one recorded as the head earlier"),
+        }
+    }
+}
+
 /// What happened, as the caller reports it; the log adds the sequence number, the time and
 /// the chain.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -673,11 +684,7 @@ fn verify_file(
             .map_err(db)?
             .is_some_and(|m| m == mac);
         if !ok {
-            return Err(Tampered {
-                seq,
-                why: format!("record {seq} is not the one recorded as the head earlier"),
-            }
-            .into());
+            return Err(Tampered::not_the_kept_head(seq).into());
         }
     }
     Ok(Verified {

@@ -215,11 +215,7 @@ impl PgAuditLog {
         if let Some((seq, mac)) = expected {
             let held = rows.iter().any(|(r, _)| r.seq == seq && r.mac == mac);
             if !held {
-                return Err(Tampered {
-                    seq,
-                    why: format!("record {seq} is not the one recorded as the head earlier"),
-                }
-                .into());
+                return Err(Tampered::not_the_kept_head(seq).into());
             }
         }
         Ok(Verified {
