@@ -38,9 +38,7 @@ pub fn format_unix_millis(ms: i64) -> String {
         for i in (0..width).rev() {
             out.push(char::from(b'0' + (n / 10u32.pow(i) % 10) as u8));
         }
-        if then != '\0' {
-            out.push(then);
-        }
+        out.push(then);
     };
     put(year, 4, '-');
     put(m, 2, '-');

@@ -316,7 +316,7 @@ impl AuditLog {
     /// match its head file (it was truncated or rewritten): appending to it would bury the
     /// evidence.
     pub fn open_with(path: &Path, key: AuditKey) -> Result<Self, AuditError> {
-        let key = load_key(&key)?;
+        let key = chain_key(&key)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| AuditError::File {
                 path: dir.to_owned(),
@@ -543,7 +543,8 @@ fn parse_key(hex_key: &str, origin: &str) -> Result<[u8; 32], AuditError> {
     Ok(key)
 }
 
-fn load_key(key: &AuditKey) -> Result<[u8; 32], AuditError> {
+/// The 32-byte key `key` names (a key file is created, mode 0600, when missing).
+pub fn chain_key(key: &AuditKey) -> Result<[u8; 32], AuditError> {
     match key {
         AuditKey::Hex(h) => parse_key(h, "(given)"),
         AuditKey::File(path) => {
@@ -741,11 +742,6 @@ where
 /// stored text) and the MAC of the record before, in lower-case hex.
 pub fn seal(key: &[u8; 32], seq: u64, at_ms: i64, e: &Event, detail: &str, prev: &str) -> String {
     hmac_hex(key, &mac_input(seq, at_ms, e, detail, prev))
-}
-
-/// The 32-byte key `key` names (a key file is created, mode 0600, when missing).
-pub fn chain_key(key: &AuditKey) -> Result<[u8; 32], AuditError> {
-    load_key(key)
 }
 
 /// The one writer: numbers, chains and commits queued events in batches.

@@ -127,58 +127,49 @@ impl PgAuditLog {
 
     /// The records of one correlation id (one user request, every hop), in order.
     pub async fn by_correlation(&self, id: &str) -> Result<Vec<Record>, AuditError> {
-        let rows = self
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND correlation_id = $2 \
-                     ORDER BY seq"
-                ),
-                Some(id.to_owned()),
-                None,
-            )
-            .await?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND correlation_id = $2 \
+             ORDER BY seq"
+        );
+        let rows = self.query(&sql, &[&self.chain, &id]).await?;
         Ok(rows.into_iter().map(with_detail).collect())
     }
 
     /// Up to `limit` records from `from` on, in order.
     pub async fn records(&self, from: u64, limit: u64) -> Result<Vec<Record>, AuditError> {
-        let rows = self
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND seq >= $2 \
-                     ORDER BY seq LIMIT $3"
-                ),
-                None,
-                Some((from, limit)),
-            )
-            .await?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND seq >= $2 \
+             ORDER BY seq LIMIT $3"
+        );
+        let (from, limit) = (
+            i64::try_from(from).unwrap_or(i64::MAX),
+            i64::try_from(limit).unwrap_or(i64::MAX),
+        );
+        let rows = self.query(&sql, &[&self.chain, &from, &limit]).await?;
         Ok(rows.into_iter().map(with_detail).collect())
     }
 
     async fn verify_inner(&self, expected: Option<(u64, &str)>) -> Result<Verified, AuditError> {
-        let rows = self
-            .query(
-                &format!("SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 ORDER BY seq"),
-                None,
-                None,
-            )
-            .await?;
-        let last = verify_chain::<AuditError>(&self.key, rows.iter().cloned().map(Ok))?;
-        let chain = self.chain.clone();
+        let sql = format!("SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 ORDER BY seq");
+        let rows = self.query(&sql, &[&self.chain]).await?;
+        // Looked up before the rows go to the check, which takes them.
+        let kept = expected.map(|(seq, mac)| {
+            let held = rows.iter().any(|(r, _)| r.seq == seq && r.mac == mac);
+            (seq, held)
+        });
+        let last = verify_chain::<AuditError>(&self.key, rows.into_iter().map(Ok))?;
+        let chain = &self.chain;
         let head: Option<(i64, String)> = self
             .db
-            .read(|c| {
-                let chain = chain.clone();
-                async move {
-                    let row = c
-                        .client
-                        .query_opt(
-                            "SELECT seq, mac FROM agentry_audit_head WHERE chain = $1",
-                            &[&chain],
-                        )
-                        .await?;
-                    Ok(row.map(|r| (r.get(0), r.get(1))))
-                }
+            .read(|c| async move {
+                let row = c
+                    .client
+                    .query_opt(
+                        "SELECT seq, mac FROM agentry_audit_head WHERE chain = $1",
+                        &[chain],
+                    )
+                    .await?;
+                Ok(row.map(|r| (r.get(0), r.get(1))))
             })
             .await
             .map_err(|e| backend(&self.db, e))?;
@@ -212,11 +203,8 @@ impl PgAuditLog {
                 .into());
             }
         }
-        if let Some((seq, mac)) = expected {
-            let held = rows.iter().any(|(r, _)| r.seq == seq && r.mac == mac);
-            if !held {
-                return Err(Tampered::not_the_kept_head(seq).into());
-            }
+        if let Some((seq, false)) = kept {
+            return Err(Tampered::not_the_kept_head(seq).into());
         }
         Ok(Verified {
             records: count,
@@ -224,33 +212,20 @@ impl PgAuditLog {
         })
     }
 
-    /// Rows of the chain as stored (each record with its detail's text), by `sql` whose `$1`
-    /// is the chain, then the correlation id, or the first seq and the limit.
+    /// Rows of the chain as stored (each record with its detail's text).
     async fn query(
         &self,
         sql: &str,
-        correlation: Option<String>,
-        range: Option<(u64, u64)>,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<(Record, String)>, AuditError> {
-        let chain = self.chain.clone();
-        let (from, limit) = range.map_or((0, 0), |(f, l)| {
-            (
-                i64::try_from(f).unwrap_or(i64::MAX),
-                i64::try_from(l).unwrap_or(i64::MAX),
-            )
-        });
         self.db
-            .read(|c| {
-                let (chain, correlation, sql) =
-                    (chain.clone(), correlation.clone(), sql.to_owned());
-                async move {
-                    let rows = match (&correlation, range) {
-                        (Some(id), _) => c.client.query(&sql, &[&chain, id]).await?,
-                        (None, Some(_)) => c.client.query(&sql, &[&chain, &from, &limit]).await?,
-                        (None, None) => c.client.query(&sql, &[&chain]).await?,
-                    };
-                    Ok(rows.iter().map(stored_row).collect())
-                }
+            .read(|c| async move {
+                Ok(c.client
+                    .query(sql, params)
+                    .await?
+                    .iter()
+                    .map(stored_row)
+                    .collect())
             })
             .await
             .map_err(|e| backend(&self.db, e))

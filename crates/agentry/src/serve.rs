@@ -232,13 +232,13 @@ impl Service {
             };
             #[cfg(not(feature = "postgres"))]
             let shared = None;
-            match shared {
-                Some(log) => Some(log),
-                None => Some(Arc::new(agentry_governance::AuditLog::open_with(
+            Some(match shared {
+                Some(log) => log,
+                None => Arc::new(agentry_governance::AuditLog::open_with(
                     &state_dir.join("audit.db"),
                     key,
-                )?)),
-            }
+                )?),
+            })
         } else {
             None
         };

@@ -652,30 +652,29 @@ impl AgentTasks {
                 }
                 Ok(lease) => return Ok(Started::Again(lease)),
                 Err(e) if e.code != crate::error::code::TASK_NOT_FOUND => return Err(e),
-                Err(_) if self.store.forgets_finished() => {
-                    // A store that drops finished tasks past a cap, in this process only: the
-                    // first request is between its claim and its task (microseconds), or its
-                    // task was dropped. Running the repeat again would do the work twice.
-                    let until =
-                        *settle_until.get_or_insert_with(|| Instant::now() + FORGOTTEN_SETTLE);
+                Err(_) => {
+                    // The first request is between its claim and its task (microseconds), or
+                    // its server died there, or (a store that drops finished tasks past a cap,
+                    // in this process only) its task was dropped: wait a little, then take the
+                    // key over, or refuse where running the repeat would do the work twice.
+                    let forgets = self.store.forgets_finished();
+                    let settle = if forgets {
+                        FORGOTTEN_SETTLE
+                    } else {
+                        CLAIM_SETTLE
+                    };
+                    let until = *settle_until.get_or_insert_with(|| Instant::now() + settle);
                     if Instant::now() < until {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
-                    return Err(RpcError::invalid_params(format!(
-                        "idempotency key {key:?} names task {}, which this server no longer \
-                         holds (its task store keeps only the newest finished tasks); send the \
-                         request with a new key to run it again",
-                        held.task_id
-                    )));
-                }
-                Err(_) => {
-                    // The first request is between its claim and its task (microseconds), or
-                    // its server died there: wait a little, then take the key over.
-                    let until = *settle_until.get_or_insert_with(|| Instant::now() + CLAIM_SETTLE);
-                    if Instant::now() < until {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
+                    if forgets {
+                        return Err(RpcError::invalid_params(format!(
+                            "idempotency key {key:?} names task {}, which this server no longer \
+                             holds (its task store keeps only the newest finished tasks); send \
+                             the request with a new key to run it again",
+                            held.task_id
+                        )));
                     }
                     self.store
                         .release_key(scope, &key)
