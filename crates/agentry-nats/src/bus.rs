@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use agentry_flow::bus::{BusEvent, Delivery, EventBus};
+use agentry_flow::bus::{BusError, BusEvent, Delivery, EventBus, Published, check_topic};
 use async_nats::jetstream::{self, stream};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -187,28 +187,21 @@ impl NatsBus {
 }
 
 impl EventBus for NatsBus {
-    /// Publishes and waits for the stream to have stored the event: 1 once it has (every
-    /// matching subscription will get it), 0 when it could not be stored (logged) or the
-    /// topic is not a valid subject.
+    /// Publishes and waits for the stream to have stored the event (every matching
+    /// subscription will get it); an error when it could not be stored.
     fn publish(
         &self,
         topic: &str,
         payload: Map<String, Value>,
-    ) -> agentry_a2a::store::BoxFuture<'_, usize> {
-        let event = BusEvent {
-            id: agentry_a2a::new_id(),
-            topic: topic.to_owned(),
-            payload,
-            time: agentry_a2a::time::now_rfc3339(),
-        };
+    ) -> agentry_a2a::store::BoxFuture<'_, Result<Published, BusError>> {
+        let event = BusEvent::new(topic, payload);
         Box::pin(async move {
-            let Some(subject) = self.subject(&event.topic, false) else {
-                tracing::warn!(topic = %event.topic, "event not published: a topic is dot-separated names without spaces or wildcards");
-                return 0;
-            };
-            let Ok(body) = serde_json::to_vec(&event) else {
-                return 0;
-            };
+            check_topic(&event.topic, false)?;
+            let subject = self
+                .subject(&event.topic, false)
+                .ok_or_else(|| BusError::Topic(format!("`{}` is not a topic", event.topic)))?;
+            let body =
+                serde_json::to_vec(&event).map_err(|e| BusError::Unavailable(e.to_string()))?;
             // The event's id: a publish retried within the stream's duplicate window is kept
             // once.
             let mut headers = async_nats::HeaderMap::new();
@@ -218,14 +211,17 @@ impl EventBus for NatsBus {
                 .publish_with_headers(subject, headers, body.into())
                 .await
             {
-                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };
             match stored {
-                Ok(()) => 1,
+                Ok(()) => Ok(Published::durable(event.id)),
                 Err(e) => {
                     tracing::warn!(topic = %event.topic, "event not stored by JetStream: {e}");
-                    0
+                    Err(BusError::Unavailable(format!(
+                        "NATS JetStream at {}: {e}",
+                        self.target
+                    )))
                 }
             }
         })
@@ -247,6 +243,19 @@ impl EventBus for NatsBus {
             .flatten()
             .filter_map(|m| async move { serde_json::from_slice::<BusEvent>(&m.payload).ok() })
             .boxed()
+    }
+
+    fn prepare(
+        &self,
+        group: &str,
+        pattern: &str,
+    ) -> agentry_a2a::store::BoxFuture<'_, Result<(), BusError>> {
+        let (group, pattern) = (group.to_owned(), pattern.to_owned());
+        Box::pin(async move {
+            NatsBus::prepare(self, &group, &pattern)
+                .await
+                .map_err(|e| BusError::Unavailable(e.to_string()))
+        })
     }
 
     fn consume(&self, group: &str, pattern: &str) -> BoxStream<'static, Delivery> {

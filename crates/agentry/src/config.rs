@@ -69,6 +69,79 @@ pub struct Config {
     /// private CA; a client certificate for agents that take them, mTLS).
     #[serde(default)]
     pub client_tls: Option<ClientTlsSection>,
+    /// `[events]`: publish-subscribe between agents (`POST /events/{topic}`, the agents'
+    /// `publish_event` tool, `[[events.subscribe]]`).
+    #[serde(default)]
+    pub events: Option<EventsSection>,
+}
+
+/// `[events]`: publish-subscribe between agents. Events go on the `[server] bus` (NATS
+/// JetStream: kept until every subscriber has handled them, shared by a subscriber's
+/// replicas) or, without one, stay in the process.
+///
+/// ```
+/// let config: agentry::Config = toml::from_str(r#"
+///     [events]
+///     agent_topics = ["invoice.*"]       # the agents' publish_event tool may publish here
+///     [[events.subscribe]]
+///     topic = "order.created"             # `*` one name, a final `>` the rest
+///     agent = "billing"                   # a configured agent or a [[remotes]] entry
+///     reply_topic = "billing.done"        # its answers published here
+/// "#).unwrap();
+/// assert_eq!(config.events.unwrap().subscribe[0].agent, "billing");
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct EventsSection {
+    /// Serve `POST /events/{topic}` (a JSON object as the body) for publishers outside the
+    /// agents (default `true`); it takes the `[server]` credentials.
+    #[serde(default = "yes")]
+    pub endpoint: bool,
+    /// With verified tokens (`[server.jwt]`, `[server.introspection]`): the scopes a token
+    /// needs to publish on the endpoint (default `["events.publish"]`; the operator's static
+    /// tokens and keys hold every scope).
+    #[serde(default = "publish_scopes")]
+    pub publish_scopes: Vec<String>,
+    /// The topics (patterns) the agents' `publish_event` tool may publish on; empty (the
+    /// default): the agents have no such tool.
+    #[serde(default)]
+    pub agent_topics: Vec<String>,
+    /// Keeps this deployment's events apart from others on the same NATS (the stream
+    /// `AGENTRY_EVENTS_<NAMESPACE>`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Which agent handles which events.
+    #[serde(default)]
+    pub subscribe: Vec<Subscription>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn publish_scopes() -> Vec<String> {
+    vec!["events.publish".into()]
+}
+
+/// `[[events.subscribe]]`: an agent asked to handle each event whose topic matches, one at a
+/// time; one it fails on is delivered again (on NATS, up to 5 times).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Subscription {
+    /// The topics: dot-separated names, `*` for one name, a final `>` for the rest.
+    pub topic: String,
+    /// The agent, by name: a configured agent of this file or a `[[remotes]]` entry.
+    pub agent: String,
+    /// A `[[triggers]]` id: its system prompt is added to the agent's for these events, and
+    /// its `agents` must include this one.
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// Where the agent's answer to each event is published (its text and data, and the
+    /// event it answers), for the next agent in a chain.
+    #[serde(default)]
+    pub reply_topic: Option<String>,
 }
 
 /// `[server.tls]`: serve over HTTPS; with `client_ca`, client certificates that CA signed

@@ -34,6 +34,8 @@
 //! - [`knowledge`], [`team`] (feature `specialists`): the knowledge base a process uses, and
 //!   the RAG → PPT team behind `agentry run`.
 //! - [`toolsets`]: agentry's tools by name, for `agentry mcp serve`.
+//! - [`events`]: publish-subscribe from `[events]`: subscriptions, the agents'
+//!   `publish_event` tool, `POST /events/{topic}`.
 //! - [`governed`]: the audit trail and JWT verification joined to the A2A server.
 //! - [`introspect`]: bearer tokens checked by their issuer (RFC 7662 introspection).
 //! - [`tokens`]: the token service (`[token_service]`): RFC 8693 token exchange over HTTP.
@@ -72,6 +74,7 @@ pub mod agents;
 pub mod builtin;
 pub mod config;
 mod error;
+pub mod events;
 pub mod governed;
 pub mod introspect;
 pub mod jwks;

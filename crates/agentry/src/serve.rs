@@ -40,6 +40,10 @@ pub struct Service {
     pub drain: agentry_a2a::server::Drain,
     /// What is served, in order.
     pub agents: Vec<ServedInfo>,
+    /// The bus of `[events]`, which the subscriptions listen on and `POST /events/{topic}`
+    /// publishes to (`None` without that section). The subscriptions run as long as
+    /// [`Service::router`] (or a clone of it) lives.
+    pub events: Option<Arc<dyn agentry_flow::bus::EventBus>>,
 }
 
 impl Service {
@@ -201,6 +205,7 @@ impl Service {
             server_config.body_limit = n;
         }
         server_config.metrics = server.metrics;
+        let body_limit = server_config.body_limit;
         server_config.drain_delay = std::time::Duration::from_millis(server.drain_delay_ms);
         let audit_log: Option<Arc<dyn agentry_governance::AuditSink>> = if server.audit {
             use agentry_governance::audit::AuditKey;
@@ -255,10 +260,12 @@ impl Service {
             .as_deref()
             .map(agentry_governance::triggers::TriggerDb::open)
             .transpose()?;
-        let triggers =
-            agentry_governance::triggers::LiveTriggers::new(config.triggers.clone(), triggers_db)?;
+        let triggers = Arc::new(agentry_governance::triggers::LiveTriggers::new(
+            config.triggers.clone(),
+            triggers_db,
+        )?);
         let admission: Option<Arc<dyn agentry_a2a::server::Admit>> =
-            Some(Arc::new(crate::governed::TriggerGate(Arc::new(triggers))));
+            Some(Arc::new(crate::governed::TriggerGate(triggers.clone())));
         let mut a2a = A2aServer::new().config(server_config);
         let mut served = Vec::new();
         let mut add = |path: String,
@@ -366,13 +373,49 @@ impl Service {
             );
         }
 
+        // `[events]`: the subscriptions start once every agent they may name is made.
+        let mut subscriptions = crate::events::Running::default();
+        let events = setup.events.clone();
+        let mut events_routes = None;
+        if let (Some(ev), Some(bus)) = (&setup.config.events, &events) {
+            crate::events::check(ev, &setup.registry, &triggers)?;
+            subscriptions =
+                crate::events::subscribe(ev, bus, &setup.registry, &triggers, audit_log.as_ref())
+                    .await?;
+            if ev.endpoint {
+                let path = crate::events::PATH;
+                if let Some((p, _)) = served
+                    .iter()
+                    .find(|(p, _)| p == path || p.starts_with(&format!("{path}/")))
+                {
+                    return Err(Error::Invalid(format!(
+                        "an agent is served at {p}, where [events] publishes: move it, or set \
+                         [events] endpoint = false"
+                    )));
+                }
+                let mut creds = server_credentials(&url_for(path))?;
+                if let Some(c) = &mut creds {
+                    c.required_scopes.extend(ev.publish_scopes.iter().cloned());
+                }
+                events_routes = Some(crate::events::routes(
+                    bus.clone(),
+                    creds,
+                    audit_log.clone(),
+                    body_limit,
+                ));
+            }
+        }
+
         let root_taken = served.iter().any(|(p, _)| p == "/");
         let index = serde_json::json!({ "agents": served.iter().map(|(_, s)| serde_json::json!({
             "name": s.name, "url": s.url,
             "card": format!("{}/.well-known/agent-card.json", s.url.trim_end_matches('/')),
         })).collect::<Vec<_>>() });
         let index = Arc::new(index);
+        // The subscriptions stop when the router is dropped: the listing route holds them.
+        let subscriptions = Arc::new(subscriptions);
         let list = move || {
+            let _held = &subscriptions;
             let index = index.clone();
             async move { axum::Json((*index).clone()) }
         };
@@ -380,6 +423,9 @@ impl Service {
         let mut router = router.route("/agents", axum::routing::get(list.clone()));
         if !root_taken {
             router = router.route("/", axum::routing::get(list));
+        }
+        if let Some(r) = events_routes {
+            router = router.merge(r);
         }
         if let Some(t) = &setup.config.token_service {
             let service = crate::tokens::TokenService::from_config(t, &state_dir, audit_log)?;
@@ -389,6 +435,7 @@ impl Service {
             router,
             drain,
             agents: served.into_iter().map(|(_, s)| s).collect(),
+            events,
         })
     }
 }
@@ -597,6 +644,15 @@ pub async fn serve(
             !own && !config.server.has_credentials()
         })
         .count();
+    // `POST /events/{topic}` starts subscribed agents: open like an agent without credentials.
+    let open_events =
+        config.events.as_ref().is_some_and(|e| e.endpoint) && !config.server.has_credentials();
+    if !config.server.is_loopback() && open_events {
+        tracing::warn!(
+            "listening on {addr} beyond loopback with POST /events/{{topic}} WITHOUT \
+             credentials: anyone who can reach this address can start the subscribed agents"
+        );
+    }
     if !config.server.is_loopback() && open_agents > 0 {
         tracing::warn!(
             "listening on {addr} beyond loopback with {open_agents} agent(s) WITHOUT \

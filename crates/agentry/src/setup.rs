@@ -9,6 +9,7 @@ use agentry_a2a::client::Auth;
 use agentry_a2a::store::SqliteStore;
 use agentry_core::a2a::AgentHandle;
 use agentry_core::agent::{Agent, AgentConfig, AgentFactory};
+use agentry_flow::bus::{EventBus, PublishEvent};
 use agentry_flow::{
     AgentRegistry, Engine, Mode, Planner, RemoteAccess, TokenExchangeClient, Workflow,
 };
@@ -132,6 +133,9 @@ pub struct Setup {
     pub registry: Arc<AgentRegistry>,
     /// The factory the agents were made with (its knowledge base opened once).
     pub factory: AgentFactory,
+    /// The bus of `[events]` (the agents' `publish_event` tool publishes on it); `None`
+    /// without that section.
+    pub events: Option<Arc<dyn EventBus>>,
 }
 
 impl Setup {
@@ -158,6 +162,7 @@ pub(crate) struct Configs {
     /// (path, config) of each configured (not built-in) agent.
     pub(crate) agents: Vec<(String, AgentConfig)>,
     pub(crate) factory: AgentFactory,
+    pub(crate) events: Option<Arc<dyn EventBus>>,
     mode: Mode,
 }
 
@@ -180,18 +185,30 @@ impl Configs {
                 agents.push((entry.normalized_path(), c));
             }
         }
-        let factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
+        let mut factory = agent_factory(agents.iter().map(|(_, c)| c)).await?;
+        let events = crate::events::open_bus(&config).await?;
+        if let (Some(bus), Some(e)) = (&events, &config.events)
+            && !e.agent_topics.is_empty()
+        {
+            factory.register_tool(PublishEvent::new(bus.clone(), e.agent_topics.clone()));
+        }
         Ok(Configs {
             config,
             agents,
             factory,
+            events,
             mode,
         })
     }
 
     /// Makes one of the agents, its stdio MCP servers allowed what `[server] mcp_allow` and
     /// `$AGENTRY_MCP_ALLOW` allow.
-    pub(crate) async fn create(&self, config: AgentConfig) -> Result<Agent, Error> {
+    pub(crate) async fn create(&self, mut config: AgentConfig) -> Result<Agent, Error> {
+        // Publishing starts other agents: only an agent whose config names the tool has it
+        // (an empty `tools` list, "every tool of the type", does not).
+        if !config.tools.iter().any(|t| t == crate::events::TOOL) {
+            config.deny_tools.push(crate::events::TOOL.into());
+        }
         create_agent_allowing(&self.factory, config, &self.config.server.mcp_allow).await
     }
 
@@ -221,6 +238,7 @@ impl Configs {
             agents: self.agents,
             registry: Arc::new(registry),
             factory: self.factory,
+            events: self.events,
         })
     }
 }

@@ -406,8 +406,16 @@ pub(super) async fn authenticate(
     s: &AgentEndpoint,
     headers: &HeaderMap,
 ) -> Result<Caller, Refusal> {
+    authenticate_with(s.credentials.as_ref(), headers).await
+}
+
+/// [`authenticate`] against `credentials` (`None`: an open route).
+pub(super) async fn authenticate_with(
+    credentials: Option<&super::Credentials>,
+    headers: &HeaderMap,
+) -> Result<Caller, Refusal> {
     use super::Verdict;
-    let Some(c) = s.credentials.as_ref() else {
+    let Some(c) = credentials else {
         return Ok(Caller::default());
     };
     c.prepare(headers).await;

@@ -113,6 +113,36 @@ impl Credentials {
     }
 }
 
+/// A request to one of the operator's routes beside the agents' refused by [`authorize`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Denied {
+    /// Why, for the audit trail (never a secret).
+    pub message: String,
+    /// Who it was, when the credential was valid but its scopes not enough.
+    pub caller: Option<String>,
+    /// The answer to send: 401 or 403 with `WWW-Authenticate` and a `google.rpc.Status`
+    /// body, as the HTTP+JSON binding answers.
+    pub response: axum::response::Response,
+}
+
+/// Checks a request to one of the operator's routes beside the agents' (agentry's event
+/// endpoint) as the agents' own routes are checked: the principal (`None`: anonymous, where
+/// `credentials` are `None` or do not require one), or the refusal to send.
+pub async fn authorize(
+    credentials: Option<&Credentials>,
+    headers: &http::HeaderMap,
+) -> Result<Option<String>, Denied> {
+    handlers::authenticate_with(credentials, headers)
+        .await
+        .map(|who| who.principal)
+        .map_err(|why| Denied {
+            response: rest::refused(&why),
+            message: why.message,
+            caller: why.caller,
+        })
+}
+
 /// What a [`BearerVerifier`] learned from a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedBearer {

@@ -105,7 +105,7 @@ fn unauthorized() -> Response {
 }
 
 /// A refusal as a `google.rpc.Status` (UNAUTHENTICATED or PERMISSION_DENIED).
-fn refused(why: &handlers::Refusal) -> Response {
+pub(super) fn refused(why: &handlers::Refusal) -> Response {
     let status = why.status();
     let body = json!({"error": {
         "code": status.as_u16(),

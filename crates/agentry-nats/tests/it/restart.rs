@@ -103,7 +103,7 @@ async fn a_restarted_server_loses_no_follower_and_no_subscription() {
         .unwrap();
     bus.prepare("audit", "order.*").await.unwrap();
     let mut consumed = bus.consume("audit", "order.*");
-    assert_eq!(bus.publish("order.one", payload(1)).await, 1);
+    bus.publish("order.one", payload(1)).await.unwrap();
     let first = consumed.next().await.unwrap();
     assert_eq!(first.item.payload["n"], 1);
     first.ack().await;
@@ -126,7 +126,7 @@ async fn a_restarted_server_loses_no_follower_and_no_subscription() {
 
     let mut stored = false;
     for _ in 0..100 {
-        if bus.publish("order.two", payload(2)).await == 1 {
+        if bus.publish("order.two", payload(2)).await.is_ok() {
             stored = true;
             break;
         }

@@ -4,6 +4,7 @@
 //! are its modules, grouped by concern.
 
 mod config;
+mod events;
 mod governance;
 #[cfg(feature = "postgres")]
 mod replicas;
