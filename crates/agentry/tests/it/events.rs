@@ -397,3 +397,74 @@ async fn replicas_share_a_subscription_on_nats() {
     println!("handled: {by:?}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// With verified tokens, publishing takes a token for the endpoint (audience
+/// `<public URL>/events`) holding `[events] publish_scopes`: a token for an agent is 401, one
+/// without the scope 403 `insufficient_scope`.
+#[tokio::test]
+async fn publishing_with_tokens_needs_the_publish_scope() {
+    use agentry::governance::{Grant, TokenIssuer};
+    let d = dir("jwt");
+    let echo = transcript(&d, "echo", &[("", json!("ok"))]);
+    let idp = TokenIssuer::generate("https://idp.test").unwrap();
+    std::fs::write(d.join("jwks.json"), idp.jwks().to_string()).unwrap();
+    let config: Config = toml::from_str(&format!(
+        r#"
+        [server]
+        store = "memory"
+        [server.jwt]
+        jwks_file = "{jwks}"
+        issuer = "https://idp.test"
+        [events]
+        [[agents]]
+        path = "/echo"
+        [agents.agent]
+        name = "echo"
+        [agents.agent.model]
+        provider = "scripted"
+        transcript = "{echo}"
+        "#,
+        jwks = d.join("jwks.json").display(),
+    ))
+    .unwrap();
+    let base = crate::serve(config).await;
+    let token = |aud: String, scopes: &[&str]| {
+        idp.issue(&Grant {
+            subject: "publisher".into(),
+            audience: aud,
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            lifetime: Duration::from_secs(60),
+            act: None,
+        })
+        .unwrap()
+    };
+    let endpoint = format!("{base}/events");
+    let cases = [
+        (token(format!("{base}/echo"), &["events.publish"]), 401),
+        (token(endpoint.clone(), &["echo.use"]), 403),
+        (token(endpoint.clone(), &["events.publish"]), 202),
+    ];
+    let http = reqwest::Client::new();
+    for (t, expected) in cases {
+        let r = http
+            .post(format!("{endpoint}/order.created"))
+            .bearer_auth(t)
+            .json(&json!({"order": 1}))
+            .send()
+            .await
+            .unwrap();
+        let challenge = r
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(r.status(), expected, "{challenge:?}");
+        if expected == 403 {
+            let c = challenge.unwrap();
+            assert!(
+                c.contains("insufficient_scope") && c.contains("events.publish"),
+                "{c}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&d).ok();
+}
