@@ -1122,13 +1122,21 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Task, RpcError> {
+        let mut taken = false;
         if let Some(bus) = &self.events
             && !self.hubs().contains_key(task_id)
             && self.running_elsewhere(task_id).await?
         {
-            return self.cancel_elsewhere(bus.as_ref(), task_id, caller).await;
+            taken = self.take_abandoned_queued(task_id, caller).await?;
+            if !taken {
+                return self.cancel_elsewhere(bus.as_ref(), task_id, caller).await;
+            }
         }
-        let lease = self.open(task_id, caller).await?;
+        // Taken: the task as stored now, not recovered (it is canceled instead).
+        let lease = match taken {
+            true => self.load(task_id, caller, false, None).await?,
+            false => self.open(task_id, caller).await?,
+        };
         let hub = &lease.hub;
         let task = {
             let mut st = hub.state.lock().await;
@@ -1207,6 +1215,30 @@ impl AgentTasks {
     /// Cancels a task whose turn runs on another replica: asks it through the shared events
     /// and waits (at most [`CANCEL_WAIT`]) for the turn's final event, then answers with the
     /// task as stored.
+    /// Takes the hold of `caller`'s queued task whose worker died: its hold lapsed and the
+    /// queue has not handed the turn to another worker yet (the store's grace), so nobody
+    /// would hear a cancel sent to the replica running it. Taken, it is canceled here, and
+    /// the worker the turn goes to finds it over. `false`: a live replica holds it (or it is
+    /// not a queued turn), which a cancel must reach instead.
+    async fn take_abandoned_queued(
+        &self,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<bool, RpcError> {
+        let internal = |e: crate::store::StoreError| RpcError::internal(e.to_string());
+        let task = self
+            .store
+            .get(task_id)
+            .await
+            .map_err(internal)?
+            .filter(|t| t.owner.as_deref() == caller)
+            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        if !task.queued || task.state().is_terminal() {
+            return Ok(false);
+        }
+        self.store.take_turn(task_id).await.map_err(internal)
+    }
+
     async fn cancel_elsewhere(
         &self,
         bus: &dyn super::TaskEvents,

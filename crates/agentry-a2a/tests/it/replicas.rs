@@ -615,3 +615,85 @@ async fn a_queued_turn_whose_worker_dies_runs_on_another() {
     assert_eq!(asked, 1, "{:?}", done.history);
     assert!(counter(&worker, "a2a_task_takeovers_total").await >= 1);
 }
+
+/// A cancel of a queued turn whose worker died, sent before the queue hands the turn to
+/// another worker (its hold lapsed, nobody runs it), is confirmed by the replica it reaches
+/// (before, it waited for the dead worker and failed after 10 s); the worker that later gets
+/// the turn settles it without running it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_turn_whose_worker_died_is_canceled_before_another_takes_it() {
+    let Some((services, ns, _front, _, client)) = queue_front().await else {
+        return;
+    };
+    let (dying_ns, url) = (ns.clone(), url());
+    let (rt, dying, dying_turns) = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (server, turns) = rt.block_on(async {
+            let options =
+                agentry_postgres::Options::default().lease(std::time::Duration::from_secs(1));
+            let db = agentry_postgres::Database::connect_with(&url, options)
+                .await
+                .unwrap();
+            let events = Arc::new(
+                agentry_nats::NatsEvents::connect(&nats_url())
+                    .await
+                    .unwrap(),
+            );
+            let forever = std::time::Duration::from_secs(3600);
+            queued_replica(&(db, events), &dying_ns, "dying", 1, forever).await
+        });
+        (rt, server, turns)
+    })
+    .join()
+    .unwrap();
+    let SendMessageResult::Task(t) = client
+        .send_message(not_waiting("never mind"))
+        .await
+        .unwrap()
+    else {
+        panic!("expected a task")
+    };
+    for _ in 0..500 {
+        if client.get_task(&t.id, None).await.unwrap().state() == TaskState::Working {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(dying_turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    rt.shutdown_background();
+    drop(dying);
+    // Its hold (1 s) lapses; the queue keeps the turn for 2 s before handing it out again.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let started = std::time::Instant::now();
+    let canceled = client.cancel_task(&t.id).await.unwrap();
+    assert_eq!(canceled.state(), TaskState::Canceled, "{canceled:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "confirmed without waiting for the dead worker: {:?}",
+        started.elapsed()
+    );
+
+    // A worker comes; the turn handed to it is over, so it does not run; a new task does.
+    let (_worker, turns) = queued_replica(&services[1], &ns, "worker", 1, QUICK).await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let SendMessageResult::Task(after) = client.send_message(not_waiting("after")).await.unwrap()
+    else {
+        panic!("expected a task")
+    };
+    assert_eq!(
+        answered(&client, &after.id).await.state(),
+        TaskState::Completed
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        turns.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the canceled turn never ran again"
+    );
+    let kept = client.get_task(&t.id, None).await.unwrap();
+    assert_eq!(kept.state(), TaskState::Canceled, "{kept:?}");
+}
