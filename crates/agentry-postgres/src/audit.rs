@@ -77,6 +77,7 @@ impl PgAuditLog {
                 key,
                 failed: failed.clone(),
                 client: None,
+                sent: None,
             }
             .run(rx),
         );
@@ -289,6 +290,11 @@ struct Writer {
     key: [u8; 32],
     failed: Arc<Mutex<Option<String>>>,
     client: Option<Client>,
+    /// The batch whose COMMIT was sent last, unanswered: its first seq and the head it
+    /// leaves (seq, MAC). A connection lost after the server committed but before its answer
+    /// arrived looks like a failure; the retry finds this head and does not append the batch
+    /// twice.
+    sent: Option<(i64, i64, String)>,
 }
 
 impl Writer {
@@ -303,13 +309,16 @@ impl Writer {
                 }
             }
             let events: Vec<&Event> = batch.iter().map(|(e, _)| e).collect();
-            // A connection lost before or during the commit: once more on a new one (the
-            // lost transaction committed nothing).
+            // A connection lost before or during the commit: once more on a new one (a
+            // transaction lost before its COMMIT committed nothing; one whose COMMIT the
+            // server took is recognized by the head it left, see `sent`).
             let mut result = self.commit(&events).await;
             if result.is_err() && self.client.as_ref().is_none_or(Client::is_closed) {
                 self.client = None;
                 result = self.commit(&events).await;
             }
+            // Only a retry of the same batch may find its own head.
+            self.sent = None;
             match result {
                 Ok(first_seq) => {
                     if let Ok(mut f) = self.failed.lock() {
@@ -356,6 +365,15 @@ impl Writer {
             )
             .await?;
         let (mut seq, mut prev): (i64, String) = (head.get(0), head.get(1));
+        if let Some((first, at, mac)) = self.sent.take()
+            && at == seq
+            && mac == prev
+        {
+            // The MAC covers the batch's records and everything before: this head is the
+            // one that batch committed.
+            tx.commit().await?;
+            return Ok(u64::try_from(first).unwrap_or(0));
+        }
         let first = seq + 1;
         let at_ms = agentry_a2a::time::now_unix_millis();
         let insert = tx
@@ -415,7 +433,9 @@ impl Writer {
             &[&self.chain, &seq, &prev],
         )
         .await?;
+        self.sent = Some((first, seq, prev.clone()));
         tx.commit().await?;
+        self.sent = None;
         Ok(u64::try_from(first).unwrap_or(0))
     }
 }

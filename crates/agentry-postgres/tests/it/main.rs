@@ -854,3 +854,109 @@ async fn the_audit_chain_on_postgres_finds_every_kind_of_tampering() {
     assert_eq!(log.verify().await.unwrap().records, 3);
     assert_eq!(tampered_at(log.verify_against(kept.0, &kept.1).await), 5);
 }
+
+/// A TCP proxy to the test database that, once `armed`, forwards the next COMMIT, swallows
+/// the server's answer and drops that connection: the transaction is committed, its client
+/// never hears so. The proxy's URL (the test URL with the proxy's address).
+async fn commit_answer_loser(armed: Arc<std::sync::atomic::AtomicBool>) -> String {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = url();
+    let (user, rest) = url.split_once('@').expect("a postgres:// URL with a user");
+    let (target, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let target = if target.contains(':') {
+        target.to_owned()
+    } else {
+        format!("{target}:5432")
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (armed, target) = (armed.clone(), target.clone());
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                    return;
+                };
+                let (mut cr, mut cw) = client.into_split();
+                let (mut sr, mut sw) = server.into_split();
+                let swallow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let cutting = swallow.clone();
+                let up = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n) = cr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        let chunk = &buf[..n];
+                        if chunk.windows(6).any(|w| w == b"COMMIT")
+                            && armed.swap(false, Ordering::SeqCst)
+                        {
+                            cutting.store(true, Ordering::SeqCst);
+                        }
+                        if sw.write_all(chunk).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = sr.read(&mut buf).await {
+                    if n == 0 || swallow.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                // Both directions closed: the client's connection ends unanswered.
+                up.abort();
+            });
+        }
+    });
+    format!("{user}@{addr}/{path}")
+}
+
+/// The answer to an audit batch's COMMIT is lost (the connection drops after the server
+/// committed): the writer's retry on a new connection finds the head its batch left and
+/// does not append the records a second time (before, the chain held them twice).
+#[tokio::test]
+async fn an_audit_commit_whose_answer_is_lost_is_not_appended_twice() {
+    use agentry_governance::audit::AuditKey;
+    use agentry_governance::{AuditSink, Event};
+    use agentry_postgres::PgAuditLog;
+    if replica(&url()).await.is_none() {
+        return;
+    }
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let proxied = commit_answer_loser(armed.clone()).await;
+    let db = Database::connect(&proxied).await.unwrap();
+    let chain = ns("audit-lost-commit");
+    let log = PgAuditLog::open(&db, &chain, &AuditKey::Hex("cd".repeat(32))).unwrap();
+    let first = AuditSink::append(&log, Event::new("authz", "alice").decision("allow"))
+        .await
+        .unwrap();
+    assert_eq!(first, 1);
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let second = AuditSink::append(&log, Event::new("authz", "bob").decision("deny"))
+        .await
+        .expect("the retry finds the batch committed");
+    assert!(
+        !armed.load(std::sync::atomic::Ordering::SeqCst),
+        "the COMMIT's answer was swallowed"
+    );
+    assert_eq!(second, 2);
+    let third = AuditSink::append(&log, Event::new("authz", "carol").decision("allow"))
+        .await
+        .unwrap();
+    assert_eq!(third, 3);
+    let verified = log.verify().await.unwrap();
+    assert_eq!(verified.records, 3, "no record twice");
+    let actors: Vec<String> = log
+        .records(1, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.event.actor)
+        .collect();
+    assert_eq!(actors, ["alice", "bob", "carol"]);
+}
