@@ -697,7 +697,8 @@ fn verify_file(
 /// Checks a log's records, read in sequence order as stored (each with its detail's stored
 /// text): numbered 1, 2, 3, ... without gaps, each naming the one before, each MAC right.
 /// The last record's sequence number and MAC when all pass, `None` for an empty log; the
-/// first record that fails is the error. Any backend's `verify` runs its rows through this.
+/// first record that fails is the error. Any backend's `verify` runs its rows through this
+/// (or through [`ChainCheck`], a page at a time).
 pub fn verify_chain<E>(
     key: &[u8; 32],
     rows: impl IntoIterator<Item = Result<(Record, String), E>>,
@@ -705,37 +706,71 @@ pub fn verify_chain<E>(
 where
     E: From<Tampered>,
 {
-    let mut prev = GENESIS.to_owned();
-    let mut count = 0u64;
+    let mut check = ChainCheck::new(key);
     for row in rows {
         let (record, detail) = row?;
-        let expected_seq = count + 1;
+        check.next(&record, &detail)?;
+    }
+    Ok(check.last())
+}
+
+/// [`verify_chain`] one record at a time, for a backend that reads a long log in pages.
+#[derive(Debug)]
+pub struct ChainCheck<'k> {
+    key: &'k [u8; 32],
+    prev: String,
+    count: u64,
+}
+
+impl<'k> ChainCheck<'k> {
+    /// A check of a log from its first record.
+    pub fn new(key: &'k [u8; 32]) -> Self {
+        ChainCheck {
+            key,
+            prev: GENESIS.to_owned(),
+            count: 0,
+        }
+    }
+
+    /// Checks the next record (with its detail's stored text).
+    pub fn next(&mut self, record: &Record, detail: &str) -> Result<(), Tampered> {
+        let expected_seq = self.count + 1;
         let seq = record.seq;
         if seq != expected_seq {
             return Err(Tampered {
                 seq: expected_seq,
                 why: format!("record {expected_seq} is missing (the next is {seq})"),
-            }
-            .into());
+            });
         }
-        if record.prev != prev {
+        if record.prev != self.prev {
             return Err(Tampered {
                 seq,
                 why: "it does not follow the record before it (moved, or one was removed)".into(),
-            }
-            .into());
+            });
         }
-        if seal(key, seq, record.at_ms, &record.event, &detail, &prev) != record.mac {
+        if seal(
+            self.key,
+            seq,
+            record.at_ms,
+            &record.event,
+            detail,
+            &self.prev,
+        ) != record.mac
+        {
             return Err(Tampered {
                 seq,
                 why: "its contents do not match its MAC (edited)".into(),
-            }
-            .into());
+            });
         }
-        prev = record.mac;
-        count = seq;
+        self.prev.clone_from(&record.mac);
+        self.count = seq;
+        Ok(())
     }
-    Ok((count > 0).then_some((count, prev)))
+
+    /// The last record checked (its sequence number and MAC); `None` before the first.
+    pub fn last(&self) -> Option<(u64, String)> {
+        (self.count > 0).then(|| (self.count, self.prev.clone()))
+    }
 }
 
 /// A record's MAC: HMAC-SHA256 under `key` over every stored field (the detail as its

@@ -25,7 +25,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use agentry_governance::audit::{AuditKey, BoxFuture, GENESIS, seal, verify_chain};
+use agentry_governance::audit::{AuditKey, BoxFuture, ChainCheck, GENESIS, seal};
 use agentry_governance::{AuditError, AuditSink, Event, Record, Tampered, Verified};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
@@ -34,6 +34,9 @@ use crate::{Database, DbError, conn};
 
 /// How many queued appends one transaction takes at most.
 const BATCH: usize = 512;
+
+/// Records read at a time by `verify` (a long chain is never held in memory at once).
+const VERIFY_PAGE: i64 = 5_000;
 
 const COLUMNS: &str = "seq, at_ms, kind, actor, on_behalf_of, agent, skill, task_id, \
                        correlation_id, idempotency_key, decision, latency_us, detail, prev, mac";
@@ -151,29 +154,54 @@ impl PgAuditLog {
     }
 
     async fn verify_inner(&self, expected: Option<(u64, &str)>) -> Result<Verified, AuditError> {
-        let sql = format!("SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 ORDER BY seq");
-        let rows = self.query(&sql, &[&self.chain]).await?;
-        // Looked up before the rows go to the check, which takes them.
-        let kept = expected.map(|(seq, mac)| {
-            let held = rows.iter().any(|(r, _)| r.seq == seq && r.mac == mac);
-            (seq, held)
-        });
-        let last = verify_chain::<AuditError>(&self.key, rows.into_iter().map(Ok))?;
-        let chain = &self.chain;
-        let head: Option<(i64, String)> = self
-            .db
-            .read(|c| async move {
-                let row = c
-                    .client
-                    .query_opt(
-                        "SELECT seq, mac FROM agentry_audit_head WHERE chain = $1",
-                        &[chain],
-                    )
-                    .await?;
-                Ok(row.map(|r| (r.get(0), r.get(1))))
-            })
+        let failed = |e: DbError| backend(&self.db, e);
+        // One snapshot for the head and every record, on a connection of its own (a
+        // transaction cannot share a pooled reader): replicas appending meanwhile are not
+        // seen, instead of a head that names records the check has not read.
+        let mut client = conn::open(&self.db.inner.at).await.map_err(failed)?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
             .await
-            .map_err(|e| backend(&self.db, e))?;
+            .map_err(|e| failed(e.into()))?;
+        let head: Option<(i64, String)> = tx
+            .query_opt(
+                "SELECT seq, mac FROM agentry_audit_head WHERE chain = $1",
+                &[&self.chain],
+            )
+            .await
+            .map_err(|e| failed(e.into()))?
+            .map(|r| (r.get(0), r.get(1)));
+        let page_sql = format!(
+            "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND seq > $2 \
+             ORDER BY seq LIMIT $3"
+        );
+        let page = tx.prepare(&page_sql).await.map_err(|e| failed(e.into()))?;
+        let mut check = ChainCheck::new(&self.key);
+        let mut kept_held = false;
+        let mut after = 0i64;
+        loop {
+            let rows = tx
+                .query(&page, &[&self.chain, &after, &VERIFY_PAGE])
+                .await
+                .map_err(|e| failed(e.into()))?;
+            for row in &rows {
+                let (record, detail) = stored_row(row);
+                if let Some((seq, mac)) = expected {
+                    kept_held |= record.seq == seq && record.mac == mac;
+                }
+                check.next(&record, &detail)?;
+                after = i64::try_from(record.seq).unwrap_or(i64::MAX);
+            }
+            if rows.len() < VERIFY_PAGE as usize {
+                break;
+            }
+        }
+        tx.commit().await.map_err(|e| failed(e.into()))?;
+        let kept = expected.map(|(seq, _)| (seq, kept_held));
+        let last = check.last();
         let head = head.filter(|(seq, _)| *seq > 0);
         let count = last.as_ref().map_or(0, |(s, _)| *s);
         match (&head, &last) {

@@ -960,3 +960,94 @@ async fn an_audit_commit_whose_answer_is_lost_is_not_appended_twice() {
         .collect();
     assert_eq!(actors, ["alice", "bob", "carol"]);
 }
+
+/// Verifying the shared chain while replicas append to it: every verify reads one consistent
+/// snapshot (head and records), so none reports the records appended meanwhile as tampering
+/// (before, the head was read after the records and named records the check had not seen:
+/// "truncated"). The check reads the records in pages, never the whole chain at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_chain_verifies_while_replicas_append() {
+    use agentry_governance::audit::AuditKey;
+    use agentry_governance::{AuditSink, Event};
+    use agentry_postgres::PgAuditLog;
+    let (Some(a), Some(b)) = (replica(&url()).await, replica(&url()).await) else {
+        return;
+    };
+    let chain = ns("audit-live");
+    let key = AuditKey::Hex("ef".repeat(32));
+    let writer = Arc::new(PgAuditLog::open(&a, &chain, &key).unwrap());
+    let reader = PgAuditLog::open(&b, &chain, &key).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appending = {
+        let (writer, stop) = (writer.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                AuditSink::append(
+                    &*writer,
+                    Event::new("tool", "agent").detail(serde_json::json!({"n": n})),
+                )
+                .await
+                .unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut seen = Vec::new();
+    for _ in 0..40 {
+        let v = reader.verify().await.expect("a live chain verifies");
+        seen.push(v.records);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let appended = appending.await.unwrap();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(seen.last().copied().unwrap_or(0) > 0, "{seen:?}");
+    assert_eq!(reader.verify().await.unwrap().records, appended);
+}
+
+/// A chain longer than a page of the check (5,000 records) verifies across its pages, and an
+/// edit in a later page is found at its record.
+#[tokio::test]
+async fn a_long_audit_chain_verifies_page_by_page() {
+    use agentry_governance::audit::AuditKey;
+    use agentry_governance::{AuditError, AuditSink, Event};
+    use agentry_postgres::PgAuditLog;
+    let Some(db) = replica(&url()).await else {
+        return;
+    };
+    let chain = ns("audit-long");
+    let log = PgAuditLog::open(&db, &chain, &AuditKey::Hex("ab".repeat(32))).unwrap();
+    const N: u64 = 11_000;
+    for i in 0..N - 1 {
+        AuditSink::enqueue(
+            &log,
+            Event::new("tool", "agent").detail(serde_json::json!({"i": i})),
+        )
+        .await
+        .unwrap();
+    }
+    // The last one durable: every queued one before it is committed too (one writer, in order).
+    let last = AuditSink::append(&log, Event::new("tool", "agent"))
+        .await
+        .unwrap();
+    assert_eq!(last, N);
+    let verified = log.verify().await.unwrap();
+    assert_eq!(verified.records, N);
+    let (client, conn) = tokio_postgres::connect(&url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "BEGIN; ALTER TABLE agentry_audit DISABLE TRIGGER agentry_audit_no_change;
+             UPDATE agentry_audit SET actor = 'mallory' WHERE chain = '{chain}' AND seq = 10500;
+             ALTER TABLE agentry_audit ENABLE TRIGGER agentry_audit_no_change; COMMIT"
+        ))
+        .await
+        .unwrap();
+    match log.verify().await {
+        Err(AuditError::Tampered(t)) => assert_eq!(t.seq, 10_500, "{t:?}"),
+        other => panic!("the edit was not found: {other:?}"),
+    }
+}
