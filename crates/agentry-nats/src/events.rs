@@ -111,6 +111,29 @@ impl TaskEvents for NatsEvents {
         })
     }
 
+    fn request_push_reload(&self, agent: &str, task_id: &str) {
+        self.send(
+            format!("agentry.push.{}", token(agent)),
+            bytes::Bytes::copy_from_slice(task_id.as_bytes()),
+        );
+    }
+
+    fn push_reloads<'a>(
+        &'a self,
+        agent: &'a str,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>> {
+        Box::pin(async move {
+            let subscriber = self
+                .client
+                .subscribe(format!("agentry.push.{}", token(agent)))
+                .await?;
+            synced(&self.client).await?;
+            Ok(subscriber
+                .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
+                .boxed())
+        })
+    }
+
     fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }

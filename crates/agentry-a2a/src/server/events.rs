@@ -35,6 +35,18 @@ pub trait TaskEvents: Send + Sync + 'static {
         agent: &'a str,
     ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>>;
 
+    /// Asks whichever process runs a turn of task `task_id` of agent `agent` to read the
+    /// task's push notification configs from the shared store again: another process
+    /// changed them there (a config set or deleted through a replica not running the turn).
+    fn request_push_reload(&self, agent: &str, task_id: &str);
+
+    /// The ids of tasks of agent `agent` whose push configs another process changed (each
+    /// process acts on those it runs), from now on.
+    fn push_reloads<'a>(
+        &'a self,
+        agent: &'a str,
+    ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>>;
+
     /// Events and cancel requests that could not be sent (the bus unreachable or not keeping
     /// up) since the start, for `/metrics`.
     fn errors(&self) -> u64 {

@@ -437,7 +437,16 @@ impl AgentTasks {
         }
         // Events shared with replicas: this one cancels the turns it runs when another asks.
         if let (Some(bus), Ok(rt)) = (tasks.events.clone(), tokio::runtime::Handle::try_current()) {
-            rt.spawn(cancels(Arc::downgrade(&tasks), bus, tasks.agent.clone()));
+            rt.spawn(cancels(
+                Arc::downgrade(&tasks),
+                bus.clone(),
+                tasks.agent.clone(),
+            ));
+            rt.spawn(push_reloads(
+                Arc::downgrade(&tasks),
+                bus,
+                tasks.agent.clone(),
+            ));
         }
         // A worker: turns queued by any replica are pulled and run here.
         if let (Some(q), Ok(rt)) = (
@@ -1225,7 +1234,6 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<bool, RpcError> {
-        let internal = |e: crate::store::StoreError| RpcError::internal(e.to_string());
         let task = self
             .store
             .get(task_id)
@@ -1304,6 +1312,14 @@ impl AgentTasks {
         cfg: PushNotificationConfig,
         caller: Option<&str>,
     ) -> Result<PushNotificationConfig, RpcError> {
+        if let Some(bus) = self.push_runs_elsewhere(task_id, caller).await? {
+            let cfg = normalize_push(cfg, task_id);
+            let configs = self.store.list_push(task_id).await.map_err(internal)?;
+            room_for(&configs, &cfg)?;
+            self.store.set_push(task_id, &cfg).await.map_err(internal)?;
+            bus.request_push_reload(&self.agent, task_id);
+            return Ok(cfg);
+        }
         let lease = self.open(task_id, caller).await?;
         let cfg = normalize_push(cfg, task_id);
         let mut st = lease.hub.state.lock().await;
@@ -1322,6 +1338,14 @@ impl AgentTasks {
         config_id: &str,
         caller: Option<&str>,
     ) -> Result<(), RpcError> {
+        if let Some(bus) = self.push_runs_elsewhere(task_id, caller).await? {
+            self.store
+                .delete_push(task_id, config_id)
+                .await
+                .map_err(internal)?;
+            bus.request_push_reload(&self.agent, task_id);
+            return Ok(());
+        }
         let lease = self.open(task_id, caller).await?;
         let mut st = lease.hub.state.lock().await;
         self.store
@@ -1330,6 +1354,40 @@ impl AgentTasks {
             .map_err(|e| RpcError::internal(e.to_string()))?;
         st.push.retain(|c| c.id.as_deref() != Some(config_id));
         Ok(())
+    }
+
+    /// The bus to tell, when `caller`'s task `task_id` has a turn running on another replica
+    /// sharing the store: its push configs are changed in the store and that replica told to
+    /// read them again (it sends the turn's notifications). `None`: changed here.
+    async fn push_runs_elsewhere(
+        &self,
+        task_id: &str,
+        caller: Option<&str>,
+    ) -> Result<Option<Arc<dyn super::TaskEvents>>, RpcError> {
+        let Some(bus) = &self.events else {
+            return Ok(None);
+        };
+        if self.hubs().contains_key(task_id) || !self.running_elsewhere(task_id).await? {
+            return Ok(None);
+        }
+        self.store
+            .get(task_id)
+            .await
+            .map_err(internal)?
+            .filter(|t| t.owner.as_deref() == caller)
+            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        Ok(Some(bus.clone()))
+    }
+
+    /// Reads a live task's push configs from the store again (another replica changed them).
+    async fn reload_push(&self, task_id: &str) {
+        let hub = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        let Some(hub) = hub else { return };
+        let mut st = hub.state.lock().await;
+        match self.store.list_push(task_id).await {
+            Ok(configs) => st.push = configs,
+            Err(e) => tracing::warn!(task = task_id, "push configs not read again: {e}"),
+        }
     }
 }
 
@@ -1361,6 +1419,33 @@ async fn cancels(
             tracing::debug!("cancel of task {task_id} asked by a replica: {}", e.message);
         }
     }
+}
+
+/// Reads again the push configs of the turns running here that another replica changed,
+/// while the agent is served.
+async fn push_reloads(
+    tasks: std::sync::Weak<AgentTasks>,
+    bus: Arc<dyn super::TaskEvents>,
+    agent: String,
+) {
+    let mut requests = match bus.push_reloads(&agent).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("cannot hear push config changes from other replicas: {e}");
+            return;
+        }
+    };
+    while let Some(task_id) = requests.next().await {
+        let Some(tasks) = tasks.upgrade() else {
+            return;
+        };
+        tasks.reload_push(&task_id).await;
+    }
+}
+
+/// A store error as the protocol's internal error.
+fn internal(e: crate::store::StoreError) -> RpcError {
+    RpcError::internal(e.to_string())
 }
 
 /// Pulls queued turns of the agent and runs them, at most `q.workers` at once, while the

@@ -697,3 +697,122 @@ async fn a_queued_turn_whose_worker_died_is_canceled_before_another_takes_it() {
     let kept = client.get_task(&t.id, None).await.unwrap();
     assert_eq!(kept.state(), TaskState::Canceled, "{kept:?}");
 }
+
+/// With task events over NATS, a push config set through the replica not running the turn
+/// is stored and the running replica told: the turn's notifications reach the new webhook
+/// (before, the request was refused, naming the other replica); deleting it there stops them
+/// for the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_config_set_through_either_replica_reaches_the_running_turn() {
+    let Some(services) = shared_services(2).await else {
+        return;
+    };
+    let ns = format!("push-{}", agentry_a2a::new_id());
+    let slow = std::time::Duration::from_millis(1500);
+    let replica =
+        async |(db, events): &(agentry_postgres::Database, Arc<agentry_nats::NatsEvents>),
+               label: &'static str| {
+            let (listener, base) = common::bind().await;
+            let svc = agentry_a2a::server::AgentService::new(
+                agentry::agents::Echo::card(&base),
+                Labeled {
+                    label,
+                    turns: Default::default(),
+                    delay: slow,
+                },
+                Arc::new(db.task_store(&ns)),
+            )
+            .with_events(events.clone());
+            common::serve_on(listener, svc, common::loopback_push()).await
+        };
+    let (a, b) = (
+        replica(&services[0], "a").await,
+        replica(&services[1], "b").await,
+    );
+    let ca = A2aClient::discover(&a.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let cb = A2aClient::discover(&b.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let (hook, seen) = common::webhook().await;
+    let SendMessageResult::Task(t) = ca.send_message(not_waiting("slow job")).await.unwrap() else {
+        panic!("expected a task")
+    };
+    let config = PushNotificationConfig {
+        id: Some("through-b".into()),
+        url: hook,
+        token: Some("tok".into()),
+        authentication: None,
+        body_version: None,
+    };
+    // Through B once it can read the task (A's first save is written behind).
+    let mut set = None;
+    for _ in 0..100 {
+        match cb.set_push_config(&t.id, config.clone()).await {
+            Ok(c) => {
+                set = Some(c);
+                break;
+            }
+            Err(e) => {
+                assert!(!format!("{e:?}").contains("another replica"), "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+    let set = set.expect("B stores the config");
+    assert_eq!(
+        set.push_notification_config.id.as_deref(),
+        Some("through-b")
+    );
+    let listed = ca.list_push_configs(&t.id).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    // A's turn ends; its final notification goes to the webhook set through B.
+    let done = answered(&ca, &t.id).await;
+    assert_eq!(done.state(), TaskState::Completed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let bodies: Vec<String> = seen
+            .lock()
+            .await
+            .iter()
+            .map(|(_, b)| b.to_string())
+            .collect();
+        if bodies
+            .iter()
+            .any(|b| b.contains("completed") || b.contains("COMPLETED"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the webhook set through B heard nothing of the end: {bodies:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // Set and deleted through B while A runs a second task: A sends it nothing.
+    let SendMessageResult::Task(t2) = ca.send_message(not_waiting("second")).await.unwrap() else {
+        panic!("expected a task")
+    };
+    let mut stored = false;
+    for _ in 0..100 {
+        if cb.set_push_config(&t2.id, config.clone()).await.is_ok() {
+            stored = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(stored);
+    cb.delete_push_config(&t2.id, "through-b").await.unwrap();
+    assert!(ca.list_push_configs(&t2.id).await.unwrap().is_empty());
+    assert_eq!(answered(&ca, &t2.id).await.state(), TaskState::Completed);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let heard = seen
+        .lock()
+        .await
+        .iter()
+        .filter(|(_, b)| b.to_string().contains(&t2.id))
+        .count();
+    assert_eq!(heard, 0, "a deleted config still got notifications");
+}
