@@ -270,7 +270,7 @@ pub fn subscribe_agent(
     agent: Arc<dyn AgentHandle>,
 ) -> tokio::task::JoinHandle<()> {
     let name = agent.name();
-    handle_events(bus, &name, pattern, move |ev| {
+    handle_events(bus, &name, pattern, 1, move |ev| {
         let agent = agent.clone();
         Box::pin(async move {
             let ask = Ask {
@@ -284,31 +284,39 @@ pub fn subscribe_agent(
 }
 
 /// Runs `handler` on each event matching `pattern` for the subscriber `group`
-/// ([`EventBus::consume`]), one at a time: an event it handles (`Ok`) is acknowledged, one it
-/// fails on (`Err`, logged) is delivered again where the bus can. Runs until the bus closes or
-/// the returned handle is aborted.
+/// ([`EventBus::consume`]), up to `concurrency` at once (at least one): an event it handles
+/// (`Ok`) is acknowledged, one it fails on (`Err`, logged) is delivered again where the bus
+/// can. Runs until the bus closes or the returned handle is aborted.
 pub fn handle_events<F>(
     bus: &dyn EventBus,
     group: &str,
     pattern: &str,
+    concurrency: usize,
     handler: F,
 ) -> tokio::task::JoinHandle<()>
 where
     F: Fn(BusEvent) -> BoxFuture<'static, Result<(), String>> + Send + Sync + 'static,
 {
-    let mut events = bus.consume(group, pattern);
+    let events = bus.consume(group, pattern);
     let group = group.to_owned();
     tokio::spawn(async move {
-        while let Some(delivery) = events.next().await {
-            let topic = delivery.item.topic.clone();
-            match handler(delivery.item.clone()).await {
-                Ok(()) => delivery.ack().await,
-                Err(e) => {
-                    tracing::warn!(%topic, subscriber = %group, "subscriber failed: {e}");
-                    delivery.retry().await;
+        // The next event is taken from the bus only when a slot is free: a durable bus keeps
+        // the rest for the subscriber's other replicas.
+        events
+            .for_each_concurrent(concurrency.max(1), |delivery| {
+                let (handler, group) = (&handler, &group);
+                async move {
+                    let topic = delivery.item.topic.clone();
+                    match handler(delivery.item.clone()).await {
+                        Ok(()) => delivery.ack().await,
+                        Err(e) => {
+                            tracing::warn!(%topic, subscriber = %group, "subscriber failed: {e}");
+                            delivery.retry().await;
+                        }
+                    }
                 }
-            }
-        }
+            })
+            .await;
     })
 }
 

@@ -124,8 +124,8 @@ fn publish_scopes() -> Vec<String> {
     vec!["events.publish".into()]
 }
 
-/// `[[events.subscribe]]`: an agent asked to handle each event whose topic matches, one at a
-/// time; one it fails on is delivered again (on NATS, up to 5 times).
+/// `[[events.subscribe]]`: an agent asked to handle each event whose topic matches
+/// (`concurrency` at a time); one it fails on is delivered again (on NATS, up to 5 times).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -142,6 +142,15 @@ pub struct Subscription {
     /// event it answers), for the next agent in a chain.
     #[serde(default)]
     pub reply_topic: Option<String>,
+    /// Events this replica hands the agent at once (default 1: one at a time, in order); at
+    /// most 64. On NATS each replica takes only as many as it has room for, so the others
+    /// share the rest.
+    #[serde(default = "one")]
+    pub concurrency: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// `[server.tls]`: serve over HTTPS; with `client_ca`, client certificates that CA signed

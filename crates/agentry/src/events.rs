@@ -61,6 +61,9 @@ pub(crate) async fn open_bus(config: &Config) -> Result<Option<Arc<dyn EventBus>
     }
 }
 
+/// The most events one subscription hands its agent at once, per replica.
+const MAX_CONCURRENCY: usize = 64;
+
 /// The `publish_event` tool's name: an agent has the tool only when its config names it.
 pub(crate) const TOOL: &str = "publish_event";
 
@@ -118,6 +121,9 @@ pub(crate) fn check(
             .any(|o| o.agent == s.agent && o.topic == s.topic)
         {
             return Err(invalid(s, "subscribed twice".into()));
+        }
+        if !(1..=MAX_CONCURRENCY).contains(&s.concurrency) {
+            return Err(invalid(s, format!("concurrency is 1 to {MAX_CONCURRENCY}")));
         }
     }
     if let Some(cycle) = reply_loop(subs) {
@@ -211,12 +217,16 @@ pub(crate) async fn subscribe(
             triggers: triggers.clone(),
             audit: audit.cloned(),
         };
-        running
-            .0
-            .push(handle_events(bus.as_ref(), &s.agent, &s.topic, move |ev| {
+        running.0.push(handle_events(
+            bus.as_ref(),
+            &s.agent,
+            &s.topic,
+            s.concurrency,
+            move |ev| {
                 let h = handler.clone();
                 Box::pin(async move { h.handle(ev).await })
-            }));
+            },
+        ));
         tracing::info!(agent = %s.agent, topic = %s.topic, "subscribed");
     }
     Ok(running)

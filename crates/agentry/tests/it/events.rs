@@ -468,3 +468,91 @@ async fn publishing_with_tokens_needs_the_publish_scope() {
     }
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// Answers after a while, counting how many requests it works on at once.
+struct Slow {
+    active: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl agentry::a2a::server::AgentExecutor for Slow {
+    async fn execute(
+        &self,
+        ctx: agentry::a2a::server::RequestContext,
+        events: agentry::a2a::server::EventSink,
+    ) -> Result<(), agentry::a2a::server::ExecutorError> {
+        use std::sync::atomic::Ordering;
+        let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        let said = format!("done: {}", ctx.message.text_content());
+        events.complete(Some(events.agent_text(said))).await
+    }
+}
+
+/// A subscription with `concurrency = 4` hands its agent (here a remote A2A agent, through
+/// the registry) four events at once; `concurrency = 0` is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_hands_its_agent_several_events_at_once() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let (active, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let card = agentry::a2a::model::AgentCard::new("slow", "Answers after a while", &url);
+    let svc = agentry::a2a::server::AgentService::new(
+        card,
+        Slow {
+            active: active.clone(),
+            most: most.clone(),
+        },
+        Arc::new(agentry::a2a::store::MemoryStore::default()),
+    );
+    tokio::spawn(async move {
+        agentry::a2a::server::A2aServer::new()
+            .agent("/", svc)
+            .serve(listener, std::future::pending())
+            .await
+    });
+    let config = |concurrency: usize| -> Config {
+        toml::from_str(&format!(
+            r#"
+            [server]
+            store = "memory"
+            [[remotes]]
+            name = "slow"
+            url = "{url}"
+            [events]
+            [[events.subscribe]]
+            topic = "job.*"
+            agent = "slow"
+            reply_topic = "done.job"
+            concurrency = {concurrency}
+            "#
+        ))
+        .unwrap()
+    };
+    let err = agentry::Service::build(config(0)).await.err().unwrap();
+    assert!(err.to_string().contains("concurrency"), "{err}");
+    let service = agentry::Service::build(config(4)).await.unwrap();
+    let bus = service.events.clone().unwrap();
+    let mut done = bus.subscribe("done.>");
+    for n in 0..4 {
+        let mut payload = serde_json::Map::new();
+        payload.insert("n".into(), json!(n));
+        bus.publish("job.new", payload).await.unwrap();
+    }
+    for _ in 0..4 {
+        let ev = tokio::time::timeout(Duration::from_secs(20), done.next())
+            .await
+            .expect("every job answered")
+            .unwrap();
+        assert!(
+            ev.payload["text"].as_str().unwrap().starts_with("done:"),
+            "{ev:?}"
+        );
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 4, "four at once");
+    drop(service);
+}
