@@ -69,6 +69,32 @@ impl NatsEvents {
     }
 }
 
+impl NatsEvents {
+    /// Asks whichever replica runs a turn of `task_id` to do `what` (`agentry.<what>.<agent>`).
+    fn ask(&self, what: &str, agent: &str, task_id: &str) {
+        self.send(
+            format!("agentry.{what}.{}", token(agent)),
+            bytes::Bytes::copy_from_slice(task_id.as_bytes()),
+        );
+    }
+
+    /// The task ids replicas ask this one to `what` about, from now on.
+    async fn requests(
+        &self,
+        what: &str,
+        agent: &str,
+    ) -> Result<BoxStream<'static, String>, BoxError> {
+        let subscriber = self
+            .client
+            .subscribe(format!("agentry.{what}.{}", token(agent)))
+            .await?;
+        synced(&self.client).await?;
+        Ok(subscriber
+            .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
+            .boxed())
+    }
+}
+
 impl TaskEvents for NatsEvents {
     fn publish(&self, agent: &str, task_id: &str, event: Vec<u8>) {
         self.send(subject(agent, task_id), event.into());
@@ -89,49 +115,25 @@ impl TaskEvents for NatsEvents {
     }
 
     fn request_cancel(&self, agent: &str, task_id: &str) {
-        self.send(
-            format!("agentry.cancel.{}", token(agent)),
-            bytes::Bytes::copy_from_slice(task_id.as_bytes()),
-        );
+        self.ask("cancel", agent, task_id);
     }
 
     fn cancel_requests<'a>(
         &'a self,
         agent: &'a str,
     ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>> {
-        Box::pin(async move {
-            let subscriber = self
-                .client
-                .subscribe(format!("agentry.cancel.{}", token(agent)))
-                .await?;
-            synced(&self.client).await?;
-            Ok(subscriber
-                .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
-                .boxed())
-        })
+        Box::pin(self.requests("cancel", agent))
     }
 
     fn request_push_reload(&self, agent: &str, task_id: &str) {
-        self.send(
-            format!("agentry.push.{}", token(agent)),
-            bytes::Bytes::copy_from_slice(task_id.as_bytes()),
-        );
+        self.ask("push", agent, task_id);
     }
 
     fn push_reloads<'a>(
         &'a self,
         agent: &'a str,
     ) -> BoxFuture<'a, Result<BoxStream<'static, String>, BoxError>> {
-        Box::pin(async move {
-            let subscriber = self
-                .client
-                .subscribe(format!("agentry.push.{}", token(agent)))
-                .await?;
-            synced(&self.client).await?;
-            Ok(subscriber
-                .filter_map(|m| async move { String::from_utf8(m.payload.to_vec()).ok() })
-                .boxed())
-        })
+        Box::pin(self.requests("push", agent))
     }
 
     fn errors(&self) -> u64 {

@@ -401,6 +401,43 @@ async fn queued_replica(
     (common::serve_on(listener, svc, config).await, turns)
 }
 
+/// A worker replica (one worker, turns that never end by themselves) in a runtime of its own
+/// with a 1 s hold, to be killed with its runtime (`shutdown_background`): its connections
+/// drop, nothing renews its hold or tells the queue it still works.
+fn dying_worker(
+    ns: &str,
+) -> (
+    tokio::runtime::Runtime,
+    common::TestServer,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let (ns, url) = (ns.to_owned(), url());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (server, turns) = rt.block_on(async {
+            let options =
+                agentry_postgres::Options::default().lease(std::time::Duration::from_secs(1));
+            let db = agentry_postgres::Database::connect_with(&url, options)
+                .await
+                .unwrap();
+            let events = Arc::new(
+                agentry_nats::NatsEvents::connect(&nats_url())
+                    .await
+                    .unwrap(),
+            );
+            let forever = std::time::Duration::from_secs(3600);
+            queued_replica(&(db, events), &ns, "dying", 1, forever).await
+        });
+        (rt, server, turns)
+    })
+    .join()
+    .unwrap()
+}
+
 /// A counter of the agent's on a replica's `/metrics`.
 async fn counter(server: &common::TestServer, name: &str) -> u64 {
     let text = reqwest::get(format!("{}metrics", server.base))
@@ -559,31 +596,7 @@ async fn a_queued_turn_whose_worker_dies_runs_on_another() {
         return;
     };
     // The dying worker, in a runtime of its own, with a short hold.
-    let (dying_ns, url) = (ns.clone(), url());
-    let (rt, dying, dying_turns) = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let (server, turns) = rt.block_on(async {
-            let options =
-                agentry_postgres::Options::default().lease(std::time::Duration::from_secs(1));
-            let db = agentry_postgres::Database::connect_with(&url, options)
-                .await
-                .unwrap();
-            let events = Arc::new(
-                agentry_nats::NatsEvents::connect(&nats_url())
-                    .await
-                    .unwrap(),
-            );
-            let forever = std::time::Duration::from_secs(3600);
-            queued_replica(&(db, events), &dying_ns, "dying", 1, forever).await
-        });
-        (rt, server, turns)
-    })
-    .join()
-    .unwrap();
+    let (rt, dying, dying_turns) = dying_worker(&ns);
     let SendMessageResult::Task(t) = client.send_message(not_waiting("survive")).await.unwrap()
     else {
         panic!("expected a task")
@@ -625,31 +638,7 @@ async fn a_queued_turn_whose_worker_died_is_canceled_before_another_takes_it() {
     let Some((services, ns, _front, _, client)) = queue_front().await else {
         return;
     };
-    let (dying_ns, url) = (ns.clone(), url());
-    let (rt, dying, dying_turns) = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let (server, turns) = rt.block_on(async {
-            let options =
-                agentry_postgres::Options::default().lease(std::time::Duration::from_secs(1));
-            let db = agentry_postgres::Database::connect_with(&url, options)
-                .await
-                .unwrap();
-            let events = Arc::new(
-                agentry_nats::NatsEvents::connect(&nats_url())
-                    .await
-                    .unwrap(),
-            );
-            let forever = std::time::Duration::from_secs(3600);
-            queued_replica(&(db, events), &dying_ns, "dying", 1, forever).await
-        });
-        (rt, server, turns)
-    })
-    .join()
-    .unwrap();
+    let (rt, dying, dying_turns) = dying_worker(&ns);
     let SendMessageResult::Task(t) = client
         .send_message(not_waiting("never mind"))
         .await

@@ -39,6 +39,15 @@ fn transcript(dir: &Path, name: &str, entries: &[(&str, Value)]) -> String {
     path.display().to_string()
 }
 
+/// An `[[agents]]` entry: `name` at `/name` on a scripted model replaying `transcript`;
+/// `extra`, more lines of its `[agents.agent]` table.
+fn scripted_agent(name: &str, transcript: &str, extra: &str) -> String {
+    format!(
+        "[[agents]]\npath = \"/{name}\"\n[agents.agent]\nname = \"{name}\"\n{extra}\n\
+         [agents.agent.model]\nprovider = \"scripted\"\ntranscript = \"{transcript}\"\n"
+    )
+}
+
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("agentry-events-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -97,23 +106,12 @@ async fn an_event_runs_a_chain_of_subscribed_agents() {
         id = "invoices"
         system_prompt = "Draft, never send."
         agents = ["mailer"]
-        [[agents]]
-        path = "/billing"
-        [agents.agent]
-        name = "billing"
-        tools = ["publish_event"]
-        [agents.agent.model]
-        provider = "scripted"
-        transcript = "{billing}"
-        [[agents]]
-        path = "/mailer"
-        [agents.agent]
-        name = "mailer"
-        [agents.agent.model]
-        provider = "scripted"
-        transcript = "{mailer}"
+        {billing}
+        {mailer}
         "#,
         state = d.display(),
+        billing = scripted_agent("billing", &billing, "tools = [\"publish_event\"]"),
+        mailer = scripted_agent("mailer", &mailer, ""),
     ))
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -254,14 +252,9 @@ async fn subscriptions_that_cannot_work_are_refused() {
         [[triggers]]
         id = "billing-only"
         agents = ["billing"]
-        [[agents]]
-        path = "/echo"
-        [agents.agent]
-        name = "echo"
-        [agents.agent.model]
-        provider = "scripted"
-        transcript = "{echo}"
-        "#
+        {agent}
+        "#,
+        agent = scripted_agent("echo", &echo, ""),
     );
     let cases = [
         (
@@ -416,15 +409,10 @@ async fn publishing_with_tokens_needs_the_publish_scope() {
         jwks_file = "{jwks}"
         issuer = "https://idp.test"
         [events]
-        [[agents]]
-        path = "/echo"
-        [agents.agent]
-        name = "echo"
-        [agents.agent.model]
-        provider = "scripted"
-        transcript = "{echo}"
+        {agent}
         "#,
         jwks = d.join("jwks.json").display(),
+        agent = scripted_agent("echo", &echo, ""),
     ))
     .unwrap();
     let base = crate::serve(config).await;
