@@ -154,31 +154,33 @@ impl PgAuditLog {
     }
 
     async fn verify_inner(&self, expected: Option<(u64, &str)>) -> Result<Verified, AuditError> {
-        let failed = |e: DbError| backend(&self.db, e);
+        let failed = |e: tokio_postgres::Error| backend(&self.db, e);
         // One snapshot for the head and every record, on a connection of its own (a
         // transaction cannot share a pooled reader): replicas appending meanwhile are not
         // seen, instead of a head that names records the check has not read.
-        let mut client = conn::open(&self.db.inner.at).await.map_err(failed)?;
+        let mut client = conn::open(&self.db.inner.at)
+            .await
+            .map_err(|e| backend(&self.db, e))?;
         let tx = client
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
             .await
-            .map_err(|e| failed(e.into()))?;
+            .map_err(failed)?;
         let head: Option<(i64, String)> = tx
             .query_opt(
                 "SELECT seq, mac FROM agentry_audit_head WHERE chain = $1",
                 &[&self.chain],
             )
             .await
-            .map_err(|e| failed(e.into()))?
+            .map_err(failed)?
             .map(|r| (r.get(0), r.get(1)));
         let page_sql = format!(
             "SELECT {COLUMNS} FROM agentry_audit WHERE chain = $1 AND seq > $2 \
              ORDER BY seq LIMIT $3"
         );
-        let page = tx.prepare(&page_sql).await.map_err(|e| failed(e.into()))?;
+        let page = tx.prepare(&page_sql).await.map_err(failed)?;
         let mut check = ChainCheck::new(&self.key);
         let mut kept_held = false;
         let mut after = 0i64;
@@ -186,7 +188,7 @@ impl PgAuditLog {
             let rows = tx
                 .query(&page, &[&self.chain, &after, &VERIFY_PAGE])
                 .await
-                .map_err(|e| failed(e.into()))?;
+                .map_err(failed)?;
             for row in &rows {
                 let (record, detail) = stored_row(row);
                 if let Some((seq, mac)) = expected {
@@ -199,7 +201,7 @@ impl PgAuditLog {
                 break;
             }
         }
-        tx.commit().await.map_err(|e| failed(e.into()))?;
+        tx.commit().await.map_err(failed)?;
         let kept = expected.map(|(seq, _)| (seq, kept_held));
         let last = check.last();
         let head = head.filter(|(seq, _)| *seq > 0);

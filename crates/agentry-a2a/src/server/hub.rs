@@ -503,6 +503,17 @@ impl AgentTasks {
         }
     }
 
+    /// `caller`'s task as stored; another caller's is not found, exactly as a task that does
+    /// not exist.
+    async fn owned(&self, task_id: &str, caller: Option<&str>) -> Result<Task, RpcError> {
+        self.store
+            .get(task_id)
+            .await
+            .map_err(internal)?
+            .filter(|t| t.owner.as_deref() == caller)
+            .ok_or_else(|| RpcError::task_not_found(task_id))
+    }
+
     /// Whether another replica sharing the store runs a turn of `task_id` now.
     async fn running_elsewhere(&self, task_id: &str) -> Result<bool, RpcError> {
         self.store
@@ -1087,13 +1098,7 @@ impl AgentTasks {
                 return Ok(st.task.clone());
             }
         }
-        let task = self
-            .store
-            .get(task_id)
-            .await
-            .map_err(|e| RpcError::internal(e.to_string()))?
-            .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        let task = self.owned(task_id, caller).await?;
         if is_orphan(&task)
             && !self.hubs().contains_key(task_id)
             && !self.running_elsewhere(task_id).await?
@@ -1186,13 +1191,7 @@ impl AgentTasks {
                 .follow(&self.agent, task_id)
                 .await
                 .map_err(|e| RpcError::internal(format!("cannot follow the task: {e}")))?;
-            let task = self
-                .store
-                .get(task_id)
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))?
-                .filter(|t| t.owner.as_deref() == caller)
-                .ok_or_else(|| RpcError::task_not_found(task_id))?;
+            let task = self.owned(task_id, caller).await?;
             if !is_orphan(&task) || self.running_elsewhere(task_id).await? {
                 let state = task.state();
                 if state.is_terminal() {
@@ -1221,9 +1220,6 @@ impl AgentTasks {
         Ok(Subscription::Here(lease, task, rx))
     }
 
-    /// Cancels a task whose turn runs on another replica: asks it through the shared events
-    /// and waits (at most [`CANCEL_WAIT`]) for the turn's final event, then answers with the
-    /// task as stored.
     /// Takes the hold of `caller`'s queued task whose worker died: its hold lapsed and the
     /// queue has not handed the turn to another worker yet (the store's grace), so nobody
     /// would hear a cancel sent to the replica running it. Taken, it is canceled here, and
@@ -1234,36 +1230,23 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<bool, RpcError> {
-        let task = self
-            .store
-            .get(task_id)
-            .await
-            .map_err(internal)?
-            .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        let task = self.owned(task_id, caller).await?;
         if !task.queued || task.state().is_terminal() {
             return Ok(false);
         }
         self.store.take_turn(task_id).await.map_err(internal)
     }
 
+    /// Cancels a task whose turn runs on another replica: asks it through the shared events
+    /// and waits (at most [`CANCEL_WAIT`]) for the turn's final event, then answers with the
+    /// task as stored.
     async fn cancel_elsewhere(
         &self,
         bus: &dyn super::TaskEvents,
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Task, RpcError> {
-        let stored = |task: Option<Task>| {
-            task.filter(|t| t.owner.as_deref() == caller)
-                .ok_or_else(|| RpcError::task_not_found(task_id))
-        };
-        let get = || async {
-            self.store
-                .get(task_id)
-                .await
-                .map_err(|e| RpcError::internal(e.to_string()))
-        };
-        let task = stored(get().await?)?;
+        let task = self.owned(task_id, caller).await?;
         let state = task.state();
         if state.is_terminal() {
             return Err(RpcError::task_not_cancelable(task_id, state));
@@ -1284,7 +1267,7 @@ impl AgentTasks {
         .await
         .unwrap_or(false);
         // The running replica saves the final state before it publishes it.
-        let task = stored(get().await?)?;
+        let task = self.owned(task_id, caller).await?;
         match task.state() {
             TaskState::Canceled => Ok(task),
             s if s.is_terminal() => Err(RpcError::task_not_cancelable(task_id, s)),
@@ -1370,12 +1353,7 @@ impl AgentTasks {
         if self.hubs().contains_key(task_id) || !self.running_elsewhere(task_id).await? {
             return Ok(None);
         }
-        self.store
-            .get(task_id)
-            .await
-            .map_err(internal)?
-            .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+        self.owned(task_id, caller).await?;
         Ok(Some(bus.clone()))
     }
 
