@@ -322,10 +322,12 @@ pub struct JwtVerifier {
     keys: RwLock<(JwkSet, Option<Instant>)>,
     /// The feed version the remembered tokens were verified under.
     seen_version: AtomicU64,
-    /// Tokens that verified, by their SHA-256 (a client sends the same token many times;
-    /// a signature check costs more than serving an echo): their claims, whose `exp` and
-    /// `nbf` are checked again at every use. Emptied when full and when the keys change.
-    verified: RwLock<std::collections::HashMap<[u8; 32], Claims>>,
+    /// Tokens that verified (a client sends the same token many times; a signature check
+    /// costs more than serving an echo): their claims, whose `exp` and `nbf` are checked
+    /// again at every use. Keyed by the whole token, compared in full (a map's hash, not a
+    /// digest: a cryptographic hash of each request's token cost more than the lookup).
+    /// Emptied when full and when the keys change.
+    verified: RwLock<std::collections::HashMap<Box<str>, Arc<Claims>>>,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -383,8 +385,12 @@ impl JwtVerifier {
 
     /// The token's claims if it passes every check; the first check it fails otherwise.
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
-        use sha2::Digest;
-        let id: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        self.verify_shared(token).map(|c| Claims::clone(&c))
+    }
+
+    /// [`verify`](Self::verify) without copying the claims of a token verified before (the
+    /// request path: one token, many requests).
+    pub fn verify_shared(&self, token: &str) -> Result<Arc<Claims>, TokenError> {
         if let KeySource::Feed(feed) = &self.source {
             // New keys: what the old ones verified is verified again.
             let now = feed.version();
@@ -394,7 +400,11 @@ impl JwtVerifier {
                 m.clear();
             }
         }
-        let remembered = self.verified.read().ok().and_then(|m| m.get(&id).cloned());
+        let remembered = self
+            .verified
+            .read()
+            .ok()
+            .and_then(|m| m.get(token).cloned());
         if let Some(claims) = remembered {
             // Signature, issuer and audience cannot have changed; time has.
             let (now, leeway) = (now(), self.policy.leeway.as_secs());
@@ -409,12 +419,12 @@ impl JwtVerifier {
             }
             return Ok(claims);
         }
-        let claims = self.verify_fully(token)?;
+        let claims = Arc::new(self.verify_fully(token)?);
         if let Ok(mut m) = self.verified.write() {
             if m.len() >= VERIFIED_CAP {
                 m.clear();
             }
-            m.insert(id, claims.clone());
+            m.insert(token.into(), claims.clone());
         }
         Ok(claims)
     }

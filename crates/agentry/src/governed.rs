@@ -155,10 +155,11 @@ pub struct JwtIssuers(pub Vec<(String, JwtVerifier)>);
 
 impl BearerVerifier for JwtIssuers {
     fn verify(&self, token: &str) -> Result<VerifiedBearer, String> {
-        let iss = agentry_governance::token::unverified_claim(token, "iss");
         let verifier = match &self.0[..] {
             [(_, only)] => only,
             many => {
+                // Read only to choose: the chosen verifier checks `iss` with the signature.
+                let iss = agentry_governance::token::unverified_claim(token, "iss");
                 &many
                     .iter()
                     .find(|(name, _)| Some(name) == iss.as_ref())
@@ -172,7 +173,7 @@ impl BearerVerifier for JwtIssuers {
 
 impl JwtBearer {
     fn verify_with(v: &JwtVerifier, token: &str) -> Result<VerifiedBearer, String> {
-        let claims = v.verify(token).map_err(|e| e.to_string())?;
+        let claims = v.verify_shared(token).map_err(|e| e.to_string())?;
         Ok(VerifiedBearer {
             scopes: claims.scopes().into_iter().collect(),
             actors: claims
@@ -180,7 +181,7 @@ impl JwtBearer {
                 .as_ref()
                 .map(|a| a.chain().into_iter().map(str::to_owned).collect())
                 .unwrap_or_default(),
-            subject: claims.sub,
+            subject: claims.sub.clone(),
         })
     }
 }

@@ -1613,13 +1613,64 @@ fn recovered(task: &Task) -> bool {
 /// per attempt) nor its metadata (a new `traceparent` span per attempt).
 fn fingerprint(m: &Message) -> String {
     use sha2::{Digest, Sha256};
-    let body = serde_json::to_vec(&(
-        m.role,
-        &m.parts,
-        &m.context_id,
-        &m.task_id,
-        &m.reference_task_ids,
-    ))
-    .unwrap_or_default();
-    super::hex(&Sha256::digest(&body))
+    /// The serialization fed to the hash as it is written (no buffer per request).
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    // Serializing the model's own types cannot fail (no maps with non-string keys).
+    let _ = serde_json::to_writer(
+        &mut h,
+        &(
+            m.role,
+            &m.parts,
+            &m.context_id,
+            &m.task_id,
+            &m.reference_task_ids,
+        ),
+    );
+    super::hex(&h.0.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Part;
+
+    /// Claims stored by an earlier version (SQLite, PostgreSQL) hold fingerprints made from
+    /// the serialized message in one buffer: hashing it as it is written must give the same
+    /// digest, or every retry after an upgrade would be refused as a different request.
+    #[test]
+    fn the_fingerprint_is_the_digest_of_the_serialized_message() {
+        use sha2::{Digest, Sha256};
+        let mut m = Message::new(Role::User, vec![Part::text("draft the \"weekly\" mail ✉")]);
+        m.context_id = Some("ctx-1".into());
+        m.reference_task_ids = vec!["t-0".into()];
+        let body = serde_json::to_vec(&(
+            m.role,
+            &m.parts,
+            &m.context_id,
+            &m.task_id,
+            &m.reference_task_ids,
+        ))
+        .unwrap();
+        let expected: String = Sha256::digest(&body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(fingerprint(&m), expected);
+        // The messageId is not part of it (a client may make a new one per attempt).
+        let mut again = m.clone();
+        again.message_id = "another".into();
+        assert_eq!(fingerprint(&again), expected);
+        m.parts.push(Part::text("and more"));
+        assert_ne!(fingerprint(&m), expected);
+    }
 }

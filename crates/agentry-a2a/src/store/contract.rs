@@ -101,6 +101,14 @@ async fn idempotency_keys(store: &dyn TaskStore) {
             .unwrap(),
         None
     );
+    // Scope and key are kept apart: ("al", "icek") is not ("alice", "k").
+    assert_eq!(
+        store
+            .claim_key("al", "icek", &claim("task-5", "f1"), later)
+            .await
+            .unwrap(),
+        None
+    );
     // Released: the next claim takes it.
     store.release_key("alice", "k").await.unwrap();
     let second = claim("task-4", "f4");

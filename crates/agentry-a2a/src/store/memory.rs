@@ -1,7 +1,7 @@
 //! An in-memory store that forgets the oldest finished tasks past a cap.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
@@ -19,14 +19,25 @@ struct Inner {
     push: HashMap<String, Vec<PushNotificationConfig>>,
     finished: VecDeque<String>,
     /// Idempotency keys by (scope, key), with their expiry (Unix ms).
-    keys: HashMap<(String, String), (KeyClaim, i64)>,
+    /// One allocation per key ([`key_id`]), shared with `key_order`.
+    keys: HashMap<Arc<str>, (KeyClaim, i64)>,
     /// Keys in the order they were claimed: with one window per server, also the order they
     /// expire in, so the oldest is evicted first in O(1).
-    key_order: VecDeque<(String, String)>,
+    key_order: VecDeque<Arc<str>>,
 }
 
 /// Keys held at most; past it, the oldest claims are forgotten first.
 const MAX_KEYS: usize = 100_000;
+
+/// A caller's key as one map key: the scope's length first, so that no two (scope, key)
+/// pairs meet (`("a", "bc")` and `("ab", "c")`).
+fn key_id(scope: &str, key: &str) -> Arc<str> {
+    let mut id = String::with_capacity(scope.len() + key.len() + 8);
+    let _ = std::fmt::Write::write_fmt(&mut id, format_args!("{}:", scope.len()));
+    id.push_str(scope);
+    id.push_str(key);
+    Arc::from(id)
+}
 
 impl Default for MemoryStore {
     fn default() -> Self {
@@ -174,9 +185,9 @@ impl TaskStore for MemoryStore {
         expires_ms: i64,
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
         let now = crate::time::now_unix_millis();
+        let id = key_id(scope, key);
         let mut g = self.lock();
-        let id = (scope.to_owned(), key.to_owned());
-        let held = match g.keys.get(&id) {
+        let held = match g.keys.get(&*id) {
             Some((c, until)) if *until > now => Some(c.clone()),
             _ => None,
         };
@@ -207,7 +218,7 @@ impl TaskStore for MemoryStore {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.lock().keys.remove(&(scope.to_owned(), key.to_owned()));
+        self.lock().keys.remove(&*key_id(scope, key));
         Box::pin(async { Ok(()) })
     }
 }
