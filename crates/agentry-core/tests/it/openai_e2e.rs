@@ -51,10 +51,13 @@ defaults:
         .local_addr()
         .unwrap()
         .port();
+    // Its app under uvicorn directly, as `mockllm start` runs it but without the reloader
+    // that command cannot turn off: the reloader runs the server in a second process, which
+    // outlived the killed first one and kept listening after the tests.
     let _server = Child(
-        tokio::process::Command::new(&bin)
-            .args(["start", "--responses"])
-            .arg(&responses)
+        tokio::process::Command::new(bin.with_file_name("python"))
+            .args(["-m", "uvicorn", "mockllm.server:app"])
+            .env("MOCKLLM_RESPONSES_FILE", &responses)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
