@@ -233,12 +233,16 @@ fn with_a_configured_model(home: &Path, dir: &Path) {
     impl Drop for Kill {
         fn drop(&mut self) {
             let _ = self.0.kill();
+            let _ = self.0.wait();
         }
     }
+    // Its app under uvicorn directly, as `mockllm start` runs it but without the reloader
+    // that command cannot turn off: the reloader runs the server in a second process, which
+    // outlived the killed first one and kept listening after the tests.
     let _server = Kill(
-        Command::new(&mockllm)
-            .args(["start", "--responses"])
-            .arg(&responses)
+        Command::new(&venv_python)
+            .args(["-m", "uvicorn", "mockllm.server:app"])
+            .env("MOCKLLM_RESPONSES_FILE", &responses)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
