@@ -1613,19 +1613,9 @@ fn recovered(task: &Task) -> bool {
 /// per attempt) nor its metadata (a new `traceparent` span per attempt).
 fn fingerprint(m: &Message) -> String {
     use sha2::{Digest, Sha256};
-    /// The serialization fed to the hash as it is written (no buffer per request).
-    struct Hashing(Sha256);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut h = Hashing(Sha256::new());
-    // Serializing the model's own types cannot fail (no maps with non-string keys).
+    // The serialization fed to the hash as it is written (the hasher is an `io::Write`): no
+    // buffer per request. Serializing the model's own types cannot fail.
+    let mut h = Sha256::new();
     let _ = serde_json::to_writer(
         &mut h,
         &(
@@ -1636,7 +1626,7 @@ fn fingerprint(m: &Message) -> String {
             &m.reference_task_ids,
         ),
     );
-    super::hex(&h.0.finalize())
+    super::hex(&h.finalize())
 }
 
 #[cfg(test)]

@@ -32,8 +32,9 @@ const MAX_KEYS: usize = 100_000;
 /// A caller's key as one map key: the scope's length first, so that no two (scope, key)
 /// pairs meet (`("a", "bc")` and `("ab", "c")`).
 fn key_id(scope: &str, key: &str) -> Arc<str> {
+    use std::fmt::Write;
     let mut id = String::with_capacity(scope.len() + key.len() + 8);
-    let _ = std::fmt::Write::write_fmt(&mut id, format_args!("{}:", scope.len()));
+    let _ = write!(id, "{}:", scope.len());
     id.push_str(scope);
     id.push_str(key);
     Arc::from(id)
