@@ -747,7 +747,7 @@ impl AgentTasks {
                 // The envelope is recorded on the task: who asked under which correlation
                 // id stays visible to `tasks/get` and survives restarts.
                 if let Some(env) = &envelope {
-                    env.put(task.metadata.get_or_insert_with(Default::default));
+                    env.put(task.metadata_mut());
                 }
                 self.lease(Arc::new(Hub::new(task, false, Vec::new(), self.clone())))
             }

@@ -289,7 +289,7 @@ pub async fn check_saves_coalesce<S>(
     const NOTIFYING: [usize; 3] = [500, 1000, 1500];
     const ON_ITS_OWN: usize = 700;
     let version = |t: &mut Task, v: usize| {
-        t.metadata = Some(Metadata::from_iter([("v".to_owned(), v.into())]));
+        t.metadata = Some(Metadata::from_iter([("v".to_owned(), v.into())]).into());
     };
     let push = |n: usize| notification(&format!("coalesce-p{n:05}"), "coalesce-t", n);
     let mut t = task("coalesce-t", TaskState::Working);

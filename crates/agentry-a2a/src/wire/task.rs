@@ -173,7 +173,7 @@ where
             status: (&t.status).into(),
             artifacts: t.artifacts.iter().map(Artifact::from).collect(),
             history: t.history.iter().map(M::view).collect(),
-            metadata: meta(&t.metadata),
+            metadata: t.metadata.as_deref().map(Cow::Borrowed),
         }
     }
 }
@@ -190,7 +190,7 @@ where
         t.status = self.status.into_model().map_err(|e| e.at("status"))?;
         t.history = each_into_model(self.history, "history", M::into_model)?;
         t.artifacts = each_into_model(self.artifacts, "artifacts", Artifact::into_model)?;
-        t.metadata = owned_meta(self.metadata);
+        t.metadata = owned_meta(self.metadata).map(std::sync::Arc::new);
         Ok(t)
     }
 }

@@ -733,7 +733,7 @@ fn task_reply(t: &A2aTask) -> Result<Reply, AgentFailure> {
     {
         parts = m.parts.clone();
     }
-    let usage = usage_of(t.metadata.as_ref()).or_else(|| {
+    let usage = usage_of(t.metadata.as_deref()).or_else(|| {
         t.status
             .message
             .as_ref()
