@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 # BENCH_BIN=PATH: a serve_echo built elsewhere (another commit's, to compare), not built here.
 [ -n "${BENCH_BIN:-}" ] || echo "==> building agentry's A2A echo server ($PROFILE)"
-[ -n "${BENCH_BIN:-}" ] || (cd "$ROOT" && cargo build --profile "$PROFILE" --locked -p agentry --no-default-features --features postgres --example serve_echo)
+[ -n "${BENCH_BIN:-}" ] || (cd "$ROOT" && cargo build --profile "$PROFILE" --locked -p agentry --no-default-features --features postgres,mimalloc --example serve_echo)
 
 PORT=19700
 PID=

@@ -16,7 +16,7 @@ OUT=${BENCH_OUT:-$PWD/results}
 mkdir -p "$OUT"
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 echo "==> building the echo server and the token minter (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo --example mint)
+(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features mimalloc --example serve_echo --example mint)
 PORT=19600
 URL="http://127.0.0.1:$PORT/"
 ISS=https://bench.idp

@@ -27,7 +27,7 @@ for tool in wrk valgrind callgrind_annotate; do
   command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install -y wrk valgrind" >&2; exit 1; }
 done
 [ -n "${BENCH_BIN:-}" ] || echo "==> building the echo server and the token minter (release)"
-[ -n "${BENCH_BIN:-}" ] || (cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --example serve_echo --example mint)
+[ -n "${BENCH_BIN:-}" ] || (cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features mimalloc --example serve_echo --example mint)
 BIN=${BENCH_BIN:-$T/release/examples/serve_echo}
 MINT=${BENCH_MINT:-$(dirname "$BIN")/mint}
 PORT=19620

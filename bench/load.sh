@@ -15,7 +15,7 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt $((N + 512)) ]; then
   }
 fi
 T=${CARGO_TARGET_DIR:-target}
-cargo build --release --locked -p agentry --no-default-features --features postgres,nats \
+cargo build --release --locked -p agentry --no-default-features --features postgres,nats,mimalloc \
   --example serve_echo --example load
 echo "==> one server, SQLite"
 status=0

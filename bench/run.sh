@@ -30,7 +30,7 @@ mkdir -p "$OUT"
 
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
 echo "==> building agentry's A2A echo server (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features postgres --example serve_echo)
+(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features postgres,mimalloc --example serve_echo)
 PG=${BENCH_POSTGRES-postgres://postgres@127.0.0.1:5432/test}
 if [ -n "$PG" ] && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null && [ -z "${BENCH_POSTGRES:-}" ]; then
   echo "    no PostgreSQL on 127.0.0.1:5432: agentry-pg left out"; PG=

@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${CARGO_TARGET_DIR:-target}
-cargo build --release --locked -p agentry --no-default-features --example serve_echo --example soak
+cargo build --release --locked -p agentry --no-default-features --features mimalloc --example serve_echo --example soak
 "$T/release/examples/soak" "$T/release/examples/serve_echo" "${1:-30}" "${2:-32}" "${3:-bench/out}"

@@ -17,9 +17,10 @@ mod tokens;
 mod triggers;
 
 /// A2A serving allocates many small objects per request across threads, where glibc's
-/// allocator spends a large share of the time (measured in `bench/`).
+/// allocator spends a large share of the time (measured in `bench/`); mimalloc, called as
+/// `agentry::alloc` explains.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: agentry::alloc::MiMalloc = agentry::alloc::MiMalloc;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,7 +3,7 @@
 //! in a binary that builds in a fraction of the time.
 //!
 //! ```text
-//! cargo run --release -p agentry --no-default-features --example serve_echo -- PORT [message|task|conformance|bare] [SQLITE_DB [process|power]]
+//! cargo run --release -p agentry --no-default-features --features mimalloc --example serve_echo -- PORT [message|task|conformance|bare] [SQLITE_DB [process|power]]
 //! ```
 //!
 //! With the `postgres` feature, a `postgres://` URL instead of the SQLite file keeps the
@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// The allocator of `agentry serve` (the CLI's), so the benchmark measures what users run;
 /// the bare echo gets it too.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: agentry::alloc::MiMalloc = agentry::alloc::MiMalloc;
 
 use agentry::agents::{Conformance, Echo, EchoMode};
 use agentry_a2a::server::{A2aServer, AgentService};

@@ -41,6 +41,7 @@
 //! - [`tokens`]: the token service (`[token_service]`): RFC 8693 token exchange over HTTP.
 //! - `telemetry` (feature `otel`): agentry's spans exported over OTLP, one trace per
 //!   multi-agent request.
+//! - `alloc` (feature `mimalloc`): the global allocator `agentry serve` runs on.
 //!
 //! ## The layers, re-exported
 //! - [`a2a`]: the A2A protocol (both generations, both bindings), server, client, task stores.
@@ -63,6 +64,7 @@
 //! | `eval` | benchmarking A2A agents on tau2-bench domains | no |
 //! | `postgres` | `store = "postgres://..."`: tasks, push configs, idempotency keys and run checkpoints in one PostgreSQL database several replicas share | no |
 //! | `nats` | `bus = "nats://..."`: task events shared by replicas, so a stream reaches a task whose turn runs on another; `queue = true`: turns queued for pull workers (JetStream); publish-subscribe between agents (`nats::NatsBus`) | no |
+//! | `mimalloc` | [`alloc::MiMalloc`](crate::alloc::MiMalloc), the global allocator of `agentry serve` | no |
 //! | `full` | all of the above | no |
 //!
 //! With `default-features = false` the crate is A2A, the agent core and workflows: the part
@@ -71,6 +73,8 @@
 #![warn(missing_docs)]
 
 pub mod agents;
+#[cfg(feature = "mimalloc")]
+pub mod alloc;
 pub mod builtin;
 pub mod config;
 mod error;
