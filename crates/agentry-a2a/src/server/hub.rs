@@ -905,12 +905,17 @@ impl AgentTasks {
             agentry.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.as_deref()),
         );
         let run_span = span.clone();
+        // The spawned future is copied whole into tokio's task cell and again as its stage
+        // changes: the request context rides in a box and the turn's end is boxed where it
+        // is awaited, so the future stays a few pointers wide (measured: memcpy was ~2,600
+        // instructions of a message echo's 68,000 here).
+        let ctx = Box::new(ctx);
         tokio::spawn(
             async move {
                 let hub = run_lease.hub.clone();
                 // A panicking agent fails its task instead of leaving callers waiting.
                 let result =
-                    AssertUnwindSafe(executor.execute_dyn(ctx, EventSink::new(hub.clone())))
+                    AssertUnwindSafe(executor.execute_dyn(*ctx, EventSink::new(hub.clone())))
                         .catch_unwind()
                         .await
                         .unwrap_or_else(|_| {
@@ -919,7 +924,7 @@ impl AgentTasks {
                 if result.is_err() {
                     run_span.record("otel.status_code", "error");
                 }
-                hub.end_turn(result).await;
+                Box::pin(hub.end_turn(result)).await;
                 drop(run_lease);
             }
             .instrument(span),
