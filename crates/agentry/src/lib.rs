@@ -64,7 +64,7 @@
 //! | `eval` | benchmarking A2A agents on tau2-bench domains | no |
 //! | `postgres` | `store = "postgres://..."`: tasks, push configs, idempotency keys and run checkpoints in one PostgreSQL database several replicas share | no |
 //! | `nats` | `bus = "nats://..."`: task events shared by replicas, so a stream reaches a task whose turn runs on another; `queue = true`: turns queued for pull workers (JetStream); publish-subscribe between agents (`nats::NatsBus`) | no |
-//! | `mimalloc` | [`alloc::MiMalloc`](crate::alloc::MiMalloc), the global allocator of `agentry serve` | no |
+//! | `mimalloc` | `alloc::MiMalloc`, the global allocator of `agentry serve` | no |
 //! | `full` | all of the above | no |
 //!
 //! With `default-features = false` the crate is A2A, the agent core and workflows: the part
