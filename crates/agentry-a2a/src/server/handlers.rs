@@ -137,6 +137,7 @@ pub(super) fn router(
                     events: svc.events,
                     queue: svc.queue,
                     metrics: metrics.clone(),
+                    body_limit: config.body_limit,
                 },
             ),
             keep_alive: config.keep_alive,

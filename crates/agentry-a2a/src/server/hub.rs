@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,12 @@ const TURN_END_WAIT: Duration = Duration::from_secs(5);
 /// [`AgentTasks::persist_interval`]).
 const PERSIST_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The live-task registry's hash: task ids are made by the server (UUIDs), never chosen by a
+/// client (a message naming a task that does not exist is refused before anything is
+/// registered), so a fixed key is safe against chosen collisions and costs a fraction of
+/// SipHash's work.
+type HubHash = foldhash::fast::FixedState;
+
 /// Live tasks of an agent beyond which their progress is saved less often, in proportion:
 /// at most `PERSIST_TURNS / PERSIST_INTERVAL` (5,000) saves of progress a second per agent
 /// and process, however many turns stream at once.
@@ -94,6 +100,8 @@ pub(crate) struct Hub {
     cancel: watch::Sender<bool>,
     /// Signalled when a turn's agent has returned (`running` went false).
     ended: Notify,
+    /// Leases held on this hub: registered in [`AgentTasks`] while any is.
+    leases: AtomicUsize,
     agent: Arc<AgentTasks>,
 }
 
@@ -123,6 +131,7 @@ impl Hub {
             events,
             cancel,
             ended: Notify::new(),
+            leases: AtomicUsize::new(0),
             agent,
         }
     }
@@ -344,6 +353,17 @@ pub(crate) struct HubLease {
     pub hub: Arc<Hub>,
 }
 
+impl HubLease {
+    /// Another lease on the same hub, without the registry's lock: this one keeps the hub
+    /// registered, so only the count changes.
+    fn another(&self) -> HubLease {
+        self.hub.leases.fetch_add(1, Ordering::Relaxed);
+        HubLease {
+            hub: self.hub.clone(),
+        }
+    }
+}
+
 impl Drop for HubLease {
     fn drop(&mut self) {
         self.hub.agent.release(&self.hub);
@@ -356,7 +376,7 @@ pub(crate) struct AgentTasks {
     pub executor: Arc<dyn DynAgentExecutor>,
     pub push: Option<PushSender>,
     pub stream_buffer: usize,
-    hubs: Mutex<HashMap<String, (Arc<Hub>, usize)>>,
+    hubs: Mutex<HashMap<String, Arc<Hub>, HubHash>>,
     /// The agent's name, for its spans.
     agent: String,
     /// How long an idempotency key holds its first request's task.
@@ -367,6 +387,9 @@ pub(crate) struct AgentTasks {
     queue: Option<Queueing>,
     /// The agent's counters (takeovers, queued and worked turns).
     metrics: Arc<super::ops::AgentMetrics>,
+    /// Whether the request body limit keeps a new task under [`MAX_TASK_BYTES`] by itself
+    /// (see [`fits_by_body_limit`]): then a new task's size is not counted.
+    new_tasks_fit: bool,
 }
 
 /// What an agent's tasks share with its other replicas (task events, a queue of turns) and
@@ -375,6 +398,8 @@ pub(crate) struct Shared {
     pub events: Option<Arc<dyn super::TaskEvents>>,
     pub queue: Option<Queueing>,
     pub metrics: Arc<super::ops::AgentMetrics>,
+    /// The server's request body limit, which bounds a new task's size.
+    pub body_limit: usize,
 }
 
 /// What a subscription follows: a turn running here, or one running on another replica
@@ -421,11 +446,12 @@ impl AgentTasks {
             executor,
             push,
             stream_buffer: stream_buffer.max(1),
-            hubs: Mutex::new(HashMap::new()),
+            hubs: Mutex::new(HashMap::default()),
             idempotency_window,
             events: shared.events,
             queue: shared.queue,
             metrics: shared.metrics,
+            new_tasks_fit: fits_by_body_limit(shared.body_limit),
         });
         // A store shared by replicas: tasks a dead replica was running are taken over
         // without waiting for someone to ask.
@@ -477,29 +503,29 @@ impl AgentTasks {
         PERSIST_INTERVAL * u32::try_from(live).unwrap_or(u32::MAX).max(1)
     }
 
-    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<Hub>, usize)>> {
+    fn hubs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Hub>, HubHash>> {
         self.hubs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers `hub` (or the one already registered for its task) and takes a lease on it.
     fn lease(self: &Arc<Self>, hub: Arc<Hub>) -> HubLease {
         let mut hubs = self.hubs();
-        let entry = hubs.entry(hub.task_id.clone()).or_insert_with(|| (hub, 0));
-        entry.1 += 1;
-        HubLease {
-            hub: entry.0.clone(),
-        }
+        let hub = hubs.entry(hub.task_id.clone()).or_insert(hub).clone();
+        // Counted under the lock: a release that took the count to zero re-checks it under
+        // the same lock before unregistering, so a hub found here stays registered.
+        hub.leases.fetch_add(1, Ordering::Relaxed);
+        HubLease { hub }
     }
 
     fn release(&self, hub: &Arc<Hub>) {
+        if hub.leases.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
         let mut hubs = self.hubs();
-        if let Some(entry) = hubs.get_mut(&hub.task_id)
-            && Arc::ptr_eq(&entry.0, hub)
+        if hub.leases.load(Ordering::Acquire) == 0
+            && hubs.get(&hub.task_id).is_some_and(|h| Arc::ptr_eq(h, hub))
         {
-            entry.1 -= 1;
-            if entry.1 == 0 {
-                hubs.remove(&hub.task_id);
-            }
+            hubs.remove(&hub.task_id);
         }
     }
 
@@ -542,7 +568,7 @@ impl AgentTasks {
         orphans: bool,
         known: Option<Task>,
     ) -> Result<HubLease, RpcError> {
-        let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        let live = self.hubs().get(task_id).cloned();
         if let Some(hub) = live {
             if hub.owner.as_deref() != caller {
                 return Err(RpcError::task_not_found(task_id));
@@ -738,6 +764,7 @@ impl AgentTasks {
             configuration,
             metadata,
         } = params;
+        let fresh = message.task_id.is_none();
         let lease = match message.task_id.clone() {
             Some(task_id) => self.open(&task_id, caller).await?,
             None => {
@@ -795,8 +822,11 @@ impl AgentTasks {
                     hub.task_id, hub.context_id
                 )));
             }
-            // A task is rewritten on every save: its size must stay bounded.
-            if json_len(&st.task) + json_len(&message) > MAX_TASK_BYTES {
+            // A task is rewritten on every save: its size must stay bounded (a new one is by
+            // the body limit, usually: counting it was 4% of a message echo's work).
+            if !(fresh && self.new_tasks_fit)
+                && json_len(&st.task) + json_len(&message) > MAX_TASK_BYTES
+            {
                 return Err(RpcError::invalid_params(format!(
                     "task {} is too large to take more messages (at most {} MiB in all); start a \
                      new task",
@@ -879,18 +909,18 @@ impl AgentTasks {
             rerun: false,
             cancel: hub.cancel.subscribe(),
         };
-        self.launch(&hub, ctx);
+        self.launch(&lease, ctx);
         Ok(Turn { lease, events })
     }
 
-    /// Runs the agent for a turn set up on `hub` (its state `running`), ending the turn when
+    /// Runs the agent for a turn set up on `lease`'s hub (its state `running`), ending the turn when
     /// the agent returns; the handle resolves then.
     fn launch(
         self: &Arc<Self>,
-        hub: &Arc<Hub>,
+        lease: &HubLease,
         ctx: RequestContext,
     ) -> tokio::task::JoinHandle<()> {
-        let run_lease = self.lease(hub.clone());
+        let run_lease = lease.another();
         let executor = self.executor.clone();
         // The agent's run, a child of the request's span (GenAI conventions: `invoke_agent`).
         let span = tracing::info_span!(
@@ -1083,7 +1113,7 @@ impl AgentTasks {
             rerun: left || cut_short,
             cancel: hub.cancel.subscribe(),
         };
-        Ok(Some(self.launch(&hub, ctx)))
+        Ok(Some(self.launch(&lease, ctx)))
     }
 
     /// The current task: from its live hub when it has one (fresher than the store while a
@@ -1093,7 +1123,7 @@ impl AgentTasks {
         task_id: &str,
         caller: Option<&str>,
     ) -> Result<Task, RpcError> {
-        let live = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        let live = self.hubs().get(task_id).cloned();
         if let Some(hub) = live {
             if hub.owner.as_deref() != caller {
                 return Err(RpcError::task_not_found(task_id));
@@ -1364,7 +1394,7 @@ impl AgentTasks {
 
     /// Reads a live task's push configs from the store again (another replica changed them).
     async fn reload_push(&self, task_id: &str) {
-        let hub = self.hubs().get(task_id).map(|(hub, _)| hub.clone());
+        let hub = self.hubs().get(task_id).cloned();
         let Some(hub) = hub else { return };
         let mut st = hub.state.lock().await;
         match self.store.list_push(task_id).await {
@@ -1395,7 +1425,7 @@ async fn cancels(
         let Some(tasks) = tasks.upgrade() else {
             return;
         };
-        let live = tasks.hubs().get(&task_id).map(|(hub, _)| hub.owner.clone());
+        let live = tasks.hubs().get(&task_id).map(|hub| hub.owner.clone());
         if let Some(owner) = live
             && let Err(e) = tasks.cancel(&task_id, owner.as_deref()).await
         {
@@ -1548,6 +1578,16 @@ fn normalize_push(mut cfg: PushNotificationConfig, task_id: &str) -> PushNotific
 /// A task's size as stored, at most: it is rewritten on every save, so a client that keeps
 /// sending large messages to one task would make every save slower without end.
 pub const MAX_TASK_BYTES: usize = 16 << 20;
+
+/// Whether a request body limit alone keeps every new task under [`MAX_TASK_BYTES`]. A new
+/// task's JSON is its first message and a little more: the message's JSON is at most 3.5
+/// times its part of the body (the largest growth is a minimal part: `{"raw":""}`, 10 bytes,
+/// is `{"kind":"file","file":{"bytes":""}}`, 35; text and data keep their length; metadata
+/// is counted twice at most, once on the message and once as the task's envelope), plus ids,
+/// a status and the envelope's header fields, under 4 KiB. A quarter of the cap leaves room.
+fn fits_by_body_limit(body_limit: usize) -> bool {
+    body_limit <= MAX_TASK_BYTES / 4
+}
 
 /// Bytes of `v`'s JSON, counted without building it.
 fn json_len(v: &impl serde::Serialize) -> usize {

@@ -23,7 +23,15 @@ pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageR
     loop {
         match turn.events.recv().await {
             Ok(ev) => match &*ev {
-                StreamEvent::Message(m) => return SendMessageResult::Message(m.clone()),
+                StreamEvent::Message(_) => {
+                    // The hub's channel holds the event too: let it go first, and when this
+                    // was the task's last lease the message moves out instead of being copied.
+                    drop(turn);
+                    return match Arc::unwrap_or_clone(ev) {
+                        StreamEvent::Message(m) => SendMessageResult::Message(m),
+                        _ => unreachable!("matched as a message above"),
+                    };
+                }
                 // Not blocking: the task as it was announced (submitted), whatever came next.
                 StreamEvent::Task(t) if !blocking => return SendMessageResult::Task(t.clone()),
                 _ if !blocking => break,

@@ -672,3 +672,80 @@ async fn the_client_retries_only_what_is_safe_to_repeat() {
     assert!(e.to_string().contains("503"), "{e}");
     assert_eq!(seen.lock().unwrap().len(), 1, "message/send was repeated");
 }
+
+/// Asks for more on every turn: a task that takes messages until something refuses them.
+struct AlwaysAsks;
+impl agentry_a2a::server::AgentExecutor for AlwaysAsks {
+    async fn execute(
+        &self,
+        _ctx: agentry_a2a::server::RequestContext,
+        ev: agentry_a2a::server::EventSink,
+    ) -> Result<(), agentry_a2a::server::ExecutorError> {
+        ev.input_required(Some(ev.agent_text("more?"))).await
+    }
+}
+
+async fn asks_server(body_limit: usize) -> common::TestServer {
+    let (listener, url) = common::bind().await;
+    let svc = agentry_a2a::server::AgentService::new(
+        agentry::agents::Echo::card(&url),
+        AlwaysAsks,
+        std::sync::Arc::new(agentry_a2a::store::MemoryStore::default()),
+    );
+    let config = ServerConfig {
+        body_limit,
+        ..Default::default()
+    };
+    common::serve_on(listener, svc, config).await
+}
+
+/// A task is rewritten on every save, so it stops taking messages at `MAX_TASK_BYTES`,
+/// whether it grew there turn by turn or (with a body limit above the default) in one
+/// request; the error says so and the task stays as it was.
+#[tokio::test]
+async fn a_task_takes_no_messages_past_its_size_cap() {
+    use agentry_a2a::server::MAX_TASK_BYTES;
+    let piece = MAX_TASK_BYTES / 4 - (64 << 10);
+    let s = asks_server(ServerConfig::default().body_limit).await;
+    let c = A2aClient::discover(&s.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let ask = |m: Message| async {
+        match c.send_message(MessageSendParams::new(m)).await {
+            Ok(SendMessageResult::Task(t)) => Ok(t),
+            Ok(other) => panic!("expected a task, got {other:?}"),
+            Err(e) => Err(e),
+        }
+    };
+    let t = ask(Message::text(Role::User, "x".repeat(piece)))
+        .await
+        .unwrap();
+    assert_eq!(t.state(), TaskState::InputRequired);
+    let more = || Message::text(Role::User, "x".repeat(piece)).in_task(&t.id, &t.context_id);
+    for _ in 0..3 {
+        assert_eq!(ask(more()).await.unwrap().state(), TaskState::InputRequired);
+    }
+    let e = ask(more()).await.unwrap_err();
+    assert_eq!(common::rpc_code(e), -32602);
+    let kept = c.get_task(&t.id, None).await.unwrap();
+    assert_eq!(
+        kept.history.iter().filter(|m| m.role == Role::User).count(),
+        4
+    );
+    assert_eq!(kept.state(), TaskState::InputRequired);
+
+    // A body limit that lets one request exceed the cap: the new task is measured too.
+    let s = asks_server(MAX_TASK_BYTES * 2).await;
+    let c = A2aClient::discover(&s.base, ClientConfig::default())
+        .await
+        .unwrap();
+    let e = c
+        .send_message(MessageSendParams::new(Message::text(
+            Role::User,
+            "x".repeat(MAX_TASK_BYTES + 1),
+        )))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("too large"), "{e}");
+    assert_eq!(common::rpc_code(e), -32602);
+}
