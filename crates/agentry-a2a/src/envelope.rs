@@ -44,6 +44,14 @@ pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 /// The W3C trace-context header.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
+// The two as the server looks them up (see `version::HEADER_NAME`).
+#[cfg(feature = "server")]
+pub(crate) static IDEMPOTENCY_HEADER_NAME: http::HeaderName =
+    http::HeaderName::from_static("idempotency-key");
+#[cfg(feature = "server")]
+pub(crate) static TRACEPARENT_HEADER_NAME: http::HeaderName =
+    http::HeaderName::from_static("traceparent");
+
 /// Longest accepted key or id (characters).
 const MAX_ID: usize = 255;
 

@@ -26,6 +26,8 @@ pub const CORRELATION_ID: &str = "agentry.correlation_id";
 
 /// The W3C Baggage header.
 pub const BAGGAGE_HEADER: &str = "baggage";
+/// [`BAGGAGE_HEADER`] as looked up (see `version::HEADER_NAME`).
+static BAGGAGE_HEADER_NAME: http::HeaderName = http::HeaderName::from_static("baggage");
 
 /// The parts of a valid `traceparent` (version `00` rules, later versions read the same way,
 /// `ff` refused; all-zero ids refused): trace id, parent span id, flags.
@@ -150,7 +152,7 @@ pub fn correlation_in_baggage(header: &str) -> Option<String> {
 /// request without a task envelope is traced and audited under).
 pub fn correlation_of(headers: &http::HeaderMap) -> Option<String> {
     let c = headers
-        .get(BAGGAGE_HEADER)?
+        .get(&BAGGAGE_HEADER_NAME)?
         .to_str()
         .ok()
         .and_then(correlation_in_baggage)?;
@@ -192,6 +194,14 @@ fn decode(v: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_baggage_name_is_the_header_lowercased() {
+        assert_eq!(
+            BAGGAGE_HEADER_NAME,
+            http::HeaderName::from_bytes(BAGGAGE_HEADER.as_bytes()).unwrap()
+        );
+    }
 
     #[test]
     fn traceparents_parse_as_w3c_says() {

@@ -653,14 +653,14 @@ fn envelope_of(req: &mut Request, headers: &HeaderMap) -> Result<Option<Envelope
         Some(e) => Some(e),
         None => Envelope::from_metadata(p.metadata.as_ref())?,
     };
-    let header = |name: &str| {
+    let header = |name: &http::HeaderName| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|v| !v.is_empty())
     };
-    if let Some(k) = header(envelope::IDEMPOTENCY_HEADER) {
+    if let Some(k) = header(&envelope::IDEMPOTENCY_HEADER_NAME) {
         envelope::check_id("the Idempotency-Key header", k)?;
         let e = env.get_or_insert_with(Envelope::default);
         match &e.idempotency_key {
@@ -675,7 +675,7 @@ fn envelope_of(req: &mut Request, headers: &HeaderMap) -> Result<Option<Envelope
     let Some(mut e) = env else { return Ok(None) };
     if e.traceparent.is_none() {
         // An invalid header is ignored, as W3C trace context says.
-        e.traceparent = header(envelope::TRACEPARENT_HEADER).map(str::to_owned);
+        e.traceparent = header(&envelope::TRACEPARENT_HEADER_NAME).map(str::to_owned);
         if e.trace_id().is_none() {
             e.traceparent = None;
         }
@@ -810,13 +810,13 @@ async fn record(
 /// JSON, or a JSON structured suffix; charset parameters are fine.
 pub(super) fn is_json(ct: &HeaderValue) -> bool {
     let Ok(ct) = ct.to_str() else { return false };
-    let mime = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+    // Compared without a lowercased copy: `to_str` leaves visible ASCII only.
+    let mime = ct.split(';').next().unwrap_or("").trim().as_bytes();
+    let (prefix, suffix) = (b"application/", b"+json");
+    mime.eq_ignore_ascii_case(b"application/json")
+        || (mime.len() > prefix.len() + suffix.len()
+            && mime[..prefix.len()].eq_ignore_ascii_case(prefix)
+            && mime[mime.len() - suffix.len()..].eq_ignore_ascii_case(suffix))
 }
 
 /// The version a request asked for, from the header or else the query parameter.
@@ -824,7 +824,7 @@ pub(super) fn requested_version(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Option<ProtocolVersion>, RpcError> {
-    if let Some(h) = headers.get(version::HEADER) {
+    if let Some(h) = headers.get(&version::HEADER_NAME) {
         return ProtocolVersion::from_header(Some(h.to_str().unwrap_or("?")));
     }
     let q = query.unwrap_or("").split('&').find_map(|kv| {
@@ -837,9 +837,13 @@ pub(super) fn requested_version(
 /// The extensions a request asks for (`A2A-Extensions`, or v0.3's `X-A2A-Extensions`).
 fn requested_extensions(headers: &HeaderMap) -> Vec<String> {
     headers
-        .get_all(version::EXTENSIONS_HEADER)
+        .get_all(&version::EXTENSIONS_HEADER_NAME)
         .iter()
-        .chain(headers.get_all("X-A2A-Extensions").iter())
+        .chain(
+            headers
+                .get_all(&version::LEGACY_EXTENSIONS_HEADER_NAME)
+                .iter(),
+        )
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|u| u.trim().to_owned())
@@ -1348,4 +1352,51 @@ async fn push_configs(
         .list_push(task_id)
         .await
         .map_err(|e| RpcError::internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        for (ct, json) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            (" application/json ;q=1", true),
+            ("application/a2a+json", true),
+            ("APPLICATION/VND.A2A+JSON", true),
+            ("application/+json", false),
+            ("application/jsonx", false),
+            ("text/json", false),
+            ("text/plain", false),
+            ("application/x-www-form-urlencoded", false),
+            ("", false),
+        ] {
+            assert_eq!(is_json(&HeaderValue::from_static(ct)), json, "{ct:?}");
+        }
+        assert!(!is_json(
+            &HeaderValue::from_bytes(b"application/json\xff").unwrap()
+        ));
+    }
+
+    /// The names looked up are the public header names, lowercased once.
+    #[test]
+    fn header_names_match_their_strings() {
+        for (name, s) in [
+            (&version::HEADER_NAME, version::HEADER),
+            (&version::EXTENSIONS_HEADER_NAME, version::EXTENSIONS_HEADER),
+            (&version::LEGACY_EXTENSIONS_HEADER_NAME, "X-A2A-Extensions"),
+            (
+                &envelope::IDEMPOTENCY_HEADER_NAME,
+                envelope::IDEMPOTENCY_HEADER,
+            ),
+            (
+                &envelope::TRACEPARENT_HEADER_NAME,
+                envelope::TRACEPARENT_HEADER,
+            ),
+        ] {
+            assert_eq!(name, &http::HeaderName::from_bytes(s.as_bytes()).unwrap());
+        }
+    }
 }

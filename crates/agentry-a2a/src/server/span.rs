@@ -6,7 +6,7 @@ use http::{HeaderMap, StatusCode};
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::envelope::{Envelope, TRACEPARENT_HEADER};
+use crate::envelope::{Envelope, TRACEPARENT_HEADER_NAME};
 use crate::trace;
 
 /// A request's span, not entered until the request is admitted: its parent can be set until
@@ -60,7 +60,7 @@ impl RequestSpan {
         }
         self.linked = true;
         let header = headers
-            .get(TRACEPARENT_HEADER)
+            .get(&TRACEPARENT_HEADER_NAME)
             .and_then(|v| v.to_str().ok())
             .filter(|t| trace::parse(t).is_some());
         let parent = header.or_else(|| env.and_then(|e| e.traceparent.as_deref()));
