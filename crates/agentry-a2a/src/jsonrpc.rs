@@ -124,6 +124,18 @@ pub fn decode_request_as(
     body: &[u8],
     version: Option<ProtocolVersion>,
 ) -> Result<(Value, Request, ProtocolVersion), (Value, RpcError, ProtocolVersion)> {
+    match one_pass::send(body, version) {
+        Some(decoded) => Ok(decoded),
+        None => decode_general(body, version),
+    }
+}
+
+/// [`decode_request_as`] for any request: the envelope read first, then the params.
+#[allow(clippy::type_complexity)]
+fn decode_general(
+    body: &[u8],
+    version: Option<ProtocolVersion>,
+) -> Result<(Value, Request, ProtocolVersion), (Value, RpcError, ProtocolVersion)> {
     let fallback = version.unwrap_or(ProtocolVersion::V0_3);
     let (id, method, params) = decode_envelope(body).map_err(|(id, e)| (id, e, fallback))?;
     let method = &*method;
@@ -234,6 +246,128 @@ pub fn decode_params(method: &str, params: Option<&str>) -> Result<Request, RpcE
     })
 }
 
+/// The request nearly every call is, in one pass: a send (either version) whose `method`
+/// comes before its `params`, as clients write them. The general way reads the params as raw
+/// JSON first, to learn the method, then parses them again as their type: a third of a
+/// message echo's decoding. Anything else, and every error, is left to the general way
+/// (`None`), which then makes the same request of the body, or the precise error.
+mod one_pass {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::Deserializer as _;
+    use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
+    use serde_json::Value;
+    use serde_json::value::RawValue;
+
+    use super::{Request, method};
+    use crate::model::MessageSendParams;
+    use crate::version::ProtocolVersion;
+    use crate::wire::v1 as wire;
+
+    enum Params<'a> {
+        V03(MessageSendParams),
+        V1(wire::SendMessageRequest<'a>),
+    }
+
+    /// A string borrowed from the body unless it has escapes (serde's own `Cow` impl always
+    /// copies).
+    #[derive(serde::Deserialize)]
+    struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+
+    struct Call<'a> {
+        jsonrpc: Option<&'a RawValue>,
+        id: Option<Value>,
+        method: Option<Cow<'a, str>>,
+        params: Option<(ProtocolVersion, Params<'a>)>,
+    }
+
+    struct CallVisitor(Option<ProtocolVersion>);
+
+    impl<'de> Visitor<'de> for CallVisitor {
+        type Value = Call<'de>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON-RPC request")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Call<'de>, A::Error> {
+            let mut call = Call {
+                jsonrpc: None,
+                id: None,
+                method: None,
+                params: None,
+            };
+            // Duplicates and params before the method: the general way decides.
+            let other = || A::Error::custom("not the common shape");
+            while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
+                match &*key {
+                    "jsonrpc" if call.jsonrpc.is_none() => call.jsonrpc = Some(map.next_value()?),
+                    "id" if call.id.is_none() => call.id = Some(map.next_value()?),
+                    "method" if call.method.is_none() => {
+                        call.method = Some(map.next_value::<Str<'de>>()?.0);
+                    }
+                    "params" if call.params.is_none() => {
+                        let m = call.method.as_deref().ok_or_else(other)?;
+                        let v = self.0.unwrap_or(if crate::v1::is_method(m) {
+                            ProtocolVersion::V1_0
+                        } else {
+                            ProtocolVersion::V0_3
+                        });
+                        let params = match v {
+                            ProtocolVersion::V1_0
+                                if m == crate::v1::method::SEND
+                                    || m == crate::v1::method::STREAM =>
+                            {
+                                Params::V1(map.next_value()?)
+                            }
+                            ProtocolVersion::V0_3 if m == method::SEND || m == method::STREAM => {
+                                Params::V03(map.next_value()?)
+                            }
+                            _ => return Err(other()),
+                        };
+                        call.params = Some((v, params));
+                    }
+                    "jsonrpc" | "id" | "method" | "params" => return Err(other()),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(call)
+        }
+    }
+
+    pub(super) fn send(
+        body: &[u8],
+        version: Option<ProtocolVersion>,
+    ) -> Option<(Value, Request, ProtocolVersion)> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let call = (&mut de).deserialize_map(CallVisitor(version)).ok()?;
+        de.end().ok()?;
+        let jsonrpc = serde_json::from_str::<Str<'_>>(call.jsonrpc?.get()).ok()?.0;
+        let id = match call.id? {
+            id @ (Value::String(_) | Value::Number(_)) => id,
+            _ => return None,
+        };
+        let (method, (v, params)) = (call.method?, call.params?);
+        if jsonrpc != "2.0" {
+            return None;
+        }
+        let req = match params {
+            Params::V1(w) => crate::v1::send_request(&method, w),
+            Params::V03(p) => super::validate_send(p).map(|p| {
+                if method == method::SEND {
+                    Request::SendMessage(p)
+                } else {
+                    Request::StreamMessage(p)
+                }
+            }),
+        };
+        Some((id, req.ok()?, v))
+    }
+}
+
 fn parse<T: DeserializeOwned>(params: Option<&str>) -> Result<T, RpcError> {
     let Some(raw) = params else {
         return Err(RpcError::invalid_params("missing `params`"));
@@ -306,4 +440,211 @@ pub fn encode_request(id: &Value, req: &Request) -> Vec<u8> {
         "params": req.params(),
     }))
     .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-pass decoding takes only what it can decode exactly as the general way does,
+    /// and leaves the rest (with every error) to it.
+    #[test]
+    fn one_pass_sends_decode_as_the_general_way_does() {
+        const V1: Option<ProtocolVersion> = Some(ProtocolVersion::V1_0);
+        const V03: Option<ProtocolVersion> = Some(ProtocolVersion::V0_3);
+        let v1_msg = r#"{"message":{"role":"ROLE_USER","parts":[{"text":"hi"}],"messageId":"m1"}}"#;
+        let v1_full = r#"{"message":{"role":"ROLE_USER","messageId":"m2","contextId":"c","parts":[{"text":"a","metadata":{"k":1}},{"data":{"x":[1,2]}},{"url":"https://e.x/f","mediaType":"text/plain","filename":"f"},{"raw":"aGk="}],"metadata":{"m":true},"extensions":["urn:x"]},"configuration":{"acceptedOutputModes":["text/plain"],"historyLength":2,"returnImmediately":true,"taskPushNotificationConfig":{"url":"https://h.example/cb","token":"t"}},"metadata":{"p":"q"}}"#;
+        let v03_msg = r#"{"message":{"role":"user","parts":[{"kind":"text","text":"hi"}],"messageId":"m1","kind":"message"}}"#;
+        let v03_full = r#"{"message":{"role":"user","parts":[{"kind":"text","text":"a"},{"kind":"data","data":{"x":1}},{"kind":"file","file":{"uri":"https://e.x/f","mimeType":"text/plain"}}],"messageId":"m2","taskId":"t","contextId":"c","kind":"message","metadata":{"a":1}},"configuration":{"blocking":false,"historyLength":1,"pushNotificationConfig":{"url":"https://h.example/cb"}},"metadata":{"z":null}}"#;
+        let body = |fields: &str| format!("{{{fields}}}");
+        let cases: Vec<(String, Option<ProtocolVersion>, bool)> = vec![
+            // The common shapes: decoded in one pass.
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                None,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":"a","method":"SendStreamingMessage","params":{v1_full}"#
+                )),
+                V1,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":2.5,"method":"message/send","params":{v03_msg}"#
+                )),
+                None,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":3,"method":"message/stream","params":{v03_full}"#
+                )),
+                V03,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""method":"message/send","x":[{{}}],"jsonrpc":"2\u002e0","params":{v03_msg},"id":4"#
+                )),
+                None,
+                true,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":5,"me\u0074hod":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                true,
+            ),
+            (
+                format!(
+                    " \n{}\n ",
+                    body(&format!(
+                        r#""jsonrpc":"2.0","id":6,"method":"SendMessage","params":{v1_msg}"#
+                    ))
+                ),
+                V1,
+                true,
+            ),
+            // Left to the general way: decoded the same, or refused as it refuses them.
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"params":{v1_msg},"method":"SendMessage""#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(r#""jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}"#),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":null,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":[1],"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"id":2,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"1.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""id":1,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"method":"message/send","params":{v03_msg}"#
+                )),
+                V1,
+                false,
+            ),
+            (
+                body(&format!(
+                    r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                )),
+                V03,
+                false,
+            ),
+            (
+                body(
+                    r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","parts":[]}}"#,
+                ),
+                V1,
+                false,
+            ),
+            (
+                body(r#""jsonrpc":"2.0","id":1,"method":"message/send","params":null"#),
+                None,
+                false,
+            ),
+            (
+                body(
+                    r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"m","parts":[{"raw":"!!"}]}}"#,
+                ),
+                V1,
+                false,
+            ),
+            (
+                format!(
+                    "{} x",
+                    body(&format!(
+                        r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                    ))
+                ),
+                V1,
+                false,
+            ),
+            (
+                format!(
+                    "[{}]",
+                    body(&format!(
+                        r#""jsonrpc":"2.0","id":1,"method":"SendMessage","params":{v1_msg}"#
+                    ))
+                ),
+                V1,
+                false,
+            ),
+        ];
+        for (b, v, fast) in &cases {
+            let general = decode_general(b.as_bytes(), *v);
+            match one_pass::send(b.as_bytes(), *v) {
+                Some(decoded) => {
+                    assert!(fast, "decoded in one pass: {b}");
+                    assert_eq!(
+                        format!("{:?}", Ok::<_, ()>(decoded)),
+                        format!("{general:?}"),
+                        "{b}"
+                    );
+                }
+                None => assert!(!fast, "not decoded in one pass: {b} ({general:?})"),
+            }
+            assert_eq!(
+                format!("{:?}", decode_request_as(b.as_bytes(), *v)),
+                format!("{general:?}"),
+                "{b}"
+            );
+        }
+    }
 }

@@ -135,25 +135,29 @@ pub fn decode_value(method: &str, v: Value) -> Result<Request, RpcError> {
     decode(method, Params::Value(v))
 }
 
+/// A send ([`method::SEND`] or [`method::STREAM`], which `method` must be) from its params.
+pub(crate) fn send_request(
+    method: &str,
+    w: wire::SendMessageRequest<'_>,
+) -> Result<Request, RpcError> {
+    let mut params = request::validate_send(w.into_model().map_err(request::invalid_params)?)?;
+    if let Some(cfg) = params
+        .configuration
+        .as_mut()
+        .and_then(|c| c.push_notification_config.as_mut())
+    {
+        made_over_v1(cfg);
+    }
+    Ok(if method == method::SEND {
+        Request::SendMessage(params)
+    } else {
+        Request::StreamMessage(params)
+    })
+}
+
 fn decode(method: &str, p: Params<'_>) -> Result<Request, RpcError> {
     Ok(match method {
-        method::SEND | method::STREAM => {
-            let w: wire::SendMessageRequest = p.parse()?;
-            let mut params =
-                request::validate_send(w.into_model().map_err(request::invalid_params)?)?;
-            if let Some(cfg) = params
-                .configuration
-                .as_mut()
-                .and_then(|c| c.push_notification_config.as_mut())
-            {
-                made_over_v1(cfg);
-            }
-            if method == method::SEND {
-                Request::SendMessage(params)
-            } else {
-                Request::StreamMessage(params)
-            }
-        }
+        method::SEND | method::STREAM => send_request(method, p.parse()?)?,
         method::GET => {
             let w: wire::GetTaskRequest = p.parse()?;
             request::check_history_length(w.history_length, "params.historyLength")?;

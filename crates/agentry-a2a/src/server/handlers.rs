@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -877,12 +877,14 @@ pub(super) fn negotiate_extensions(
         .flatten())
 }
 
-async fn rpc(
-    State(s): State<Arc<AgentEndpoint>>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
+async fn rpc(State(s): State<Arc<AgentEndpoint>>, req: axum::extract::Request) -> Response {
+    // The headers taken, not copied: axum's `HeaderMap` extractor clones them (~500
+    // instructions a request). The body is read by the same extractor as before, so the
+    // body limit and its rejection are unchanged.
+    let (mut parts, body) = req.into_parts();
+    let headers = std::mem::take(&mut parts.headers);
+    let query = parts.uri.query().map(str::to_owned);
+    let body = Bytes::from_request(axum::extract::Request::from_parts(parts, body), &()).await;
     let mut span = RequestSpan::new(&s.name, "jsonrpc");
     let r = rpc_in(&s, query, &headers, body, &mut span).await;
     span.finish(&headers, r.status(), &s.metrics);
