@@ -54,6 +54,12 @@ impl ProtocolVersion {
 
     /// Reads a version string; patch levels do not matter (`1.0.1` is `1.0`).
     pub fn parse(v: &str) -> Option<Self> {
+        // What nearly every request sends, before the general reading.
+        match v {
+            "1.0" => return Some(ProtocolVersion::V1_0),
+            "0.3" => return Some(ProtocolVersion::V0_3),
+            _ => {}
+        }
         let mut it = v.trim().split('.');
         let major = it.next()?.parse::<u32>().ok()?;
         let minor = it.next().map_or(Some(0), |m| m.parse::<u32>().ok())?;
