@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -102,6 +102,10 @@ pub(crate) struct Hub {
     ended: Notify,
     /// Leases held on this hub: registered in [`AgentTasks`] while any is.
     leases: AtomicUsize,
+    /// Whether it was ever registered. A new task's hub is registered once announced (or at
+    /// once when an idempotency key names it): before, nobody can know its id, and a turn
+    /// answered with a direct message never is.
+    registered: AtomicBool,
     agent: Arc<AgentTasks>,
 }
 
@@ -132,6 +136,7 @@ impl Hub {
             cancel,
             ended: Notify::new(),
             leases: AtomicUsize::new(0),
+            registered: AtomicBool::new(false),
             agent,
         }
     }
@@ -211,8 +216,9 @@ impl Hub {
     }
 
     /// Persists and publishes the opening snapshot of a turn, once.
-    async fn announce(&self, st: &mut HubState) -> Result<(), ExecutorError> {
+    async fn announce(self: &Arc<Self>, st: &mut HubState) -> Result<(), ExecutorError> {
         if !st.announced {
+            self.agent.register(self);
             let pushes = self.pushes(st);
             self.save(st, false, &pushes).await?;
             st.stored = true;
@@ -224,7 +230,7 @@ impl Hub {
     }
 
     /// Applies one agent event: snapshot, store, publish, push.
-    pub(crate) async fn apply(&self, ev: AgentEvent) -> Result<(), ExecutorError> {
+    pub(crate) async fn apply(self: &Arc<Self>, ev: AgentEvent) -> Result<(), ExecutorError> {
         let parks = matches!(ev, AgentEvent::Park(_));
         let mut st = self.state.lock().await;
         if st.task.state().is_terminal() || st.turn_over {
@@ -284,7 +290,7 @@ impl Hub {
 
     /// Closes a turn whose agent returned: `Ok` without a final state completes the task, an
     /// error fails it with the error's text.
-    async fn end_turn(&self, result: Result<(), ExecutorError>) {
+    async fn end_turn(self: &Arc<Self>, result: Result<(), ExecutorError>) {
         self.close_turn(result).await;
         let mut st = self.state.lock().await;
         self.force_end(&mut st).await;
@@ -295,7 +301,7 @@ impl Hub {
         self.ended.notify_waiters();
     }
 
-    async fn close_turn(&self, result: Result<(), ExecutorError>) {
+    async fn close_turn(self: &Arc<Self>, result: Result<(), ExecutorError>) {
         let open = {
             let st = self.state.lock().await;
             !(st.turn_over || st.task.state().is_terminal())
@@ -319,7 +325,7 @@ impl Hub {
     /// A turn still open after its agent returned and the turn was closed: the store refused
     /// its end (disk full, a lost database). The caller still gets an end: the task failed,
     /// saying why (saved if the store takes it now), so nobody waits forever.
-    async fn force_end(&self, st: &mut HubState) {
+    async fn force_end(self: &Arc<Self>, st: &mut HubState) {
         if st.turn_over {
             return;
         }
@@ -336,6 +342,7 @@ impl Hub {
         }
         st.turn_over = true;
         if !st.announced {
+            self.agent.register(self);
             st.announced = true;
             self.publish(StreamEvent::Task(st.task.clone()));
         }
@@ -511,14 +518,36 @@ impl AgentTasks {
     fn lease(self: &Arc<Self>, hub: Arc<Hub>) -> HubLease {
         let mut hubs = self.hubs();
         let hub = hubs.entry(hub.task_id.clone()).or_insert(hub).clone();
+        hub.registered.store(true, Ordering::Release);
         // Counted under the lock: a release that took the count to zero re-checks it under
         // the same lock before unregistering, so a hub found here stays registered.
         hub.leases.fetch_add(1, Ordering::Relaxed);
         HubLease { hub }
     }
 
+    /// A lease on a new task's hub, not registered yet (see [`Hub::registered`]).
+    fn unregistered_lease(hub: Arc<Hub>) -> HubLease {
+        hub.leases.fetch_add(1, Ordering::Relaxed);
+        HubLease { hub }
+    }
+
+    /// Registers a new task's hub as it is announced. Whoever announces holds a lease, so
+    /// the hub is live; a task id is new, so no other hub holds it.
+    fn register(&self, hub: &Arc<Hub>) {
+        if hub.registered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.hubs()
+            .entry(hub.task_id.clone())
+            .or_insert_with(|| hub.clone());
+    }
+
     fn release(&self, hub: &Arc<Hub>) {
         if hub.leases.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        // Never registered (a direct answer): nothing to take out, no lock to take.
+        if !hub.registered.load(Ordering::Acquire) {
             return;
         }
         let mut hubs = self.hubs();
@@ -776,7 +805,18 @@ impl AgentTasks {
                 if let Some(env) = &envelope {
                     env.put(task.metadata_mut());
                 }
-                self.lease(Arc::new(Hub::new(task, false, Vec::new(), self.clone())))
+                let hub = Arc::new(Hub::new(task, false, Vec::new(), self.clone()));
+                // A key's repeat looks the task up by the id the key names: that hub must be
+                // findable from the start. Otherwise nobody knows the id before it is
+                // announced.
+                if envelope
+                    .as_ref()
+                    .is_some_and(|e| e.idempotency_key.is_some())
+                {
+                    self.lease(hub)
+                } else {
+                    Self::unregistered_lease(hub)
+                }
             }
         };
         let hub = lease.hub.clone();
@@ -870,6 +910,7 @@ impl AgentTasks {
             let events = hub.events.subscribe();
             if queue {
                 // Stored as waiting (parked: nobody takes it for an orphan), then announced.
+                self.register(&hub);
                 st.task.parked = true;
                 let pushes = hub.save_now(&st).await?;
                 st.stored = true;

@@ -59,7 +59,7 @@ fn card(url: &str) -> AgentCard {
 }
 
 async fn server(
-    agent: Counting,
+    agent: impl AgentExecutor,
     store: Arc<dyn TaskStore>,
     config: ServerConfig,
     credentials: Option<Credentials>,
@@ -268,6 +268,64 @@ async fn retries_while_the_first_runs_start_nothing() {
     ids.dedup();
     assert_eq!(ids, vec![task_id(&running)]);
     assert_eq!(agent.runs("ship"), 1);
+    let _ = std::fs::remove_file(path);
+}
+
+/// Counts its runs and, past a gate, answers with a direct message (no task).
+#[derive(Clone)]
+struct DirectAnswer {
+    runs: Arc<Mutex<usize>>,
+    gate: Arc<Semaphore>,
+}
+
+impl AgentExecutor for DirectAnswer {
+    async fn execute(&self, ctx: RequestContext, events: EventSink) -> Result<(), ExecutorError> {
+        *self.runs.lock().unwrap() += 1;
+        self.gate.acquire().await.unwrap().forget();
+        let text = format!("did {}", ctx.message.text_content());
+        events
+            .message(agentry_a2a::model::Message::text(
+                agentry_a2a::model::Role::Agent,
+                text,
+            ))
+            .await
+    }
+}
+
+/// Retries of a request the agent answers with a direct message, sent while it runs: they
+/// follow the running turn and get its message; the agent runs once.
+#[tokio::test]
+async fn retries_of_a_direct_answer_while_it_runs_start_nothing() {
+    let agent = DirectAnswer {
+        runs: Arc::default(),
+        gate: Arc::new(Semaphore::new(0)),
+    };
+    let (store, path) = sqlite();
+    let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
+    let sends: Vec<_> = (0..8)
+        .map(|_| {
+            let base = s.base.clone();
+            tokio::spawn(async move {
+                rpc(
+                    &base,
+                    &[("Idempotency-Key", "direct-once")],
+                    "message/send",
+                    send_03("ship", json!({})),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(*agent.runs.lock().unwrap(), 1);
+    // Permits for every send: a retry that ran the agent again would not be held back.
+    agent.gate.add_permits(8);
+    for t in sends {
+        let r = t.await.unwrap();
+        assert_eq!(r["result"]["kind"], "message", "{r}");
+        assert_eq!(r["result"]["parts"][0]["text"], "did ship", "{r}");
+    }
+    assert_eq!(*agent.runs.lock().unwrap(), 1);
     let _ = std::fs::remove_file(path);
 }
 
