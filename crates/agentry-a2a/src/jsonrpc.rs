@@ -130,6 +130,16 @@ pub fn decode_request_as(
     }
 }
 
+/// The codec a request is decoded with: the asked version's, else the one whose method names
+/// it uses (the two sets of names do not overlap).
+fn codec_for(version: Option<ProtocolVersion>, method: &str) -> ProtocolVersion {
+    version.unwrap_or(if crate::v1::is_method(method) {
+        ProtocolVersion::V1_0
+    } else {
+        ProtocolVersion::V0_3
+    })
+}
+
 /// [`decode_request_as`] for any request: the envelope read first, then the params.
 #[allow(clippy::type_complexity)]
 fn decode_general(
@@ -140,12 +150,7 @@ fn decode_general(
     let (id, method, params) = decode_envelope(body).map_err(|(id, e)| (id, e, fallback))?;
     let method = &*method;
     let answer_id = id.clone().unwrap_or_default();
-    // No header: the method name tells (the two sets of names do not overlap).
-    let v = version.unwrap_or(if crate::v1::is_method(method) {
-        ProtocolVersion::V1_0
-    } else {
-        ProtocolVersion::V0_3
-    });
+    let v = codec_for(version, method);
     let decoded = match v {
         ProtocolVersion::V1_0 => crate::v1::decode_params(method, params).map_err(|e| {
             if e.code == crate::error::code::METHOD_NOT_FOUND && !crate::v1::is_method(method) {
@@ -228,8 +233,7 @@ fn decode_envelope(
 /// Maps a v0.3 method name and its params to a [`Request`].
 pub fn decode_params(method: &str, params: Option<&str>) -> Result<Request, RpcError> {
     Ok(match method {
-        method::SEND => Request::SendMessage(validate_send(parse(params)?)?),
-        method::STREAM => Request::StreamMessage(validate_send(parse(params)?)?),
+        method::SEND | method::STREAM => send_request(method, parse(params)?)?,
         method::GET => {
             let p: TaskQueryParams = parse(params)?;
             check_history_length(p.history_length, "params.historyLength")?;
@@ -309,11 +313,7 @@ mod one_pass {
                     }
                     "params" if call.params.is_none() => {
                         let m = call.method.as_deref().ok_or_else(other)?;
-                        let v = self.0.unwrap_or(if crate::v1::is_method(m) {
-                            ProtocolVersion::V1_0
-                        } else {
-                            ProtocolVersion::V0_3
-                        });
+                        let v = super::codec_for(self.0, m);
                         let params = match v {
                             ProtocolVersion::V1_0
                                 if m == crate::v1::method::SEND
@@ -356,16 +356,20 @@ mod one_pass {
         }
         let req = match params {
             Params::V1(w) => crate::v1::send_request(&method, w),
-            Params::V03(p) => super::validate_send(p).map(|p| {
-                if method == method::SEND {
-                    Request::SendMessage(p)
-                } else {
-                    Request::StreamMessage(p)
-                }
-            }),
+            Params::V03(p) => super::send_request(&method, p),
         };
         Some((id, req.ok()?, v))
     }
+}
+
+/// A send ([`method::SEND`] or [`method::STREAM`], which `method` must be) from its params.
+fn send_request(method: &str, p: MessageSendParams) -> Result<Request, RpcError> {
+    let p = validate_send(p)?;
+    Ok(if method == method::SEND {
+        Request::SendMessage(p)
+    } else {
+        Request::StreamMessage(p)
+    })
 }
 
 fn parse<T: DeserializeOwned>(params: Option<&str>) -> Result<T, RpcError> {
