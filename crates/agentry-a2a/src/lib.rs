@@ -45,18 +45,39 @@ pub mod sse;
 
 pub use error::{A2aError, RpcError};
 
-/// A fresh identifier: a UUID v7, time-ordered with 74 random bits. Time order keeps the
+/// A fresh identifier: a UUID v7, time-ordered, with 62 random bits. Time order keeps the
 /// store's index inserts at the right edge of its B-tree (a random v4 key dirties a different
-/// page per task and multiplies the bytes each commit writes). Ordered to the millisecond,
-/// not within it: the shared counter `Uuid::now_v7` keeps for that (a lock and a second
-/// random draw per id, a third of a message echo's id work) buys nothing here, as nothing
-/// sorts by id alone. The random bits come from the thread's CSPRNG, as before: with no
-/// caller identity, a task id is what keeps one client from reading another's task.
+/// page per task and multiplies the bytes each commit writes), and ids made in this process
+/// are strictly increasing, within a millisecond too: listings order tasks of the same
+/// millisecond by id (RFC 9562's method 1, a 12-bit counter in `rand_a`, advanced by one
+/// lock-free compare-and-swap instead of `Uuid::now_v7`'s lock and second random draw). The
+/// random bits come from the thread's CSPRNG: with no caller identity, a task id is what
+/// keeps one client from reading another's task.
 pub fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The last id's millisecond and counter, `ms << 12 | counter`.
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = (time::now_unix_millis().max(0) as u64) << 12;
+    let mut last = LAST.load(Ordering::Relaxed);
+    let stamp = loop {
+        // A counter run out within its millisecond borrows the next one, as RFC 9562 allows.
+        let next = if now > last { now } else { last + 1 };
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break next,
+            Err(seen) => last = seen,
+        }
+    };
+    let mut b = *uuid::Uuid::new_v4().as_bytes();
+    let ms = stamp >> 12;
+    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    b[6] = 0x70 | ((stamp >> 8) & 0x0f) as u8;
+    b[7] = stamp as u8;
+    // The variant's two bits; the other 62 of bytes 8-15 stay random.
+    b[8] = 0x80 | (b[8] & 0x3f);
     // Encoded into a buffer: `to_string` goes through the formatting machinery, and every
     // task, context and message gets an id.
     let mut buf = uuid::Uuid::encode_buffer();
-    uuid::Uuid::new_v7(uuid::Timestamp::now(uuid::NoContext))
+    uuid::Uuid::from_bytes(b)
         .hyphenated()
         .encode_lower(&mut buf)
         .to_owned()
@@ -64,8 +85,8 @@ pub fn new_id() -> String {
 
 #[cfg(test)]
 mod tests {
-    /// Ids are v7 UUIDs carrying the time they were made: distinct, and ordered from one
-    /// millisecond to the next (the store's B-tree relies on that, not on order within one).
+    /// Ids are v7 UUIDs carrying the time they were made: distinct, and strictly increasing,
+    /// within a millisecond too (listings order a millisecond's tasks by id).
     #[test]
     fn ids_are_distinct_time_ordered_v7_uuids() {
         let before = std::time::SystemTime::now()
@@ -82,9 +103,14 @@ mod tests {
             assert_eq!(id, &u.hyphenated().to_string());
             let (secs, nanos) = u.get_timestamp().unwrap().to_unix();
             let ms = secs * 1000 + u64::from(nanos) / 1_000_000;
+            assert_eq!(u.get_variant(), uuid::Variant::RFC4122, "{id}");
             assert!(ms >= before && ms >= last, "{id}: {ms} after {last}");
             last = ms;
         }
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "made in order, sorted in order"
+        );
         std::thread::sleep(std::time::Duration::from_millis(2));
         assert!(super::new_id() > ids[ids.len() - 1]);
     }

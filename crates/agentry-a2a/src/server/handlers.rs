@@ -14,7 +14,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::admission::{Admission, Admit, Refused};
-use super::hub::{AgentTasks, Started, Subscription, Turn};
+use super::hub::{AgentTasks, Events, Started, Subscription, Turn};
 use super::push::PushSender;
 use super::span::RequestSpan;
 use super::{AgentService, Credentials, ServerConfig, bearer_of, stream};
@@ -1185,7 +1185,15 @@ pub(super) async fn unary(
                 // A repeat: the first request's task, once its running turn ends if blocking.
                 Started::Again(lease) => match AgentTasks::follow(&lease).await {
                     (_, Some(events)) if blocking => {
-                        stream::await_result(Turn { lease, events }, true).await
+                        stream::await_result(
+                            Turn {
+                                lease,
+                                events: Events::Stream(events),
+                                run: None,
+                            },
+                            true,
+                        )
+                        .await
                     }
                     (task, _) => SendMessageResult::Task(task),
                 },

@@ -2,11 +2,16 @@
 //!
 //! A hub holds the task's current snapshot behind an async lock. Every change (an agent event,
 //! a cancel) happens under that lock in one order: apply to the snapshot (state changes through
-//! [`Task::transition`]), save to the store, then publish on a bounded broadcast channel. A
-//! subscriber takes the lock to read the snapshot and subscribe in one step, so it sees every
-//! change after its snapshot, and a subscriber racing completion sees the terminal snapshot.
-//! A subscriber that falls behind the channel's buffer is not waited for: it skips ahead and is
-//! sent the current snapshot instead (see `server::stream`).
+//! [`Task::transition`]), save to the store, then publish: to the plain send waiting for its
+//! answer (one event, handed over), and on a bounded broadcast channel made when the first
+//! stream or repeat subscribes. A subscriber takes the lock to read the snapshot and subscribe
+//! in one step, so it sees every change after its snapshot, and a subscriber racing
+//! completion sees the terminal snapshot. A subscriber that falls behind the channel's buffer
+//! is not waited for: it skips ahead and is sent the current snapshot instead (see
+//! `server::stream`).
+//!
+//! A plain send drives its turn's agent itself while it waits ([`Run`]): an agent that
+//! answers at once costs no task of its own and no wake-up across tasks.
 //!
 //! Hubs live in a registry only while a turn runs or someone subscribes; finished tasks are
 //! only in the store, so memory stays flat however many tasks have run.
@@ -18,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
+use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, oneshot, watch};
 use tracing::Instrument;
 
 use super::executor::{DynAgentExecutor, EventSink, ExecutorError, RequestContext};
@@ -56,6 +61,24 @@ pub(crate) struct HubState {
     pub push: Vec<PushNotificationConfig>,
     /// Why the store last refused a save that had to succeed (the end of a turn).
     store_error: Option<String>,
+    /// Every event, to streams and repeats following the task: made when the first of them
+    /// subscribes (a plain send is answered through its [`Waiter`] and never needs it).
+    events: Option<broadcast::Sender<Arc<StreamEvent>>>,
+    /// The plain send that started the turn, waiting for the one event that answers it.
+    waiter: Option<Waiter>,
+}
+
+/// A plain send waiting for its answer: a message, the end of the turn (blocking), or the
+/// first event (not blocking). One event, handed over, never copied or broadcast.
+struct Waiter {
+    blocking: bool,
+    tx: oneshot::Sender<StreamEvent>,
+}
+
+impl Waiter {
+    fn wants(&self, ev: &StreamEvent) -> bool {
+        matches!(ev, StreamEvent::Message(_)) || !self.blocking || ev.is_final()
+    }
 }
 
 impl HubState {
@@ -68,6 +91,18 @@ impl HubState {
         self.announced = false;
         self.last_saved = None;
         self.turn_over = false;
+    }
+
+    /// A receiver of every event from now on, the channel made on first use.
+    fn subscribe(&mut self, capacity: usize) -> broadcast::Receiver<Arc<StreamEvent>> {
+        match &self.events {
+            Some(tx) => tx.subscribe(),
+            None => {
+                let (tx, rx) = broadcast::channel(capacity);
+                self.events = Some(tx);
+                rx
+            }
+        }
     }
 }
 
@@ -96,7 +131,6 @@ pub(crate) struct Hub {
     /// The task's owner ([`Task::owner`]); only that caller reaches the hub.
     owner: Option<String>,
     pub state: AsyncMutex<HubState>,
-    pub events: broadcast::Sender<Arc<StreamEvent>>,
     cancel: watch::Sender<bool>,
     /// Signalled when a turn's agent has returned (`running` went false).
     ended: Notify,
@@ -116,7 +150,6 @@ impl Hub {
         push: Vec<PushNotificationConfig>,
         agent: Arc<AgentTasks>,
     ) -> Self {
-        let (events, _) = broadcast::channel(agent.stream_buffer);
         let (cancel, _) = watch::channel(false);
         Hub {
             task_id: task.id.clone(),
@@ -131,8 +164,9 @@ impl Hub {
                 last_saved: None,
                 push,
                 store_error: None,
+                events: None,
+                waiter: None,
             }),
-            events,
             cancel,
             ended: Notify::new(),
             leases: AtomicUsize::new(0),
@@ -141,13 +175,46 @@ impl Hub {
         }
     }
 
-    fn publish(&self, ev: StreamEvent) {
+    /// Hands an event to whoever follows the task: other replicas, streams here, and the
+    /// send waiting for it. Called under the state's lock, so a subscriber sees every event
+    /// after its snapshot.
+    fn publish(&self, st: &mut HubState, ev: StreamEvent) {
         // Replicas following the task (a subscription that reached another one).
         if let Some(bus) = &self.agent.events {
             bus.publish(&self.agent.agent, &self.task_id, super::events::encode(&ev));
         }
-        // No receivers is fine: nobody is watching.
-        let _ = self.events.send(Arc::new(ev));
+        let streams = st.events.as_ref().filter(|tx| tx.receiver_count() > 0);
+        match st.waiter.take_if(|w| w.wants(&ev)) {
+            Some(w) => {
+                if let Some(tx) = streams {
+                    let _ = tx.send(Arc::new(ev.clone()));
+                }
+                // A waiter gone (its client left) is fine: the turn goes on.
+                let _ = w.tx.send(ev);
+            }
+            None => {
+                // No receivers is fine: nobody is watching.
+                if let Some(tx) = streams {
+                    let _ = tx.send(Arc::new(ev));
+                }
+            }
+        }
+    }
+
+    /// Whether anyone would receive the task's snapshot published now: worth copying the
+    /// task for only then.
+    fn snapshot_wanted(&self, st: &HubState) -> bool {
+        self.agent.events.is_some()
+            || st.events.as_ref().is_some_and(|tx| tx.receiver_count() > 0)
+            || st.waiter.as_ref().is_some_and(|w| !w.blocking)
+    }
+
+    /// Publishes the task's snapshot, when anyone would receive it.
+    fn publish_snapshot(&self, st: &mut HubState) {
+        if self.snapshot_wanted(st) {
+            let ev = StreamEvent::Task(st.task.clone());
+            self.publish(st, ev);
+        }
     }
 
     /// Saves the snapshot. The end of a turn is saved and waited for: a client is answered
@@ -223,7 +290,7 @@ impl Hub {
             self.save(st, false, &pushes).await?;
             st.stored = true;
             st.announced = true;
-            self.publish(StreamEvent::Task(st.task.clone()));
+            self.publish_snapshot(st);
             self.send_pushes(pushes);
         }
         Ok(())
@@ -241,14 +308,14 @@ impl Hub {
                 // A direct answer: no task is created, so the message names none.
                 m.task_id = None;
                 st.turn_over = true;
-                self.publish(StreamEvent::Message(m));
+                self.publish(&mut st, StreamEvent::Message(m));
             }
             AgentEvent::Message(m) => {
                 self.announce(&mut st).await?;
                 st.task.history.push(m.clone());
                 self.save(&mut st, true, &[]).await?;
                 st.turn_over = true;
-                self.publish(StreamEvent::Message(m));
+                self.publish(&mut st, StreamEvent::Message(m));
             }
             AgentEvent::Status(status) | AgentEvent::Park(status) => {
                 self.announce(&mut st).await?;
@@ -258,13 +325,14 @@ impl Hub {
                 self.save(&mut st, parks, &pushes).await?;
                 let is_final = st.task.state().ends_turn() || parks;
                 st.turn_over = is_final;
-                self.publish(StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+                let ev = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
                     task_id: self.task_id.clone(),
                     context_id: self.context_id.clone(),
                     status: st.task.status.clone(),
                     is_final,
                     metadata: None,
-                }));
+                });
+                self.publish(&mut st, ev);
                 self.send_pushes(pushes);
             }
             AgentEvent::Artifact {
@@ -275,14 +343,17 @@ impl Hub {
                 self.announce(&mut st).await?;
                 st.task.apply_artifact(&artifact, append);
                 self.save(&mut st, false, &[]).await?;
-                self.publish(StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: self.task_id.clone(),
-                    context_id: self.context_id.clone(),
-                    artifact,
-                    append: append.then_some(true),
-                    last_chunk: last_chunk.then_some(true),
-                    metadata: None,
-                }));
+                self.publish(
+                    &mut st,
+                    StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+                        task_id: self.task_id.clone(),
+                        context_id: self.context_id.clone(),
+                        artifact,
+                        append: append.then_some(true),
+                        last_chunk: last_chunk.then_some(true),
+                        metadata: None,
+                    }),
+                );
             }
         }
         Ok(())
@@ -344,9 +415,10 @@ impl Hub {
         if !st.announced {
             self.agent.register(self);
             st.announced = true;
-            self.publish(StreamEvent::Task(st.task.clone()));
+            self.publish_snapshot(st);
         }
-        self.publish(StreamEvent::final_status(&st.task));
+        let ev = StreamEvent::final_status(&st.task);
+        self.publish(st, ev);
         self.send_pushes(pushes);
     }
 
@@ -431,10 +503,69 @@ const CLAIM_SETTLE: Duration = Duration::from_secs(2);
 /// its claims and tasks live and die with this process, so only the first case is possible.
 const FORGOTTEN_SETTLE: Duration = Duration::from_millis(250);
 
-/// A started turn: the hub, a receiver subscribed before the agent ran, and a lease.
+/// A started turn: the hub, a receiver subscribed before the agent ran, a lease, and the
+/// agent's run when the request is to drive it (see [`Run`]).
 pub(crate) struct Turn {
     pub lease: HubLease,
-    pub events: broadcast::Receiver<Arc<StreamEvent>>,
+    pub events: Events,
+    pub run: Option<Run>,
+}
+
+/// What a request follows a turn by.
+pub(crate) enum Events {
+    /// Every event (a stream; a repeat following the first request's turn).
+    Stream(broadcast::Receiver<Arc<StreamEvent>>),
+    /// The one event that answers a plain send (see [`Waiter`]); closed without one when the
+    /// turn ended some other way (the snapshot answers then).
+    Answer(oneshot::Receiver<StreamEvent>),
+}
+
+/// An agent's run for one turn, not yet on a task of its own. The request that started it
+/// may drive it while it waits for its answer (a message answered at once then takes no
+/// spawned task, no wake-up across tasks); whatever is left of it when it is dropped
+/// unfinished (the answer came first, the client went away) continues on its own task, so a
+/// turn always runs to its end.
+pub(crate) struct Run(Option<crate::store::BoxFuture<'static, ()>>);
+
+impl Run {
+    /// The run, to spawn or drive; nothing is left to continue on drop.
+    fn take(mut self) -> crate::store::BoxFuture<'static, ()> {
+        self.0.take().expect("a run is taken once")
+    }
+
+    /// Goes on on a task of its own.
+    pub(crate) fn detach(self) {
+        drop(self);
+    }
+}
+
+impl std::future::Future for Run {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        let Some(fut) = self.0.as_mut() else {
+            return std::task::Poll::Ready(());
+        };
+        let done = fut.as_mut().poll(cx);
+        if done.is_ready() {
+            self.0 = None;
+        }
+        done
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(fut) = self.0.take() {
+            // Outside a runtime (it is shutting down) there is nothing left to run it on.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(fut);
+            }
+        }
+    }
 }
 
 impl AgentTasks {
@@ -651,6 +782,14 @@ impl AgentTasks {
         admitted: Admitted,
         may_queue: bool,
     ) -> Result<Started, RpcError> {
+        // A plain send waits for one event; a stream follows them all.
+        let answer = may_queue.then(|| {
+            params
+                .configuration
+                .as_ref()
+                .and_then(|c| c.blocking)
+                .unwrap_or(true)
+        });
         let queue = may_queue
             && self.queue.is_some()
             && params.message.task_id.is_none()
@@ -666,7 +805,7 @@ impl AgentTasks {
             .and_then(|e| e.idempotency_key.clone())
         else {
             return self
-                .begin(params, caller, admitted, None, queue)
+                .begin(params, caller, admitted, None, queue, answer)
                 .await
                 .map(Started::Turn);
         };
@@ -695,7 +834,10 @@ impl AgentTasks {
                     .task_id
                     .is_none()
                     .then(|| claim.task_id.clone());
-                return match self.begin(params, caller, admitted, new_id, queue).await {
+                return match self
+                    .begin(params, caller, admitted, new_id, queue, answer)
+                    .await
+                {
                     Ok(turn) => Ok(Started::Turn(turn)),
                     Err(e) => {
                         // Nothing started: a corrected retry may use the key.
@@ -721,7 +863,7 @@ impl AgentTasks {
                     let mut params = params;
                     params.message.task_id = Some(held.task_id);
                     return self
-                        .begin(params, caller, admitted, None, false)
+                        .begin(params, caller, admitted, None, false, answer)
                         .await
                         .map(Started::Turn);
                 }
@@ -766,14 +908,16 @@ impl AgentTasks {
     pub(super) async fn follow(
         lease: &HubLease,
     ) -> (Task, Option<broadcast::Receiver<Arc<StreamEvent>>>) {
-        let st = lease.hub.state.lock().await;
-        let rx = (st.running && !st.turn_over).then(|| lease.hub.events.subscribe());
+        let mut st = lease.hub.state.lock().await;
+        let capacity = lease.hub.agent.stream_buffer;
+        let rx = (st.running && !st.turn_over).then(|| st.subscribe(capacity));
         (st.task.clone(), rx)
     }
 
     /// Starts a turn for `params`: a new task (with id `new_id` when given), or the next turn
     /// of an interrupted one. With `queue`, a new task is stored and queued for the agent's
-    /// workers instead (the turn's receiver gets its snapshot).
+    /// workers instead (the turn's receiver gets its snapshot). `answer`: a plain send's
+    /// `blocking`, its turn followed by a [`Waiter`]; `None`: a stream's.
     async fn begin(
         self: &Arc<Self>,
         params: MessageSendParams,
@@ -781,6 +925,7 @@ impl AgentTasks {
         admitted: Admitted,
         new_id: Option<String>,
         queue: bool,
+        answer: Option<bool>,
     ) -> Result<Turn, RpcError> {
         let Admitted {
             envelope,
@@ -907,7 +1052,14 @@ impl AgentTasks {
                     .map_err(|e| RpcError::internal(e.to_string()))?;
                 upsert_push(&mut st.push, cfg);
             }
-            let events = hub.events.subscribe();
+            let events = match answer {
+                Some(blocking) => {
+                    let (tx, rx) = oneshot::channel();
+                    st.waiter = Some(Waiter { blocking, tx });
+                    Events::Answer(rx)
+                }
+                None => Events::Stream(st.subscribe(self.stream_buffer)),
+            };
             if queue {
                 // Stored as waiting (parked: nobody takes it for an orphan), then announced.
                 self.register(&hub);
@@ -915,7 +1067,7 @@ impl AgentTasks {
                 let pushes = hub.save_now(&st).await?;
                 st.stored = true;
                 st.announced = true;
-                hub.publish(StreamEvent::Task(st.task.clone()));
+                hub.publish_snapshot(&mut st);
                 hub.send_pushes(pushes);
                 drop(st);
                 let job = Job {
@@ -930,7 +1082,11 @@ impl AgentTasks {
                 };
                 self.enqueue(&hub, job).await?;
                 self.metrics.queued.fetch_add(1, Ordering::Relaxed);
-                return Ok(Turn { lease, events });
+                return Ok(Turn {
+                    lease,
+                    events,
+                    run: None,
+                });
             }
             st.begin_turn(false);
             (previous, events)
@@ -950,17 +1106,28 @@ impl AgentTasks {
             rerun: false,
             cancel: hub.cancel.subscribe(),
         };
-        self.launch(&lease, ctx);
-        Ok(Turn { lease, events })
+        let run = self.run(&lease, ctx);
+        Ok(Turn {
+            lease,
+            events,
+            run: Some(run),
+        })
     }
 
-    /// Runs the agent for a turn set up on `lease`'s hub (its state `running`), ending the turn when
-    /// the agent returns; the handle resolves then.
+    /// Runs the agent for a turn set up on `lease`'s hub (its state `running`) on a task of
+    /// its own, ending the turn when the agent returns; the handle resolves then.
     fn launch(
         self: &Arc<Self>,
         lease: &HubLease,
         ctx: RequestContext,
     ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.run(lease, ctx).take())
+    }
+
+    /// The agent's run for a turn set up on `lease`'s hub (its state `running`), ending the
+    /// turn when the agent returns: driven by the request that started it, or on its own
+    /// task (see [`Run`]).
+    fn run(self: &Arc<Self>, lease: &HubLease, ctx: RequestContext) -> Run {
         let run_lease = lease.another();
         let executor = self.executor.clone();
         // The agent's run, a child of the request's span (GenAI conventions: `invoke_agent`).
@@ -976,12 +1143,11 @@ impl AgentTasks {
             agentry.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.as_deref()),
         );
         let run_span = span.clone();
-        // The spawned future is copied whole into tokio's task cell and again as its stage
-        // changes: the request context rides in a box and the turn's end is boxed where it
-        // is awaited, so the future stays a few pointers wide (measured: memcpy was ~2,600
-        // instructions of a message echo's 68,000 here).
+        // The future is moved whole when it is boxed or spawned: the request context rides
+        // in a box and the turn's end is boxed where it is awaited, so the future stays a few
+        // pointers wide (measured: memcpy was ~2,600 instructions of a message echo's 68,000).
         let ctx = Box::new(ctx);
-        tokio::spawn(
+        Run(Some(Box::pin(
             async move {
                 let hub = run_lease.hub.clone();
                 // A panicking agent fails its task instead of leaving callers waiting.
@@ -999,7 +1165,7 @@ impl AgentTasks {
                 drop(run_lease);
             }
             .instrument(span),
-        )
+        )))
     }
 
     /// Queues the turn of a new task just stored for the agent's workers; when the queue does
@@ -1023,7 +1189,8 @@ impl AgentTasks {
                     tracing::warn!(task = %hub.task_id, "the unqueued task could not be stored failed: {}", e.message)
                 }
             }
-            hub.publish(StreamEvent::final_status(&st.task));
+            let ev = StreamEvent::final_status(&st.task);
+            hub.publish(&mut st, ev);
         }
         Err(RpcError::internal(why))
     }
@@ -1239,7 +1406,8 @@ impl AgentTasks {
                 .map_err(|e| RpcError::internal(e.to_string()))?;
             let pushes = hub.save_now(&st).await?;
             st.turn_over = true;
-            hub.publish(StreamEvent::final_status(&st.task));
+            let ev = StreamEvent::final_status(&st.task);
+            hub.publish(&mut st, ev);
             hub.send_pushes(pushes);
             st.task.clone()
         };
@@ -1281,7 +1449,7 @@ impl AgentTasks {
         }
         let lease = self.open(task_id, caller).await?;
         let (task, rx) = {
-            let st = lease.hub.state.lock().await;
+            let mut st = lease.hub.state.lock().await;
             // A finished task has nothing more to stream (A2A 1.0: UnsupportedOperationError;
             // the 0.3 SDKs refuse it too). Checked under the lock: no final event slips
             // between the check and the subscription.
@@ -1291,7 +1459,8 @@ impl AgentTasks {
                     "task {task_id} is {state}: there is nothing more to stream (get it instead)"
                 )));
             }
-            (st.task.clone(), lease.hub.events.subscribe())
+            let rx = st.subscribe(self.stream_buffer);
+            (st.task.clone(), rx)
         };
         Ok(Subscription::Here(lease, task, rx))
     }
@@ -1748,5 +1917,39 @@ mod tests {
         assert_eq!(fingerprint(&again), expected);
         m.parts.push(Part::text("and more"));
         assert_ne!(fingerprint(&m), expected);
+    }
+
+    /// A run dropped before its end (its request answered, or its client gone) goes on on a
+    /// task of its own to the end; one driven to its end leaves nothing behind.
+    #[tokio::test]
+    async fn a_run_dropped_unfinished_runs_to_its_end() {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let (done_tx, done_rx) = oneshot::channel();
+        let g = gate.clone();
+        let run = Run(Some(Box::pin(async move {
+            g.acquire().await.unwrap().forget();
+            let _ = done_tx.send(());
+        })));
+        drop(run);
+        gate.add_permits(1);
+        tokio::time::timeout(Duration::from_secs(5), done_rx)
+            .await
+            .expect("the dropped run went on")
+            .expect("and reached its end");
+
+        let polls = Arc::new(AtomicUsize::new(0));
+        let p = polls.clone();
+        let mut run = Run(Some(Box::pin(async move {
+            p.fetch_add(1, Ordering::SeqCst);
+        })));
+        (&mut run).await;
+        (&mut run).await;
+        drop(run);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            polls.load(Ordering::SeqCst),
+            1,
+            "a finished run is not run again"
+        );
     }
 }

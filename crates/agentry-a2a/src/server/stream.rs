@@ -10,7 +10,7 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::Value;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use super::hub::{AgentTasks, HubLease, Turn};
+use super::hub::{AgentTasks, Events, HubLease, Turn};
 use crate::error::RpcError;
 use crate::jsonrpc;
 use crate::model::*;
@@ -19,37 +19,84 @@ use crate::version::ProtocolVersion;
 
 /// Waits for the answer to `message/send`: the first event when not blocking, otherwise the
 /// end of the turn. A direct message is returned as is; otherwise the task's snapshot.
-pub(super) async fn await_result(mut turn: Turn, blocking: bool) -> SendMessageResult {
+///
+/// The turn's run, when it is the request's to drive, is polled here beside the events: an
+/// agent that answers at once is done before its answer is read, on this task. What is left
+/// of it when the answer is in continues on its own task ([`super::hub::Run`]).
+pub(super) async fn await_result(turn: Turn, blocking: bool) -> SendMessageResult {
+    let Turn {
+        lease,
+        events,
+        mut run,
+    } = turn;
+    let answer = match events {
+        Events::Answer(mut rx) => {
+            let got = loop {
+                match run.as_mut() {
+                    Some(r) => tokio::select! {
+                        biased;
+                        () = r => {
+                            // The turn is over: its answer is in, or will not come.
+                            run = None;
+                        }
+                        got = &mut rx => break got,
+                    },
+                    None => break rx.await,
+                }
+            };
+            match got {
+                Ok(StreamEvent::Message(m)) => return SendMessageResult::Message(m),
+                // Not blocking: the task as it was announced (submitted).
+                Ok(StreamEvent::Task(t)) if !blocking => return SendMessageResult::Task(t),
+                _ => None,
+            }
+        }
+        Events::Stream(rx) => follow(rx, &lease, blocking).await,
+    };
+    if let Some(answer) = answer {
+        return answer;
+    }
+    drop(run);
+    let st = lease.hub.state.lock().await;
+    SendMessageResult::Task(st.task.clone())
+}
+
+/// A plain send's answer from a turn's broadcast (a repeat following the first request's
+/// turn): a message, or the task announced (not blocking); `None`: the snapshot answers.
+async fn follow(
+    mut rx: broadcast::Receiver<Arc<StreamEvent>>,
+    lease: &HubLease,
+    blocking: bool,
+) -> Option<SendMessageResult> {
     loop {
-        match turn.events.recv().await {
+        match rx.recv().await {
             Ok(ev) => match &*ev {
                 StreamEvent::Message(_) => {
                     // The hub's channel holds the event too: let it go first, and when this
-                    // was the task's last lease the message moves out instead of being copied.
-                    drop(turn);
+                    // was the last receiver the message moves out instead of being copied.
+                    drop(rx);
                     return match Arc::unwrap_or_clone(ev) {
-                        StreamEvent::Message(m) => SendMessageResult::Message(m),
+                        StreamEvent::Message(m) => Some(SendMessageResult::Message(m)),
                         _ => unreachable!("matched as a message above"),
                     };
                 }
-                // Not blocking: the task as it was announced (submitted), whatever came next.
-                StreamEvent::Task(t) if !blocking => return SendMessageResult::Task(t.clone()),
-                _ if !blocking => break,
-                e if e.is_final() => break,
+                StreamEvent::Task(t) if !blocking => {
+                    return Some(SendMessageResult::Task(t.clone()));
+                }
+                _ if !blocking => return None,
+                e if e.is_final() => return None,
                 _ => {}
             },
             Err(RecvError::Lagged(_)) => {
                 // Missed events; the snapshot decides.
-                let st = turn.lease.hub.state.lock().await;
+                let st = lease.hub.state.lock().await;
                 if !blocking || st.task.state().ends_turn() {
-                    break;
+                    return None;
                 }
             }
-            Err(RecvError::Closed) => break,
+            Err(RecvError::Closed) => return None,
         }
     }
-    let st = turn.lease.hub.state.lock().await;
-    SendMessageResult::Task(st.task.clone())
 }
 
 /// How a stream's items are written: JSON-RPC responses carrying the request's id, or bare
@@ -164,12 +211,22 @@ pub(super) fn turn(
     keep_alive: Duration,
     open: super::ops::StreamGuard,
 ) -> Response {
+    if let Some(run) = turn.run {
+        run.detach();
+    }
+    let Events::Stream(rx) = turn.events else {
+        // `AgentTasks::start` subscribes a stream's turn to its broadcast.
+        return error(
+            frame,
+            RpcError::internal("the stream's turn has no broadcast to follow"),
+        );
+    };
     sse(
         forward(Forward {
             _open: open,
             frame,
             lease: turn.lease,
-            rx: turn.events,
+            rx,
             pending: Vec::new(),
             done: false,
         }),

@@ -724,3 +724,67 @@ async fn an_answer_sent_at_once_waits_for_the_previous_turn_to_return() {
     let t2 = task_of(&c, MessageSendParams::new(answer)).await;
     assert_eq!(t2.state(), TaskState::Completed);
 }
+
+/// Says it works, waits for the gate, then completes; counts its runs and tells its task.
+#[derive(Clone)]
+struct Gated {
+    gate: Arc<tokio::sync::Semaphore>,
+    task: Arc<std::sync::Mutex<Option<String>>>,
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl AgentExecutor for Gated {
+    async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ExecutorError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        *self.task.lock().unwrap() = Some(ctx.task_id.clone());
+        ev.working(None).await?;
+        self.gate.acquire().await.unwrap().forget();
+        ev.complete(Some(ev.agent_text("done"))).await
+    }
+}
+
+/// A plain send drives its turn's agent while it waits for the answer: when its client
+/// gives up first, the rest of the turn still runs, once, to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_whose_client_gives_up_still_runs_its_turn_to_the_end() {
+    let agent = Gated {
+        gate: Arc::new(tokio::sync::Semaphore::new(0)),
+        task: Default::default(),
+        runs: Default::default(),
+    };
+    let s = common::agent_server(Echo::card, agent.clone()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+        "params": {"message": {"role": "user", "messageId": agentry_a2a::new_id(),
+            "parts": [{"kind": "text", "text": "slow"}]}}});
+    let sent = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+        .post(&s.base)
+        .json(&body)
+        .send()
+        .await;
+    assert!(sent.is_err(), "the client gave up before the answer");
+    let task = agent
+        .task
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the agent started");
+    // The connection is gone; then the agent may go on.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    agent.gate.add_permits(1);
+    let c = client(&s.base).await;
+    let mut last = None;
+    for _ in 0..100 {
+        let t = c.get_task(&task, None).await.unwrap();
+        if t.state() == TaskState::Completed {
+            last = Some(t);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t = last.expect("the turn ran to its end without its client");
+    assert_eq!(common::status_text(&t), "done");
+    assert_eq!(agent.runs.load(Ordering::SeqCst), 1);
+}
