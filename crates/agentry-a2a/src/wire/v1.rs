@@ -232,19 +232,21 @@ impl Part<'_> {
         if let Some(kind) = self.kind {
             return v03_part(kind, self.text, self.file, self.data, metadata);
         }
-        let present: Vec<&str> = [
+        let present = [
             ("text", self.text.is_some()),
             ("raw", self.raw.is_some()),
             ("url", self.url.is_some()),
             ("data", self.data.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(name, is)| is.then_some(name))
-        .collect();
-        if present.len() > 1 {
+        ];
+        // Named only for the error: a part is read per request, most with one content.
+        if present.iter().filter(|(_, is)| *is).count() > 1 {
+            let names: Vec<&str> = present
+                .iter()
+                .filter_map(|(name, is)| is.then_some(*name))
+                .collect();
             return Err(WireError::new(format!(
                 "has {}: a part carries exactly one",
-                present.join(" and ")
+                names.join(" and ")
             )));
         }
         let nonempty = |s: Option<Str<'_>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);

@@ -590,3 +590,17 @@ fn fuzz_corpus_and_regressions_hold() {
     }
     assert!(n >= 10, "only {n} inputs found under {}", root.display());
 }
+
+/// A v1.0 part with two contents is refused, naming both (and a part with one is taken).
+#[test]
+fn a_v1_part_with_two_contents_is_refused_naming_them() {
+    let send = |part: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"role": "ROLE_USER", "messageId": "m-1", "parts": [part]}}});
+        jsonrpc::decode_request_as(body.to_string().as_bytes(), Some(ProtocolVersion::V1_0))
+    };
+    let (_, e, _) = send(json!({"text": "hi", "url": "https://example.com/a"})).unwrap_err();
+    assert_eq!(e.code, -32602, "{e:?}");
+    assert!(e.message.contains("has text and url"), "{}", e.message);
+    assert!(send(json!({"text": "hi"})).is_ok());
+}
