@@ -8,6 +8,9 @@
 #   bash bench/echo_ratio.sh [DURATION_S] [CONNECTIONS] [ROUNDS]
 #   BENCH_PROTOS="1.0" bash bench/echo_ratio.sh           (one version only)
 #   BENCH_PROFILE=profiling bash bench/echo_ratio.sh      (the build `perf` can read)
+#   BENCH_PIN=1 bash bench/echo_ratio.sh                  (server on CPU 0, one wrk thread on
+#                                                         CPU 1: each server's one-core rate,
+#                                                         steadier on a shared VM; needs taskset)
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-8}
@@ -15,6 +18,13 @@ CONN=${2:-64}
 ROUNDS=${3:-3}
 PROTOS=${BENCH_PROTOS:-0.3 1.0}
 PROFILE=${BENCH_PROFILE:-release}
+# Pinned: the server alone on one core and wrk on the other, so the ratio is of the servers'
+# CPU cost per request (kernel included) rather than of how two processes share two cores.
+SERVER_PIN=() WRK_PIN=() WRK_THREADS=2
+if [ "${BENCH_PIN:-0}" = 1 ]; then
+  command -v taskset >/dev/null || { echo "taskset missing (util-linux)" >&2; exit 1; }
+  SERVER_PIN=(taskset -c 0) WRK_PIN=(taskset -c 1) WRK_THREADS=1
+fi
 ROOT=$(cd .. && pwd)
 BIN=${BENCH_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/examples/serve_echo}
 OUT=${BENCH_OUT:-$PWD/results}
@@ -39,16 +49,20 @@ run() { # mode proto -> "req/s server-CPU-µs-per-request"
   PORT=$((PORT + 1))
   # The message workload as bench/run.sh serves it: SQLite store (a message creates no task).
   local db="$OUT/ratio-$PORT.db"; rm -f "$db"*
-  if [ "$mode" = bare ]; then "$BIN" "$PORT" bare 2>/dev/null & else "$BIN" "$PORT" message "$db" 2>/dev/null & fi
+  if [ "$mode" = bare ]; then
+    "${SERVER_PIN[@]}" "$BIN" "$PORT" bare 2>/dev/null &
+  else
+    "${SERVER_PIN[@]}" "$BIN" "$PORT" message "$db" 2>/dev/null &
+  fi
   PID=$!
   for _ in $(seq 200); do
     curl -sf "http://127.0.0.1:$PORT/.well-known/agent-card.json" >/dev/null 2>&1 && break
     sleep 0.05
   done
-  A2A_PROTO=$proto wrk -t1 -c8 -d1s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" >/dev/null
+  A2A_PROTO=$proto "${WRK_PIN[@]}" wrk -t1 -c8 -d1s -s wrk_a2a_send.lua "http://127.0.0.1:$PORT/" >/dev/null
   local out="$OUT/ratio-$mode-$proto.txt"
   local t0; t0=$(cpu_ticks "$PID")
-  A2A_PROTO=$proto wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua \
+  A2A_PROTO=$proto "${WRK_PIN[@]}" wrk -t"$WRK_THREADS" -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua \
     "http://127.0.0.1:$PORT/" > "$out"
   local t1; t1=$(cpu_ticks "$PID")
   stop
@@ -62,7 +76,7 @@ run() { # mode proto -> "req/s server-CPU-µs-per-request"
     '/Requests\/sec/ {printf "%s %.2f\n", $2, (b-a)/hz/n*1e6}' "$out"
 }
 
-echo "==> $ROUNDS rounds per version of wrk -t2 -c$CONN -d${DUR}s: bare axum echo, then agentry (message)"
+echo "==> $ROUNDS rounds per version of wrk -t$WRK_THREADS -c$CONN -d${DUR}s${SERVER_PIN[*]:+ (pinned)}: bare axum echo, then agentry (message)"
 for proto in $PROTOS; do
   ratios=()
   for r in $(seq "$ROUNDS"); do
