@@ -1044,7 +1044,7 @@ pub(super) async fn streaming(
             if let Err(e) = check_push(s, &p) {
                 return stream::error(frame, e);
             }
-            match s.tasks.start(p, caller, admitted, false).await {
+            match s.tasks.start(p, caller, admitted, None).await {
                 Ok(Started::Turn(turn)) => {
                     stream::turn(frame, turn, s.keep_alive, s.metrics.stream_opened())
                 }
@@ -1180,7 +1180,7 @@ pub(super) async fn unary(
             // the largest it awaits inline, and this one is moved whole into its box per
             // request (measured: ~50 KB of copying per message before, half the gap to a
             // bare echo).
-            let result = match Box::pin(s.tasks.start(p, caller, admitted, true)).await? {
+            let result = match Box::pin(s.tasks.start(p, caller, admitted, Some(blocking))).await? {
                 Started::Turn(turn) => stream::await_result(turn, blocking).await,
                 // A repeat: the first request's task, once its running turn ends if blocking.
                 Started::Again(lease) => match AgentTasks::follow(&lease).await {

@@ -528,11 +528,6 @@ pub(crate) enum Events {
 pub(crate) struct Run(Option<crate::store::BoxFuture<'static, ()>>);
 
 impl Run {
-    /// The run, to spawn or drive; nothing is left to continue on drop.
-    fn take(mut self) -> crate::store::BoxFuture<'static, ()> {
-        self.0.take().expect("a run is taken once")
-    }
-
     /// Goes on on a task of its own.
     pub(crate) fn detach(self) {
         drop(self);
@@ -772,31 +767,20 @@ impl AgentTasks {
     /// that an earlier request of this caller claimed, the same request gets that request's
     /// task ([`Started::Again`]) and a different one an error.
     ///
-    /// With `may_queue` (an answer that does not wait for the turn; not a stream) and a queue,
-    /// a new task sent without waiting is queued for the agent's workers (see
-    /// [`super::queue`]).
+    /// `answer`: a plain send's `blocking` (it waits for one event, see [`Waiter`]); `None`
+    /// for a stream, which follows them all. A new task sent without waiting is queued for the
+    /// agent's workers when there is a queue (see [`super::queue`]).
     pub(super) async fn start(
         self: &Arc<Self>,
         params: MessageSendParams,
         caller: Option<&str>,
         admitted: Admitted,
-        may_queue: bool,
+        answer: Option<bool>,
     ) -> Result<Started, RpcError> {
-        // A plain send waits for one event; a stream follows them all.
-        let answer = may_queue.then(|| {
-            params
-                .configuration
-                .as_ref()
-                .and_then(|c| c.blocking)
-                .unwrap_or(true)
-        });
-        let queue = may_queue
+        // Not blocking: the caller asked for no more than the task's first snapshot.
+        let queue = answer == Some(false)
             && self.queue.is_some()
             && params.message.task_id.is_none()
-            && params
-                .configuration
-                .as_ref()
-                .is_some_and(|c| c.blocking == Some(false))
             // The caller's token is held in memory only: a request carrying one runs here.
             && admitted.subject_token.is_none();
         let Some(key) = admitted
@@ -1121,7 +1105,7 @@ impl AgentTasks {
         lease: &HubLease,
         ctx: RequestContext,
     ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(self.run(lease, ctx).take())
+        tokio::spawn(self.run(lease, ctx))
     }
 
     /// The agent's run for a turn set up on `lease`'s hub (its state `running`), ending the
