@@ -224,6 +224,24 @@ async fn a_repeated_request_gets_the_first_task_on_every_binding() {
     let _ = std::fs::remove_file(path);
 }
 
+/// `n` blocking sends of the request "ship" under one idempotency key, all at once.
+fn keyed_sends(base: &str, key: &'static str, n: usize) -> Vec<tokio::task::JoinHandle<Value>> {
+    (0..n)
+        .map(|_| {
+            let base = base.to_owned();
+            tokio::spawn(async move {
+                rpc(
+                    &base,
+                    &[("Idempotency-Key", key)],
+                    "message/send",
+                    send_03("ship", json!({})),
+                )
+                .await
+            })
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn retries_while_the_first_runs_start_nothing() {
     let gate = Arc::new(Semaphore::new(0));
@@ -234,20 +252,7 @@ async fn retries_while_the_first_runs_start_nothing() {
     let (store, path) = sqlite();
     let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
     // 16 blocking sends of one request at once: one runs; all wait for it and get its task.
-    let sends: Vec<_> = (0..16)
-        .map(|_| {
-            let base = s.base.clone();
-            tokio::spawn(async move {
-                rpc(
-                    &base,
-                    &[("Idempotency-Key", "once")],
-                    "message/send",
-                    send_03("ship", json!({})),
-                )
-                .await
-            })
-        })
-        .collect();
+    let sends = keyed_sends(&s.base, "once", 16);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(agent.runs("ship"), 1);
     // Not blocking: the running task at once.
@@ -302,20 +307,7 @@ async fn retries_of_a_direct_answer_while_it_runs_start_nothing() {
     };
     let (store, path) = sqlite();
     let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
-    let sends: Vec<_> = (0..8)
-        .map(|_| {
-            let base = s.base.clone();
-            tokio::spawn(async move {
-                rpc(
-                    &base,
-                    &[("Idempotency-Key", "direct-once")],
-                    "message/send",
-                    send_03("ship", json!({})),
-                )
-                .await
-            })
-        })
-        .collect();
+    let sends = keyed_sends(&s.base, "direct-once", 8);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(*agent.runs.lock().unwrap(), 1);
     // Permits for every send: a retry that ran the agent again would not be held back.
