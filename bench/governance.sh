@@ -6,6 +6,11 @@
 # envelope (an Idempotency-Key per request: a key claimed in the task store, the envelope
 # recorded on the task), the same two on the SQLite store, and the p50/p99 of minting a token.
 #   [ROUNDS=N] bash bench/governance.sh [DURATION_S] [CONNECTIONS]
+#   BENCH_PIN=1 ...        server on CPU 0, one wrk thread on CPU 1: req/s is then the
+#                          server's own rate, steady from round to round on a shared VM
+#                          (unpinned, wrk shares the server's cores; needs taskset)
+#   BENCH_BIN=PATH ...     another build's serve_echo (its mint beside it), no build
+#   BENCH_MODES="plain jwt jwt+envelope" ...   only these runs (plain is always one)
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-10}
@@ -15,12 +20,23 @@ T=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT=${BENCH_OUT:-$PWD/results}
 mkdir -p "$OUT"
 command -v wrk >/dev/null || { echo "wrk missing: apt-get install -y wrk" >&2; exit 1; }
-echo "==> building the echo server and the token minter (release)"
-(cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features mimalloc --example serve_echo --example mint)
+if [ -z "${BENCH_BIN:-}" ]; then
+  echo "==> building the echo server and the token minter (release)"
+  (cd "$ROOT" && cargo build --release --locked -p agentry --no-default-features --features mimalloc --example serve_echo --example mint)
+fi
+BIN=${BENCH_BIN:-$T/release/examples/serve_echo}
+MINT=$(dirname "$BIN")/mint
+MODES=" ${BENCH_MODES:-jwt jwt+audit jwt+queued jwt+envelope plain-sqlite jwt+env-sqlite} "
+wants() { [[ $MODES == *" $1 "* ]]; }
+SERVER_PIN=() WRK_PIN=() WRK_THREADS=2
+if [ "${BENCH_PIN:-0}" = 1 ]; then
+  command -v taskset >/dev/null || { echo "taskset missing (util-linux)" >&2; exit 1; }
+  SERVER_PIN=(taskset -c 0) WRK_PIN=(taskset -c 1) WRK_THREADS=1
+fi
 PORT=19600
 URL="http://127.0.0.1:$PORT/"
 ISS=https://bench.idp
-TOKEN=$("$T/release/examples/mint" "$OUT/gov-jwks.json" "$ISS" "$URL" 10000 2>"$OUT/gov-mint.txt")
+TOKEN=$("$MINT" "$OUT/gov-jwks.json" "$ISS" "$URL" 10000 2>"$OUT/gov-mint.txt")
 PID=
 stop() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; fi; PID=; }
 trap stop EXIT
@@ -30,13 +46,13 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() { # name, then env assignments for the server
   local name=$1; shift
   rm -f "$OUT/gov-audit.db"* "$OUT/gov-tasks.db"*
-  env "$@" "$T/release/examples/serve_echo" "$PORT" task ${STORE_ARGS:-} 2>/dev/null &
+  env "$@" "${SERVER_PIN[@]}" "$BIN" "$PORT" task ${STORE_ARGS:-} 2>/dev/null &
   PID=$!
   for _ in $(seq 200); do curl -sf "$URL.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done
   local token=""; [ "${name%%-*}" != plain ] && token=$TOKEN
-  A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "$URL" >/dev/null
+  A2A_TOKEN=$token A2A_PROTO=1.0 "${WRK_PIN[@]}" wrk -t1 -c8 -d2s -s wrk_a2a_send.lua "$URL" >/dev/null
   local t0; t0=$(cpu_ticks "$PID")
-  A2A_TOKEN=$token A2A_PROTO=1.0 A2A_IDEMPOTENCY=${KEYED:-0} wrk -t2 -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
+  A2A_TOKEN=$token A2A_PROTO=1.0 A2A_IDEMPOTENCY=${KEYED:-0} "${WRK_PIN[@]}" wrk -t"$WRK_THREADS" -c"$CONN" -d"${DUR}s" --latency -s wrk_a2a_send.lua "$URL" > "$OUT/gov-$name.txt"
   local t1; t1=$(cpu_ticks "$PID")
   # The server's CPU per request (µs): steadier than throughput on a shared machine, where
   # wrk and a neighbour's load move req/s by more than the cost measured.
@@ -55,30 +71,34 @@ ROUNDS=${ROUNDS:-1}
 declare -A RATIOS CPURATIOS
 for round in $(seq "$ROUNDS"); do
 [ "$ROUNDS" -gt 1 ] && echo "==> round $round of $ROUNDS"
-echo "==> wrk -t2 -c$CONN -d${DUR}s, v1.0 SendMessage, task echo, memory store"
+echo "==> wrk -t$WRK_THREADS -c$CONN -d${DUR}s, v1.0 SendMessage, task echo, memory store${SERVER_PIN:+ (pinned)}"
 measure plain
-measure jwt AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
-measure jwt+audit AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db"
-measure jwt+queued AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db" AGENTRY_BENCH_AUDIT_QUEUED=1
-KEYED=1 measure jwt+envelope AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
-STORE_ARGS="$OUT/gov-tasks.db" measure plain-sqlite
-STORE_ARGS="$OUT/gov-tasks.db" KEYED=1 measure jwt+env-sqlite AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
+wants jwt && measure jwt AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
+wants jwt+audit && measure jwt+audit AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db"
+wants jwt+queued && measure jwt+queued AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS" AGENTRY_BENCH_AUDIT="$OUT/gov-audit.db" AGENTRY_BENCH_AUDIT_QUEUED=1
+wants jwt+envelope && KEYED=1 measure jwt+envelope AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
+wants plain-sqlite && STORE_ARGS="$OUT/gov-tasks.db" measure plain-sqlite
+wants jwt+env-sqlite && STORE_ARGS="$OUT/gov-tasks.db" KEYED=1 measure jwt+env-sqlite AGENTRY_BENCH_JWKS="$OUT/gov-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"
 echo
 echo "==> throughput against plain on the same store (same run)"
 for name in jwt jwt+audit jwt+queued jwt+envelope; do
+  wants "$name" || continue
   awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" -v n="$name" \
     'BEGIN {printf "  %-14s x%.3f (%.1f%% lower)\n", n, a/b, (1-a/b)*100}'
   RATIOS[$name]+="$(awk -v a="${RPS[$name]}" -v b="${RPS[plain]}" 'BEGIN {printf "%.4f", a/b}') "
   CPURATIOS[$name]+="$(awk -v a="${CPU[$name]}" -v b="${CPU[plain]}" 'BEGIN {printf "%.4f", a/b}') "
 done
+if wants plain-sqlite && wants jwt+env-sqlite; then
 awk -v a="${RPS[jwt+env-sqlite]}" -v b="${RPS[plain-sqlite]}" -v n="jwt+env-sqlite" \
   'BEGIN {printf "  %-14s x%.3f (%.1f%% lower than plain-sqlite)\n", n, a/b, (1-a/b)*100}'
 RATIOS[jwt+env-sqlite]+="$(awk -v a="${RPS[jwt+env-sqlite]}" -v b="${RPS[plain-sqlite]}" 'BEGIN {printf "%.4f", a/b}') "
 CPURATIOS[jwt+env-sqlite]+="$(awk -v a="${CPU[jwt+env-sqlite]}" -v b="${CPU[plain-sqlite]}" 'BEGIN {printf "%.4f", a/b}') "
+fi
 done
 if [ "$ROUNDS" -gt 1 ]; then
   echo "==> median over $ROUNDS rounds of the ratio to plain on the same store"
   for name in jwt jwt+audit jwt+queued jwt+envelope jwt+env-sqlite; do
+    [ -n "${RATIOS[$name]:-}" ] || continue
     # shellcheck disable=SC2086
     printf '%s\n' ${RATIOS[$name]} | sort -g | awk -v n="$name" \
       '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
@@ -87,6 +107,7 @@ if [ "$ROUNDS" -gt 1 ]; then
 fi
 echo "==> server CPU per request against plain on the same store (median over $ROUNDS rounds)"
 for name in jwt jwt+audit jwt+queued jwt+envelope jwt+env-sqlite; do
+  [ -n "${CPURATIOS[$name]:-}" ] || continue
   # shellcheck disable=SC2086
   printf '%s\n' ${CPURATIOS[$name]} | sort -g | awk -v n="$name" \
     '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;

@@ -156,7 +156,7 @@ impl AgentExecutor for Served {
             cancel: Some(cancel.clone()),
             envelope: ctx.envelope.clone(),
             instructions: ctx.instructions.clone(),
-            scopes: ctx.scopes.clone(),
+            scopes: ctx.scopes.as_deref().map(<[String]>::to_vec),
             subject_token: ctx.subject_token.clone(),
             caller: ctx.caller.clone(),
             rerun: ctx.rerun,

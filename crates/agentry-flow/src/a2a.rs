@@ -176,7 +176,7 @@ impl AgentExecutor for Orchestrator {
         state.correlation_id = ctx.envelope.as_ref().and_then(|e| e.correlation_id.clone());
         state.traceparent = ctx.envelope.as_ref().and_then(|e| e.traceparent.clone());
         // Steps act within the caller's scopes: an agent requiring others is not called.
-        state.scopes = ctx.scopes.clone();
+        state.scopes = ctx.scopes.as_deref().map(<[String]>::to_vec);
         // ... and each call to a remote agent gets a token of its own made from the caller's.
         state.subject_token = ctx.subject_token.clone();
         let run_id = state.run_id.clone();

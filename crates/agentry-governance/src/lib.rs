@@ -37,4 +37,6 @@ pub mod triggers;
 
 pub use audit::{AuditError, AuditLog, AuditSink, Event, Record, Tampered, Verified};
 pub use exchange::{ExchangeError, ExchangeRequest, Exchanged, TokenExchange};
-pub use token::{Claims, Grant, JwksFeed, JwtPolicy, JwtVerifier, TokenError, TokenIssuer};
+pub use token::{
+    Claims, Grant, JwksFeed, JwtPolicy, JwtVerifier, TokenError, TokenIssuer, VerifiedToken,
+};

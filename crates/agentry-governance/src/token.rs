@@ -327,7 +327,36 @@ pub struct JwtVerifier {
     /// again at every use. Keyed by the whole token, compared in full (a map's hash, not a
     /// digest: a cryptographic hash of each request's token cost more than the lookup).
     /// Emptied when full and when the keys change.
-    verified: RwLock<std::collections::HashMap<Box<str>, Arc<Claims>, TokenHash>>,
+    verified: RwLock<std::collections::HashMap<Box<str>, Arc<VerifiedToken>, TokenHash>>,
+}
+
+/// A verified token: its claims, and what a server reads from them on every request worked
+/// out once per token (a client sends one token many times).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifiedToken {
+    /// The token's claims.
+    pub claims: Claims,
+    /// Every scope it grants ([`Claims::scopes`]: `scope` and `scp`), sorted, each once.
+    pub scopes: Arc<[String]>,
+    /// Who presents it for the subject ([`Actor::chain`] of `act`, most recent first);
+    /// empty when the subject presents it.
+    pub actors: Arc<[String]>,
+}
+
+impl VerifiedToken {
+    fn new(claims: Claims) -> Self {
+        let scopes = claims.scopes().into_iter().collect();
+        let actors = claims
+            .act
+            .as_ref()
+            .map(|a| a.chain().into_iter().map(str::to_owned).collect())
+            .unwrap_or_else(|| Arc::new([]) as Arc<[String]>);
+        VerifiedToken {
+            claims,
+            scopes,
+            actors,
+        }
+    }
 }
 
 /// The verified-token cache's hash: foldhash, a fraction of SipHash's work on a 400-byte
@@ -391,12 +420,12 @@ impl JwtVerifier {
 
     /// The token's claims if it passes every check; the first check it fails otherwise.
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
-        self.verify_shared(token).map(|c| Claims::clone(&c))
+        self.verify_shared(token).map(|v| v.claims.clone())
     }
 
     /// [`verify`](Self::verify) without copying the claims of a token verified before (the
-    /// request path: one token, many requests).
-    pub fn verify_shared(&self, token: &str) -> Result<Arc<Claims>, TokenError> {
+    /// request path: one token, many requests), with its scopes and actors as lists.
+    pub fn verify_shared(&self, token: &str) -> Result<Arc<VerifiedToken>, TokenError> {
         if let KeySource::Feed(feed) = &self.source {
             // New keys: what the old ones verified is verified again.
             let now = feed.version();
@@ -411,8 +440,9 @@ impl JwtVerifier {
             .read()
             .ok()
             .and_then(|m| m.get(token).cloned());
-        if let Some(claims) = remembered {
+        if let Some(verified) = remembered {
             // Signature, issuer and audience cannot have changed; time has.
+            let claims = &verified.claims;
             let (now, leeway) = (now(), self.policy.leeway.as_secs());
             if claims.exp.saturating_add(leeway) <= now {
                 return Err(TokenError::Expired);
@@ -423,9 +453,9 @@ impl JwtVerifier {
             {
                 return Err(TokenError::NotYetValid);
             }
-            return Ok(claims);
+            return Ok(verified);
         }
-        let claims = Arc::new(self.verify_fully(token)?);
+        let claims = Arc::new(VerifiedToken::new(self.verify_fully(token)?));
         if let Ok(mut m) = self.verified.write() {
             if m.len() >= VERIFIED_CAP {
                 m.clear();

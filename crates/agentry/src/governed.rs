@@ -173,15 +173,11 @@ impl BearerVerifier for JwtIssuers {
 
 impl JwtBearer {
     fn verify_with(v: &JwtVerifier, token: &str) -> Result<VerifiedBearer, String> {
-        let claims = v.verify_shared(token).map_err(|e| e.to_string())?;
+        let v = v.verify_shared(token).map_err(|e| e.to_string())?;
         Ok(VerifiedBearer {
-            scopes: claims.scopes().into_iter().collect(),
-            actors: claims
-                .act
-                .as_ref()
-                .map(|a| a.chain().into_iter().map(str::to_owned).collect())
-                .unwrap_or_default(),
-            subject: claims.sub.clone(),
+            scopes: v.scopes.clone(),
+            actors: v.actors.clone(),
+            subject: v.claims.sub.clone(),
         })
     }
 }

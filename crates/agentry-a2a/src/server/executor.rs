@@ -78,7 +78,8 @@ pub struct RequestContext {
     pub caller: Option<String>,
     /// The scopes the caller's token grants; `None`: not limited (the operator's static
     /// credentials, or an agent open to everyone). An agent that delegates acts within them.
-    pub scopes: Option<Vec<String>>,
+    /// Shared with the verified token's entry in the verifier's cache (no copy per request).
+    pub scopes: Option<std::sync::Arc<[String]>>,
     /// The bearer JWT the caller was verified with (never a static token or API key): what
     /// an agent that delegates exchanges for a token for the next agent. Held in memory only.
     pub subject_token: Option<crate::credential::BearerToken>,

@@ -419,15 +419,13 @@ pub(super) async fn authenticate_with(
     let Some(c) = credentials else {
         return Ok(Caller::default());
     };
-    c.prepare(headers).await;
-    let refusal = match c.verdict(headers) {
+    let bearer = bearer_of(headers);
+    c.prepare_bearer(bearer).await;
+    let refusal = match c.verdict_with(headers, bearer) {
         Verdict::Caller(p, scopes, actors) => {
             // Only a verified token (it has scopes) is kept: the operator's static tokens
             // are long-lived credentials and never leave this server.
-            let token = scopes
-                .as_ref()
-                .and_then(|_| bearer_of(headers))
-                .map(BearerToken::new);
+            let token = scopes.as_ref().and(bearer).map(BearerToken::new);
             return Ok(Caller {
                 principal: Some(p),
                 scopes,
@@ -466,11 +464,11 @@ pub(super) async fn authenticate_with(
 #[derive(Debug, Default)]
 pub(super) struct Caller {
     pub(super) principal: Option<String>,
-    scopes: Option<Vec<String>>,
+    scopes: Option<Arc<[String]>>,
     /// The verified JWT itself, for the agent to exchange when it delegates.
     token: Option<BearerToken>,
     /// The agents presenting it for the principal (its `act` chain).
-    pub(super) actors: Vec<String>,
+    pub(super) actors: Arc<[String]>,
 }
 
 impl Caller {
@@ -526,7 +524,7 @@ pub(crate) struct Admitted {
     pub(crate) envelope: Option<Envelope>,
     pub(crate) instructions: Option<String>,
     /// The scopes the caller's token grants (`None`: not limited).
-    pub(crate) scopes: Option<Vec<String>>,
+    pub(crate) scopes: Option<Arc<[String]>>,
     /// The caller's verified JWT.
     pub(crate) subject_token: Option<BearerToken>,
 }

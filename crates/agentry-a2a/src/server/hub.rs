@@ -1062,7 +1062,7 @@ impl AgentTasks {
                     metadata,
                     envelope,
                     instructions,
-                    scopes,
+                    scopes: scopes.map(|s| s.to_vec()),
                 };
                 self.enqueue(&hub, job).await?;
                 self.metrics.queued.fetch_add(1, Ordering::Relaxed);
@@ -1300,7 +1300,7 @@ impl AgentTasks {
             envelope: job.envelope,
             instructions: job.instructions,
             caller: job.owner,
-            scopes: job.scopes,
+            scopes: job.scopes.map(Arc::from),
             subject_token: None,
             rerun: left || cut_short,
             cancel: hub.cancel.subscribe(),

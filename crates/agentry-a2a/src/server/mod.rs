@@ -104,7 +104,12 @@ impl Credentials {
     /// Does what the verifier needs before a request's token is checked (see
     /// [`BearerVerifier::prepare`]); static tokens need nothing.
     pub async fn prepare(&self, headers: &http::HeaderMap) {
-        if let (Some(v), Some(token)) = (&self.verifier, bearer_of(headers))
+        self.prepare_bearer(bearer_of(headers)).await;
+    }
+
+    /// [`prepare`](Self::prepare) for the request's bearer token, already read.
+    pub(crate) async fn prepare_bearer(&self, bearer: Option<&str>) {
+        if let (Some(v), Some(token)) = (&self.verifier, bearer)
             && !self.bearer_tokens.iter().any(|t| ct_eq(t, token))
             && let Some(work) = v.prepare(token)
         {
@@ -148,11 +153,12 @@ pub async fn authorize(
 pub struct VerifiedBearer {
     /// Whom the token is for (`sub`).
     pub subject: String,
-    /// The scopes it grants.
-    pub scopes: Vec<String>,
+    /// The scopes it grants. Shared: a verifier that remembers tokens hands out the same
+    /// list on every request instead of a copy.
+    pub scopes: Arc<[String]>,
     /// Who presents it for the subject, most recent first (a delegated token's `act`
     /// chain); empty when the subject presents it.
-    pub actors: Vec<String>,
+    pub actors: Arc<[String]>,
 }
 
 /// What a request's credentials amount to.
@@ -163,7 +169,7 @@ pub(crate) enum Verdict {
     /// It presents an accepted credential: the principal, the scopes of a verified token
     /// (`None` for the operator's static tokens and API keys, which hold every scope), and
     /// the agents acting for the principal (a delegated token's chain).
-    Caller(String, Option<Vec<String>>, Vec<String>),
+    Caller(String, Option<Arc<[String]>>, Arc<[String]>),
     /// It presents a credential that is refused, and why.
     Invalid(String),
     /// A valid token (of this principal) that lacks these required scopes.
@@ -201,10 +207,15 @@ impl Credentials {
     }
 
     pub(crate) fn verdict(&self, headers: &http::HeaderMap) -> Verdict {
-        let bearer = bearer_of(headers);
+        self.verdict_with(headers, bearer_of(headers))
+    }
+
+    /// [`verdict`](Self::verdict) with the request's bearer token already read (a 400-byte
+    /// JWT is checked byte by byte as a header value: once per request is enough).
+    pub(crate) fn verdict_with(&self, headers: &http::HeaderMap, bearer: Option<&str>) -> Verdict {
         if let Some(token) = bearer {
             if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
-                return Verdict::Caller(digest("bearer", t), None, Vec::new());
+                return Verdict::Caller(digest("bearer", t), None, Arc::new([]));
             }
             if let Some(v) = &self.verifier {
                 return match v.verify(token) {
@@ -215,7 +226,9 @@ impl Credentials {
                             .filter(|s| !b.scopes.contains(s))
                             .cloned()
                             .collect();
-                        let caller = format!("jwt:{}", b.subject);
+                        let mut caller = String::with_capacity(4 + b.subject.len());
+                        caller.push_str("jwt:");
+                        caller.push_str(&b.subject);
                         if missing.is_empty() {
                             Verdict::Caller(caller, Some(b.scopes), b.actors)
                         } else {
@@ -230,7 +243,7 @@ impl Credentials {
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
             && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return Verdict::Caller(digest("api-key", k), None, Vec::new());
+            return Verdict::Caller(digest("api-key", k), None, Arc::new([]));
         }
         if bearer.is_none()
             && let Some(cc) = &self.client_certs
@@ -239,7 +252,7 @@ impl Credentials {
                 .and_then(|v| v.to_str().ok())
         {
             return if cc.names.is_empty() || cc.names.iter().any(|n| n == cn) {
-                Verdict::Caller(format!("mtls:{cn}"), None, Vec::new())
+                Verdict::Caller(format!("mtls:{cn}"), None, Arc::new([]))
             } else {
                 Verdict::Invalid(format!("client certificate `{cn}` not accepted"))
             };
@@ -355,12 +368,14 @@ fn digest(kind: &str, secret: &str) -> String {
 /// which cost as much as the SHA-256 it formats).
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    // Into a byte buffer of the final length: `String::push` checks capacity and encodes
+    // UTF-8 per character, which cost more than the SHA-256 whose digest it formats.
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
     }
-    out
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Constant-time comparison, so a token cannot be guessed byte by byte from timings.

@@ -481,7 +481,7 @@ impl BearerVerifier for ScopeTokens {
         let scopes = token.strip_prefix("scopes:").ok_or("not a test token")?;
         Ok(VerifiedBearer {
             subject: "tester".into(),
-            actors: Vec::new(),
+            actors: std::sync::Arc::new([]),
             scopes: scopes
                 .split(',')
                 .filter(|s| !s.is_empty())

@@ -274,6 +274,12 @@ fn minted_tokens_verify_and_carry_the_delegation_chain() {
     assert_eq!(c.scopes(), grant.scopes);
     assert_eq!(c.act.unwrap().chain(), ["orchestrator", "planner"]);
     assert!(c.exp <= now() + 300 && c.exp > now() + 290);
+    // What a server reads on every request, worked out once and shared by each use.
+    let shared = verifier.verify_shared(&token).unwrap();
+    assert_eq!(&shared.scopes[..], ["mail.draft"]);
+    assert_eq!(&shared.actors[..], ["orchestrator", "planner"]);
+    let again = verifier.verify_shared(&token).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&shared.scopes, &again.scopes));
     // Minted for the mail agent, refused by the knowledge agent.
     let keys: jsonwebtoken::jwk::JwkSet = serde_json::from_value(issuer.jwks()).unwrap();
     let other = JwtVerifier::from_jwks(keys, JwtPolicy::new("agentry-orchestrator", "knowledge"));
