@@ -350,7 +350,7 @@ impl VerifiedToken {
             .act
             .as_ref()
             .map(|a| a.chain().into_iter().map(str::to_owned).collect())
-            .unwrap_or_else(|| Arc::new([]) as Arc<[String]>);
+            .unwrap_or_default();
         VerifiedToken {
             claims,
             scopes,

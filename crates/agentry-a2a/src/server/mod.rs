@@ -215,7 +215,7 @@ impl Credentials {
     pub(crate) fn verdict_with(&self, headers: &http::HeaderMap, bearer: Option<&str>) -> Verdict {
         if let Some(token) = bearer {
             if let Some(t) = self.bearer_tokens.iter().find(|t| ct_eq(t, token)) {
-                return Verdict::Caller(digest("bearer", t), None, Arc::new([]));
+                return Verdict::Caller(digest("bearer", t), None, Arc::default());
             }
             if let Some(v) = &self.verifier {
                 return match v.verify(token) {
@@ -243,7 +243,7 @@ impl Credentials {
             && let Some(v) = headers.get(h.as_str()).and_then(|v| v.to_str().ok())
             && let Some(k) = self.api_keys.iter().find(|k| ct_eq(k, v))
         {
-            return Verdict::Caller(digest("api-key", k), None, Arc::new([]));
+            return Verdict::Caller(digest("api-key", k), None, Arc::default());
         }
         if bearer.is_none()
             && let Some(cc) = &self.client_certs
@@ -252,7 +252,7 @@ impl Credentials {
                 .and_then(|v| v.to_str().ok())
         {
             return if cc.names.is_empty() || cc.names.iter().any(|n| n == cn) {
-                Verdict::Caller(format!("mtls:{cn}"), None, Arc::new([]))
+                Verdict::Caller(format!("mtls:{cn}"), None, Arc::default())
             } else {
                 Verdict::Invalid(format!("client certificate `{cn}` not accepted"))
             };
