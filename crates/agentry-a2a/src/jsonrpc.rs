@@ -262,7 +262,6 @@ mod one_pass {
     use serde::Deserializer as _;
     use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
     use serde_json::Value;
-    use serde_json::value::RawValue;
 
     use super::{Request, method};
     use crate::model::MessageSendParams;
@@ -280,7 +279,7 @@ mod one_pass {
     struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
 
     struct Call<'a> {
-        jsonrpc: Option<&'a RawValue>,
+        jsonrpc: Option<Cow<'a, str>>,
         id: Option<Value>,
         method: Option<Cow<'a, str>>,
         params: Option<(ProtocolVersion, Params<'a>)>,
@@ -306,7 +305,10 @@ mod one_pass {
             let other = || A::Error::custom("not the common shape");
             while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
                 match &*key {
-                    "jsonrpc" if call.jsonrpc.is_none() => call.jsonrpc = Some(map.next_value()?),
+                    // Not a string: the general way says what is wrong.
+                    "jsonrpc" if call.jsonrpc.is_none() => {
+                        call.jsonrpc = Some(map.next_value::<Str<'de>>()?.0);
+                    }
                     "id" if call.id.is_none() => call.id = Some(map.next_value()?),
                     "method" if call.method.is_none() => {
                         call.method = Some(map.next_value::<Str<'de>>()?.0);
@@ -345,7 +347,7 @@ mod one_pass {
         let mut de = serde_json::Deserializer::from_slice(body);
         let call = (&mut de).deserialize_map(CallVisitor(version)).ok()?;
         de.end().ok()?;
-        let jsonrpc = serde_json::from_str::<Str<'_>>(call.jsonrpc?.get()).ok()?.0;
+        let jsonrpc = call.jsonrpc?;
         let id = match call.id? {
             id @ (Value::String(_) | Value::Number(_)) => id,
             _ => return None,

@@ -201,6 +201,35 @@ impl Task {
         }
     }
 
+    /// [`Task::new`] without the submitted status's timestamp, for a task that may never be
+    /// seen (a turn answered with a direct message creates none): whoever first shows or
+    /// stores it stamps it ([`Task::stamp`]). Reading the clock and formatting the time was
+    /// ~1% of answering a message.
+    pub(crate) fn unstamped(id: String, context_id: String) -> Self {
+        Task {
+            id,
+            context_id,
+            status: TaskStatus {
+                state: TaskState::Submitted,
+                message: None,
+                timestamp: None,
+            },
+            history: Vec::new(),
+            artifacts: Vec::new(),
+            metadata: None,
+            owner: None,
+            parked: false,
+            queued: false,
+        }
+    }
+
+    /// Stamps an [`unstamped`](Self::unstamped) task's status with the current time.
+    pub(crate) fn stamp(&mut self) {
+        if self.status.timestamp.is_none() {
+            self.status.timestamp = Some(crate::time::now_rfc3339());
+        }
+    }
+
     /// The task's metadata to change, made first when it has none (copied first when another
     /// copy of the task shares it).
     pub fn metadata_mut(&mut self) -> &mut Metadata {

@@ -285,6 +285,7 @@ impl Hub {
     /// Persists and publishes the opening snapshot of a turn, once.
     async fn announce(self: &Arc<Self>, st: &mut HubState) -> Result<(), ExecutorError> {
         if !st.announced {
+            st.task.stamp();
             self.agent.register(self);
             let pushes = self.pushes(st);
             self.save(st, false, &pushes).await?;
@@ -927,7 +928,17 @@ impl AgentTasks {
             Some(task_id) => self.open(&task_id, caller).await?,
             None => {
                 let context_id = message.context_id.clone().unwrap_or_else(crate::new_id);
-                let mut task = Task::new(new_id.unwrap_or_else(crate::new_id), context_id);
+                // A key's repeat looks the task up by the id the key names: that hub must be
+                // findable (and its task shown) from the start. Otherwise nobody knows the id
+                // before it is announced, and the task is stamped then: a turn answered with
+                // a message never shows it.
+                let keyed = envelope
+                    .as_ref()
+                    .is_some_and(|e| e.idempotency_key.is_some());
+                let mut task = Task::unstamped(new_id.unwrap_or_else(crate::new_id), context_id);
+                if keyed {
+                    task.stamp();
+                }
                 task.owner = caller.map(str::to_owned);
                 // The envelope is recorded on the task: who asked under which correlation
                 // id stays visible to `tasks/get` and survives restarts.
@@ -935,13 +946,7 @@ impl AgentTasks {
                     env.put(task.metadata_mut());
                 }
                 let hub = Arc::new(Hub::new(task, false, Vec::new(), self.clone()));
-                // A key's repeat looks the task up by the id the key names: that hub must be
-                // findable from the start. Otherwise nobody knows the id before it is
-                // announced.
-                if envelope
-                    .as_ref()
-                    .is_some_and(|e| e.idempotency_key.is_some())
-                {
+                if keyed {
                     self.lease(hub)
                 } else {
                     Self::unregistered_lease(hub)
@@ -1047,6 +1052,7 @@ impl AgentTasks {
             if queue {
                 // Stored as waiting (parked: nobody takes it for an orphan), then announced.
                 self.register(&hub);
+                st.task.stamp();
                 st.task.parked = true;
                 let pushes = hub.save_now(&st).await?;
                 st.stored = true;

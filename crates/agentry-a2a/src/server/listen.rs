@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -108,7 +108,7 @@ pub async fn serve_router_tls(
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
+    http.timer(CoarseTimer::new(limits.header_read))
         .header_read_timeout(limits.header_read)
         .keep_alive(true);
     tokio::pin!(shutdown);
@@ -186,6 +186,127 @@ pub async fn serve_router_tls(
     Ok(())
 }
 
+/// hyper's timer, for the header-read timeout only, at a coarse grain.
+///
+/// hyper arms the timeout for every request head (so also between keep-alive requests) and
+/// drops it once the head is in. On tokio's timer that is an entry put in the timer wheel and
+/// taken out again under the driver's lock, per request, and timer work on every park of a
+/// worker: about 1,000 instructions of a message echo's 50,000. Here a sleep costs nothing
+/// until it is polled; polled (hyper waits for a head), it leaves a weak reference to its
+/// waker in a list that one task per listener sweeps every `tick`, waking those past their
+/// deadline and forgetting those dropped. A timeout fires up to one tick late.
+#[derive(Clone)]
+struct CoarseTimer(Arc<Waiting>);
+
+/// The sleeps waiting for their deadline (weak: a dropped one is forgotten at the next sweep).
+#[derive(Default)]
+struct Waiting(std::sync::Mutex<Vec<std::sync::Weak<Slot>>>);
+
+struct Slot {
+    deadline: std::time::Instant,
+    fired: std::sync::atomic::AtomicBool,
+    waker: futures_util::task::AtomicWaker,
+}
+
+impl CoarseTimer {
+    /// A timer for a timeout of `timeout`: swept every eighth of it, between 10 ms and 1 s.
+    /// Needs a Tokio runtime (the sweeping task's).
+    fn new(timeout: Duration) -> CoarseTimer {
+        let waiting = Arc::new(Waiting::default());
+        let tick = (timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        tokio::spawn(sweep(Arc::downgrade(&waiting), tick));
+        CoarseTimer(waiting)
+    }
+}
+
+impl Waiting {
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<Slot>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Wakes the sleeps past their deadline every `tick`, until the timer is gone.
+async fn sweep(waiting: std::sync::Weak<Waiting>, tick: Duration) {
+    use std::sync::atomic::Ordering;
+    let mut every = tokio::time::interval(tick);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(waiting) = waiting.upgrade() else {
+            return;
+        };
+        let mut list = std::mem::take(&mut *waiting.list());
+        let now = std::time::Instant::now();
+        list.retain(|w| match w.upgrade() {
+            None => false,
+            Some(slot) if slot.deadline <= now => {
+                slot.fired.store(true, Ordering::Release);
+                slot.waker.wake();
+                false
+            }
+            Some(_) => true,
+        });
+        waiting.list().append(&mut list);
+    }
+}
+
+impl hyper::rt::Timer for CoarseTimer {
+    fn sleep(&self, duration: Duration) -> std::pin::Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(std::time::Instant::now() + duration)
+    }
+
+    fn sleep_until(
+        &self,
+        deadline: std::time::Instant,
+    ) -> std::pin::Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(CoarseSleep {
+            deadline,
+            waiting: self.0.clone(),
+            slot: None,
+        })
+    }
+}
+
+struct CoarseSleep {
+    deadline: std::time::Instant,
+    waiting: Arc<Waiting>,
+    /// Made when first polled.
+    slot: Option<Arc<Slot>>,
+}
+
+impl hyper::rt::Sleep for CoarseSleep {}
+
+impl Future for CoarseSleep {
+    type Output = ();
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        use std::sync::atomic::Ordering;
+        let this = self.get_mut();
+        let slot = match &this.slot {
+            Some(slot) => slot,
+            None => {
+                let slot = Arc::new(Slot {
+                    deadline: this.deadline,
+                    fired: std::sync::atomic::AtomicBool::new(false),
+                    waker: futures_util::task::AtomicWaker::new(),
+                });
+                this.waiting.list().push(Arc::downgrade(&slot));
+                this.slot.insert(slot)
+            }
+        };
+        slot.waker.register(cx.waker());
+        // Checked after registering: a sweep between the two still wakes this task.
+        if slot.fired.load(Ordering::Acquire) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }
+}
+
 /// The host names a listener bound to `bind_host` should answer when it is a loopback address
 /// (`localhost`, `127.0.0.1`, `[::1]` and `bind_host` itself); `None` for other listeners,
 /// whose names the operator knows and a guard would only get wrong.
@@ -260,5 +381,33 @@ mod tests {
         assert!(l.contains(&"localhost".to_owned()) && l.contains(&"[::1]".to_owned()));
         assert!(loopback_hosts("[::1]").is_some());
         assert!(loopback_hosts("LOCALHOST").is_some());
+    }
+
+    /// A sleep fires once past its deadline (within a tick), not before; a dropped one is
+    /// forgotten by the next sweep.
+    #[tokio::test]
+    async fn coarse_sleeps_fire_after_their_deadline_and_are_forgotten_when_dropped() {
+        use futures_util::FutureExt as _;
+        use hyper::rt::Timer as _;
+        let timer = CoarseTimer::new(Duration::from_millis(80));
+        let start = std::time::Instant::now();
+        let short = timer.sleep(Duration::from_millis(30));
+        let mut long = timer.sleep(Duration::from_secs(60));
+        // Polled once: registered, pending.
+        assert!(long.as_mut().now_or_never().is_none());
+        assert_eq!(timer.0.list().len(), 1);
+        tokio::time::timeout(Duration::from_secs(5), short)
+            .await
+            .expect("the short sleep fires");
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(30),
+            "fired early: {waited:?}"
+        );
+        assert!(long.as_mut().now_or_never().is_none());
+        drop(long);
+        // The next sweep drops the dead entry.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(timer.0.list().len(), 0);
     }
 }

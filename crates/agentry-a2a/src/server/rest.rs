@@ -263,17 +263,20 @@ async fn call(
     params: Params,
     legacy: bool,
 ) -> Response {
-    let mut span = RequestSpan::new(&s.name, "http+json");
+    let present = handlers::Present::of(headers);
+    let mut span = RequestSpan::new(&s.name, "http+json", present);
     let version = if legacy { "0.3" } else { "1.0" };
     span.method(op, version);
-    let r = call_in(s, headers, query, op, params, legacy, &mut span).await;
+    let r = call_in(s, headers, present, query, op, params, legacy, &mut span).await;
     span.finish(headers, r.status(), &s.metrics);
     r
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn call_in(
     s: &AgentEndpoint,
     headers: &HeaderMap,
+    present: handlers::Present,
     query: Option<&str>,
     op: &str,
     params: Params,
@@ -295,7 +298,7 @@ async fn call_in(
         }
     };
     let caller = who.principal.as_deref();
-    let active = match handlers::negotiate_extensions(s, headers) {
+    let active = match handlers::negotiate_extensions(s, headers, present) {
         Ok(a) => a,
         Err(e) => return error(&e),
     };
@@ -303,7 +306,7 @@ async fn call_in(
         Ok(r) => r,
         Err(e) => return error(&e),
     };
-    let admitted = match handlers::admit(s, &mut req, headers, &who) {
+    let admitted = match handlers::admit(s, &mut req, headers, present, &who) {
         Ok(a) => a,
         Err(refusal) => {
             let (no, env) = *refusal;

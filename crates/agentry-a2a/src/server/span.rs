@@ -6,6 +6,7 @@ use http::{HeaderMap, StatusCode};
 use tracing::Span;
 use tracing::field::Empty;
 
+use super::handlers::Present;
 use crate::envelope::{Envelope, TRACEPARENT_HEADER_NAME};
 use crate::trace;
 
@@ -18,11 +19,13 @@ pub(super) struct RequestSpan {
     method: &'static str,
     binding: &'static str,
     started: std::time::Instant,
+    /// Which trace headers the request carries.
+    present: Present,
 }
 
 impl RequestSpan {
     /// `binding`: `jsonrpc` or `http+json`.
-    pub(super) fn new(agent: &str, binding: &'static str) -> RequestSpan {
+    pub(super) fn new(agent: &str, binding: &'static str, present: Present) -> RequestSpan {
         let span = tracing::info_span!(
             "a2a.request",
             otel.name = Empty,
@@ -42,6 +45,7 @@ impl RequestSpan {
             method: "unknown",
             binding,
             started: std::time::Instant::now(),
+            present,
         }
     }
 
@@ -59,13 +63,20 @@ impl RequestSpan {
             return;
         }
         self.linked = true;
-        let header = headers
-            .get(&TRACEPARENT_HEADER_NAME)
+        let header = self
+            .present
+            .traceparent()
+            .then(|| headers.get(&TRACEPARENT_HEADER_NAME))
+            .flatten()
             .and_then(|v| v.to_str().ok())
             .filter(|t| trace::parse(t).is_some());
         let parent = header.or_else(|| env.and_then(|e| e.traceparent.as_deref()));
         // The envelope's, else the one the caller's trace carries (requests without one).
-        let baggage = trace::correlation_of(headers);
+        let baggage = self
+            .present
+            .baggage()
+            .then(|| trace::correlation_of(headers))
+            .flatten();
         let correlation = env
             .and_then(|e| e.correlation_id.as_deref())
             .or(baggage.as_deref());
