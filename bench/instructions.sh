@@ -15,10 +15,13 @@
 #   bash bench/instructions.sh [DURATION_S]           (needs valgrind: apt-get install -y valgrind)
 #   BENCH_BIN=PATH bash bench/instructions.sh         (another build's serve_echo, to compare)
 #   BENCH_MODES="plain envelope" bash bench/instructions.sh
+#   BENCH_PROTO=0.3 bash bench/instructions.sh          (v0.3 message/send requests)
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-8}
 MODES=${BENCH_MODES:-plain jwt envelope message bare}
+# The protocol version of the requests (1.0: SendMessage; 0.3: message/send).
+PROTO=${BENCH_PROTO:-1.0}
 ROOT=$(cd .. && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT=${BENCH_OUT:-$PWD/results}
@@ -67,9 +70,9 @@ measure() { # mode
   for _ in $(seq 600); do curl -sf "$URL.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.1; done
   # Warm-up without keys: a keyed warm-up would claim the keys the measured run sends again
   # (wrk numbers them from 1 in every run), and the measured run would count repeats.
-  A2A_TOKEN=$token A2A_PROTO=1.0 wrk -t1 -c4 -d3s -s wrk_a2a_send.lua "$URL" >/dev/null
+  A2A_TOKEN=$token A2A_PROTO=$PROTO wrk -t1 -c4 -d3s -s wrk_a2a_send.lua "$URL" >/dev/null
   callgrind_control -i on "$PID" >/dev/null 2>&1
-  A2A_TOKEN=$token A2A_PROTO=1.0 A2A_IDEMPOTENCY=$keyed wrk -t1 -c4 -d"${DUR}s" -s wrk_a2a_send.lua "$URL" > "$OUT/ins-$mode.txt"
+  A2A_TOKEN=$token A2A_PROTO=$PROTO A2A_IDEMPOTENCY=$keyed wrk -t1 -c4 -d"${DUR}s" -s wrk_a2a_send.lua "$URL" > "$OUT/ins-$mode.txt"
   callgrind_control -d "$PID" >/dev/null 2>&1
   stop
   local n ir bad
@@ -81,7 +84,7 @@ measure() { # mode
   printf '  %-9s %8s requests  %9s instructions per request\n' "$mode" "$n" "${IR[$mode]}"
 }
 
-echo "==> callgrind, wrk -t1 -c4 -d${DUR}s, v1.0 SendMessage, memory store: $BIN"
+echo "==> callgrind, wrk -t1 -c4 -d${DUR}s, v$PROTO send, memory store: $BIN"
 for m in $MODES; do measure "$m"; done
 ratio() { # name, a, b
   [ -n "${IR[$2]:-}" ] && [ -n "${IR[$3]:-}" ] || return 0

@@ -917,11 +917,10 @@ pub(super) fn negotiate_extensions(
     headers: &HeaderMap,
     present: Present,
 ) -> Result<Option<HeaderValue>, RpcError> {
-    let asked = if present.extensions() {
-        requested_extensions(headers)
-    } else {
-        Vec::new()
-    };
+    if !present.extensions() && s.required_extensions.is_empty() {
+        return Ok(None);
+    }
+    let asked = requested_extensions(headers);
     let missing: Vec<String> = s
         .required_extensions
         .iter()
