@@ -188,17 +188,9 @@ pub struct Task {
 impl Task {
     /// A new task in `submitted`.
     pub fn new(id: String, context_id: String) -> Self {
-        Task {
-            id,
-            context_id,
-            status: TaskStatus::now(TaskState::Submitted, None),
-            history: Vec::new(),
-            artifacts: Vec::new(),
-            metadata: None,
-            owner: None,
-            parked: false,
-            queued: false,
-        }
+        let mut task = Task::unstamped(id, context_id);
+        task.stamp();
+        task
     }
 
     /// [`Task::new`] without the submitted status's timestamp, for a task that may never be
