@@ -397,12 +397,20 @@ struct ErrResponse<'a> {
 
 /// Encodes a success response.
 pub fn encode_result<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
-    serde_json::to_vec(&OkResponse {
-        jsonrpc: "2.0",
-        id,
-        result,
-    })
-    .unwrap_or_else(|e| encode_error(id, &RpcError::internal(format!("encoding failed: {e}"))))
+    // Room for a message answer (~200 bytes) or a small task (~600): `to_vec` starts at 128
+    // bytes and grows, copying, on nearly every answer.
+    let mut out = Vec::with_capacity(1024);
+    match serde_json::to_writer(
+        &mut out,
+        &OkResponse {
+            jsonrpc: "2.0",
+            id,
+            result,
+        },
+    ) {
+        Ok(()) => out,
+        Err(e) => encode_error(id, &RpcError::internal(format!("encoding failed: {e}"))),
+    }
 }
 
 /// Encodes an error response.
