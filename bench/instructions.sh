@@ -26,7 +26,7 @@ ROOT=$(cd .. && pwd)
 T=${CARGO_TARGET_DIR:-$ROOT/target}
 OUT=${BENCH_OUT:-$PWD/results}
 mkdir -p "$OUT"
-for tool in wrk valgrind callgrind_annotate; do
+for tool in wrk valgrind callgrind_annotate python3; do
   command -v "$tool" >/dev/null || { echo "$tool missing: apt-get install -y wrk valgrind" >&2; exit 1; }
 done
 [ -n "${BENCH_BIN:-}" ] || echo "==> building the echo server and the token minter (release)"
@@ -52,6 +52,25 @@ stop() {
 trap stop EXIT
 
 declare -A IR
+# Calls to the global allocator (`__rust_alloc`, `__rust_alloc_zeroed`; reallocations not
+# counted) in a callgrind profile: an allocation and its free cost ~100 instructions here and
+# more in time (the allocator's shared structures), so their count is worth watching apart.
+allocations() { # callgrind file
+  python3 - "$1" <<'PY'
+import re, sys
+names, callee, total = {}, None, 0
+for line in open(sys.argv[1]):
+    if line.startswith(("fn=", "cfn=")):
+        m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.rstrip("\n"))
+        if m.group(2):
+            names[m.group(1)] = m.group(2)
+        if line.startswith("cfn="):
+            callee = names.get(m.group(1))
+    elif line.startswith("calls=") and callee in ("__rustc::__rust_alloc", "__rustc::__rust_alloc_zeroed"):
+        total += int(line.split()[0][6:])
+print(total)
+PY
+}
 measure() { # mode
   local mode=$1 serve=task token="" keyed=0 envs=()
   case $mode in
@@ -81,7 +100,10 @@ measure() { # mode
   ir=$(grep -h '^totals:' "$cg".1 | awk '{print $2}')
   case $bad in "rpc_errors=0 bad_status=0") ;; *) echo "  $mode: failed requests ($bad)" >&2; exit 1 ;; esac
   IR[$mode]=$(awk -v a="$ir" -v b="$n" 'BEGIN {printf "%.0f", a/b}')
-  printf '  %-9s %8s requests  %9s instructions per request\n' "$mode" "$n" "${IR[$mode]}"
+  local allocs
+  allocs=$(allocations "$cg".1)
+  printf '  %-9s %8s requests  %9s instructions  %6s allocations per request\n' "$mode" "$n" \
+    "${IR[$mode]}" "$(awk -v a="$allocs" -v b="$n" 'BEGIN {printf "%.1f", a/b}')"
 }
 
 echo "==> callgrind, wrk -t1 -c4 -d${DUR}s, v$PROTO send, memory store: $BIN"
