@@ -57,8 +57,15 @@ pub(super) async fn await_result(turn: Turn, blocking: bool) -> SendMessageResul
         return answer;
     }
     drop(run);
-    let st = lease.hub.state.lock().await;
-    SendMessageResult::Task(st.task.clone())
+    // The task taken rather than copied (its history and artifacts, every answered send) when
+    // nobody else can reach the hub any more: this lease was the last (so it left the live
+    // registry) and the agent's run has returned.
+    let hub = lease.hub.clone();
+    drop(lease);
+    match Arc::try_unwrap(hub) {
+        Ok(hub) => SendMessageResult::Task(hub.state.into_inner().task),
+        Err(hub) => SendMessageResult::Task(hub.state.lock().await.task.clone()),
+    }
 }
 
 /// A plain send's answer from a turn's broadcast (a repeat following the first request's
