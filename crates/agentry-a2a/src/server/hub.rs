@@ -209,6 +209,15 @@ impl Hub {
             || st.waiter.as_ref().is_some_and(|w| !w.blocking)
     }
 
+    /// Whether anyone would receive a status or artifact update published now (`is_final`:
+    /// it ends the turn): worth building only then. A plain blocking send waits for the final
+    /// one alone, and the others' ids and status copies were a dozen allocations a task.
+    fn update_wanted(&self, st: &HubState, is_final: bool) -> bool {
+        self.agent.events.is_some()
+            || st.events.as_ref().is_some_and(|tx| tx.receiver_count() > 0)
+            || st.waiter.as_ref().is_some_and(|w| !w.blocking || is_final)
+    }
+
     /// Publishes the task's snapshot, when anyone would receive it.
     fn publish_snapshot(&self, st: &mut HubState) {
         if self.snapshot_wanted(st) {
@@ -326,14 +335,16 @@ impl Hub {
                 self.save(&mut st, parks, &pushes).await?;
                 let is_final = st.task.state().ends_turn() || parks;
                 st.turn_over = is_final;
-                let ev = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
-                    task_id: self.task_id.clone(),
-                    context_id: self.context_id.clone(),
-                    status: st.task.status.clone(),
-                    is_final,
-                    metadata: None,
-                });
-                self.publish(&mut st, ev);
+                if self.update_wanted(&st, is_final) {
+                    let ev = StreamEvent::StatusUpdate(TaskStatusUpdateEvent {
+                        task_id: self.task_id.clone(),
+                        context_id: self.context_id.clone(),
+                        status: st.task.status.clone(),
+                        is_final,
+                        metadata: None,
+                    });
+                    self.publish(&mut st, ev);
+                }
                 self.send_pushes(pushes);
             }
             AgentEvent::Artifact {
@@ -344,17 +355,19 @@ impl Hub {
                 self.announce(&mut st).await?;
                 st.task.apply_artifact(&artifact, append);
                 self.save(&mut st, false, &[]).await?;
-                self.publish(
-                    &mut st,
-                    StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
-                        task_id: self.task_id.clone(),
-                        context_id: self.context_id.clone(),
-                        artifact,
-                        append: append.then_some(true),
-                        last_chunk: last_chunk.then_some(true),
-                        metadata: None,
-                    }),
-                );
+                if self.update_wanted(&st, false) {
+                    self.publish(
+                        &mut st,
+                        StreamEvent::ArtifactUpdate(TaskArtifactUpdateEvent {
+                            task_id: self.task_id.clone(),
+                            context_id: self.context_id.clone(),
+                            artifact,
+                            append: append.then_some(true),
+                            last_chunk: last_chunk.then_some(true),
+                            metadata: None,
+                        }),
+                    );
+                }
             }
         }
         Ok(())
