@@ -948,9 +948,8 @@ async fn rpc(State(s): State<Arc<AgentEndpoint>>, req: axum::extract::Request) -
     let headers = std::mem::take(&mut parts.headers);
     let query = parts.uri.query().map(str::to_owned);
     let body = read_body(body, s.body_limit).await;
-    let present = Present::of(&headers);
-    let mut span = RequestSpan::new(&s.name, "jsonrpc", present);
-    let r = rpc_in(&s, query, &headers, present, body, &mut span).await;
+    let mut span = RequestSpan::new(&s.name, "jsonrpc", Present::of(&headers));
+    let r = rpc_in(&s, query, &headers, body, &mut span).await;
     span.finish(&headers, r.status(), &s.metrics);
     r
 }
@@ -963,7 +962,7 @@ struct Unread {
 
 /// The body, read whole up to `limit` bytes. Read here, not by axum's `Bytes` extractor under
 /// a `DefaultBodyLimit` layer: the layer wraps the route in a second router service and
-/// writes the limit into each request's extensions (~1,000 instructions of a message echo's
+/// writes the limit into each request's extensions (~1,400 instructions of a message echo's
 /// 53,000), for the same `http_body_util::Limited` underneath.
 async fn read_body(body: axum::body::Body, limit: usize) -> Result<Bytes, Unread> {
     use http_body_util::BodyExt;
@@ -984,10 +983,10 @@ async fn rpc_in(
     s: &AgentEndpoint,
     query: Option<String>,
     headers: &HeaderMap,
-    present: Present,
     body: Result<Bytes, Unread>,
     span: &mut RequestSpan,
 ) -> Response {
+    let present = span.present();
     let asked = match requested_version(headers, query.as_deref()) {
         Ok(v) => v,
         Err(e) => return rpc_error(&Value::Null, &e, ProtocolVersion::V1_0),

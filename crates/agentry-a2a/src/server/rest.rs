@@ -263,26 +263,24 @@ async fn call(
     params: Params,
     legacy: bool,
 ) -> Response {
-    let present = handlers::Present::of(headers);
-    let mut span = RequestSpan::new(&s.name, "http+json", present);
+    let mut span = RequestSpan::new(&s.name, "http+json", handlers::Present::of(headers));
     let version = if legacy { "0.3" } else { "1.0" };
     span.method(op, version);
-    let r = call_in(s, headers, present, query, op, params, legacy, &mut span).await;
+    let r = call_in(s, headers, query, op, params, legacy, &mut span).await;
     span.finish(headers, r.status(), &s.metrics);
     r
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn call_in(
     s: &AgentEndpoint,
     headers: &HeaderMap,
-    present: handlers::Present,
     query: Option<&str>,
     op: &str,
     params: Params,
     legacy: bool,
     span: &mut RequestSpan,
 ) -> Response {
+    let present = span.present();
     if let Err(e) = handlers::requested_version(headers, query) {
         return error(&e);
     }

@@ -49,6 +49,11 @@ impl RequestSpan {
         }
     }
 
+    /// Which optional headers the request carries (found once, when the span was made).
+    pub(super) fn present(&self) -> Present {
+        self.present
+    }
+
     /// The method, once decoded.
     pub(super) fn method(&mut self, method: &'static str, version: &str) {
         self.method = method;
