@@ -2,8 +2,8 @@
 //! request beyond its message. It is the same on both protocol generations: a client names
 //! [`EXTENSION_URI`] in `A2A-Extensions` (`X-A2A-Extensions` on 0.3) and puts an [`Envelope`]
 //! in the message's `metadata` under that URI; an agentry server declares the extension in
-//! every card, records the envelope on the task (its `metadata`, same key) and hands it to the
-//! agent.
+//! every card, records the envelope on the task ([`Task::envelope`](crate::model::Task::envelope),
+//! shown in its `metadata` under the same key) and hands it to the agent.
 //!
 //! - **correlation id**: one per user request, carried across every hop (agentry's client
 //!   forwards the caller's); joined to W3C trace context: without one, the `traceparent`'s
@@ -28,7 +28,6 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::error::RpcError;
 use crate::model::{Message, Metadata};
@@ -204,13 +203,6 @@ pub fn check_id(name: &str, v: &str) -> Result<(), RpcError> {
 /// The trace id of a valid `traceparent` (see [`crate::trace::parse`]), or `None`.
 fn trace_id(t: &str) -> Option<&str> {
     crate::trace::parse(t).map(|(trace, _, _)| trace)
-}
-
-/// The envelope recorded on a task, if any (what `tasks/get` shows under the URI).
-pub fn of_task(metadata: Option<&Metadata>) -> Option<Envelope> {
-    metadata
-        .and_then(|m| m.get(EXTENSION_URI))
-        .and_then(|v: &Value| serde_json::from_value(v.clone()).ok())
 }
 
 #[cfg(test)]

@@ -83,6 +83,20 @@ pub fn new_id() -> String {
         .to_owned()
 }
 
+/// Lower-case hex of `bytes` (on governed paths: a table, not `write!` per byte,
+/// which cost as much as the SHA-256 it formats).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    // Into a byte buffer of the final length: `String::push` checks capacity and encodes
+    // UTF-8 per character, which cost more than the SHA-256 whose digest it formats.
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 15)];
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     /// Ids are v7 UUIDs carrying the time they were made: distinct, and strictly increasing,

@@ -409,7 +409,7 @@ fn claimed(row: &tokio_postgres::Row) -> Result<Option<KeyClaim>, tokio_postgres
         ) {
             (Some(task_id), Some(fingerprint)) => Some(KeyClaim {
                 task_id,
-                fingerprint,
+                fingerprint: fingerprint.into(),
             }),
             _ => None,
         },
@@ -457,7 +457,7 @@ async fn claim_row(
             scope,
             key,
             &claim.task_id,
-            &claim.fingerprint,
+            &claim.fingerprint.digest(),
             expires_ms,
             now_ms,
         ],

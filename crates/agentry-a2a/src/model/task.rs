@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::message::{Artifact, Message, Metadata};
+use crate::envelope::{EXTENSION_URI, Envelope};
 
 /// The lifecycle state of a task.
 ///
@@ -140,8 +141,12 @@ impl TaskStatus {
 }
 
 /// A unit of work an agent performs for a client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind", rename = "task")]
+///
+/// Serialized with the [task envelope](crate::envelope) it carries written into `metadata`
+/// under the extension's URI, and read back with it taken out again: on the wire and in
+/// stores the task is what it was before the envelope had a field of its own.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "TaskFields")]
 pub struct Task {
     /// Unique per task, chosen by the server.
     pub id: String,
@@ -155,25 +160,23 @@ pub struct Task {
     /// What it produced.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<Artifact>,
-    /// Extension data (agentry keeps the task envelope here). Shared, not copied: a task is
-    /// copied for every save and event of a turn while its metadata is set once, when the
-    /// task is made (measured: copying the envelope's map was a third of its cost per
-    /// request). Change it with [`Task::metadata_mut`].
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "shared_metadata"
-    )]
+    /// Extension data. Shared, not copied: a task is copied for every save and event of a
+    /// turn while its metadata is set once, when the task is made (measured: copying the
+    /// envelope's map was a third of its cost per request). Change it with
+    /// [`Task::metadata_mut`].
     pub metadata: Option<Arc<Metadata>>,
+    /// The task envelope the task was asked under (who asked under which correlation id),
+    /// shown in `metadata` under [`EXTENSION_URI`](crate::envelope::EXTENSION_URI) on the
+    /// wire and in stores. A field of its own because building it as a JSON map and writing
+    /// that map out was about a fifth of an idempotent send's extra cost.
+    pub envelope: Option<Arc<Envelope>>,
     /// Who the task belongs to: the authenticated principal that created it, when the server
     /// takes credentials. Server-side only, never on the wire: stores keep it beside the task,
     /// and only that caller can see or touch the task.
-    #[serde(skip)]
     pub owner: Option<String>,
     /// The agent's last turn ended with the task left `working` on purpose (it waits for the
     /// next message unasked): no turn is running and none was cut short, so a restarted
     /// server leaves it as it is. Server-side only, kept by stores beside the task.
-    #[serde(skip)]
     pub parked: bool,
     /// The running turn was taken from the work queue (`server::queue`): if the replica
     /// running it dies, the queue hands the turn to another worker, so for a while no replica
@@ -181,8 +184,143 @@ pub struct Task {
     /// Server-side only; stores shared by replicas keep it beside the task (a store that
     /// does not treats such a task like any other: recovered once its hold lapses, then run
     /// again by the worker the queue hands it to).
-    #[serde(skip)]
     pub queued: bool,
+}
+
+/// [`Task`] as stored and sent before its envelope had a field: what it is read from.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind", rename = "task")]
+struct TaskFields {
+    id: String,
+    context_id: String,
+    status: TaskStatus,
+    #[serde(default)]
+    history: Vec<Message>,
+    #[serde(default)]
+    artifacts: Vec<Artifact>,
+    #[serde(default, deserialize_with = "shared_metadata::deserialize")]
+    metadata: Option<Arc<Metadata>>,
+    #[serde(skip)]
+    owner: Option<String>,
+    #[serde(skip)]
+    parked: bool,
+    #[serde(skip)]
+    queued: bool,
+}
+
+impl From<TaskFields> for Task {
+    fn from(f: TaskFields) -> Self {
+        let TaskFields {
+            id,
+            context_id,
+            status,
+            history,
+            artifacts,
+            metadata,
+            owner,
+            parked,
+            queued,
+        } = f;
+        let (metadata, envelope) = take_envelope(metadata);
+        Task {
+            id,
+            context_id,
+            status,
+            history,
+            artifacts,
+            metadata,
+            envelope,
+            owner,
+            parked,
+            queued,
+        }
+    }
+}
+
+/// The envelope out of a task's `metadata` as read from the wire or a store, into the
+/// task's own field; one that does not read as an envelope stays where it is.
+pub(crate) fn take_envelope(
+    metadata: Option<Arc<Metadata>>,
+) -> (Option<Arc<Metadata>>, Option<Arc<Envelope>>) {
+    let Some(mut metadata) = metadata else {
+        return (None, None);
+    };
+    let Some(v) = metadata.get(EXTENSION_URI) else {
+        return (Some(metadata), None);
+    };
+    let Ok(env) = Envelope::deserialize(v) else {
+        return (Some(metadata), None);
+    };
+    let map = Arc::make_mut(&mut metadata);
+    map.remove(EXTENSION_URI);
+    let metadata = (!map.is_empty()).then_some(metadata);
+    (metadata, Some(Arc::new(env)))
+}
+
+impl Serialize for Task {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut t = s.serialize_struct("task", 7)?;
+        t.serialize_field("kind", "task")?;
+        t.serialize_field("id", &self.id)?;
+        t.serialize_field("contextId", &self.context_id)?;
+        t.serialize_field("status", &self.status)?;
+        if !self.history.is_empty() {
+            t.serialize_field("history", &self.history)?;
+        }
+        if !self.artifacts.is_empty() {
+            t.serialize_field("artifacts", &self.artifacts)?;
+        }
+        let metadata = TaskMetadata::of(self.metadata.as_deref(), self.envelope.as_deref());
+        if !metadata.is_none() {
+            t.serialize_field("metadata", &metadata)?;
+        }
+        t.end()
+    }
+}
+
+/// A task's `metadata` as written: its map with its envelope (when it has one) under the
+/// extension's URI, in the map's key order.
+#[derive(Clone, Copy)]
+pub(crate) struct TaskMetadata<'a> {
+    map: Option<&'a Metadata>,
+    envelope: Option<&'a Envelope>,
+}
+
+impl<'a> TaskMetadata<'a> {
+    pub(crate) fn of(map: Option<&'a Metadata>, envelope: Option<&'a Envelope>) -> Self {
+        Self { map, envelope }
+    }
+
+    /// Nothing to write (no `metadata` field).
+    pub(crate) fn is_none(&self) -> bool {
+        self.map.is_none() && self.envelope.is_none()
+    }
+}
+
+impl Serialize for TaskMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut out = s.serialize_map(None)?;
+        let mut envelope = self.envelope;
+        for (k, v) in self.map.into_iter().flatten() {
+            if let Some(env) = envelope
+                && k.as_str() >= EXTENSION_URI
+            {
+                out.serialize_entry(EXTENSION_URI, env)?;
+                envelope = None;
+            }
+            // The field wins over an entry of the same key.
+            if self.envelope.is_some() && k == EXTENSION_URI {
+                continue;
+            }
+            out.serialize_entry(k, v)?;
+        }
+        if let Some(env) = envelope {
+            out.serialize_entry(EXTENSION_URI, env)?;
+        }
+        out.end()
+    }
 }
 
 impl Task {
@@ -209,6 +347,7 @@ impl Task {
             history: Vec::new(),
             artifacts: Vec::new(),
             metadata: None,
+            envelope: None,
             owner: None,
             parked: false,
             queued: false,
@@ -319,21 +458,14 @@ pub struct TaskArtifactUpdateEvent {
     pub metadata: Option<Metadata>,
 }
 
-/// `Option<Arc<Metadata>>` as the plain map (serde's `rc` feature would do it for every crate
-/// that shares the build's serde).
+/// `Option<Arc<Metadata>>` read as the plain map (serde's `rc` feature would do it for every
+/// crate that shares the build's serde).
 mod shared_metadata {
     use std::sync::Arc;
 
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde::{Deserialize, Deserializer};
 
     use super::Metadata;
-
-    pub(super) fn serialize<S: Serializer>(
-        m: &Option<Arc<Metadata>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        m.as_deref().serialize(s)
-    }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
@@ -383,5 +515,64 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(none.metadata, None);
+    }
+
+    /// The envelope's field is `metadata` under the extension's URI in the JSON (stores and
+    /// the wire hold what they held before it had a field), in the map's key order, and is
+    /// taken out again when read: a stored or sent task reads back equal.
+    #[test]
+    fn the_envelope_is_written_into_metadata_and_read_back_out() {
+        use crate::envelope::EXTENSION_URI;
+        let env = Envelope {
+            correlation_id: Some("corr-1".into()),
+            idempotency_key: Some("key-1".into()),
+            ..Default::default()
+        };
+        let mut task = Task::new("t".into(), "c".into());
+        task.envelope = Some(Arc::new(env.clone()));
+        let json = serde_json::to_value(&task).unwrap();
+        assert_eq!(
+            json["metadata"],
+            serde_json::json!({EXTENSION_URI: {"correlationId": "corr-1", "idempotencyKey": "key-1"}})
+        );
+        let back: Task = serde_json::from_value(json).unwrap();
+        assert_eq!(back, task);
+        assert_eq!(back.metadata, None, "the envelope left the map");
+        // With other entries, before and after the URI in key order: the same text as a map
+        // holding the envelope as a value (what earlier versions stored).
+        task.metadata_mut().insert("a:first".into(), 1.into());
+        task.metadata_mut().insert("zz:last".into(), 2.into());
+        let text = serde_json::to_string(&task).unwrap();
+        let mut plain = task.clone();
+        plain.envelope = None;
+        plain
+            .metadata_mut()
+            .insert(EXTENSION_URI.into(), serde_json::to_value(&env).unwrap());
+        assert_eq!(text, serde_json::to_string(&plain).unwrap());
+        let back: Task = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, task);
+        // Read from such a map (a row stored before), the envelope moves to its field.
+        let moved: Task = serde_json::from_str(&serde_json::to_string(&plain).unwrap()).unwrap();
+        assert_eq!(moved, task);
+        // The field wins over a stale entry of the same key; one entry is written.
+        let mut both = task.clone();
+        both.metadata_mut().insert(
+            EXTENSION_URI.into(),
+            serde_json::json!({"correlationId": "stale"}),
+        );
+        let text = serde_json::to_string(&both).unwrap();
+        assert_eq!(text.matches(EXTENSION_URI).count(), 1);
+        assert!(text.contains("corr-1") && !text.contains("stale"));
+        // What does not read as an envelope stays in the map, untouched.
+        let odd: Task = serde_json::from_value(serde_json::json!({
+            "kind": "task", "id": "t", "contextId": "c", "status": {"state": "working"},
+            "metadata": {EXTENSION_URI: {"priority": "urgent"}}
+        }))
+        .unwrap();
+        assert_eq!(odd.envelope, None);
+        assert_eq!(
+            odd.metadata.as_deref().unwrap()[EXTENSION_URI],
+            serde_json::json!({"priority": "urgent"})
+        );
     }
 }

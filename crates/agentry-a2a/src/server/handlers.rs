@@ -428,7 +428,11 @@ pub(super) async fn authenticate_with(
         Verdict::Caller(p, scopes, actors) => {
             // Only a verified token (it has scopes) is kept: the operator's static tokens
             // are long-lived credentials and never leave this server.
-            let token = scopes.as_ref().and(bearer).map(BearerToken::new);
+            let token = scopes
+                .as_ref()
+                .and(bearer)
+                .and(headers.get(http::header::AUTHORIZATION))
+                .map(BearerToken::authorization);
             return Ok(Caller {
                 principal: Some(p),
                 scopes,

@@ -810,7 +810,7 @@ impl AgentTasks {
         let scope = caller.unwrap_or("anonymous");
         let claim = KeyClaim {
             task_id: params.message.task_id.clone().unwrap_or_else(crate::new_id),
-            fingerprint: fingerprint(&params.message),
+            fingerprint: crate::store::Fingerprint::of(&params.message),
         };
         let store_error = |e: crate::store::StoreError| match e {
             crate::store::StoreError::Unsupported(_) => RpcError::unsupported(format!(
@@ -827,11 +827,8 @@ impl AgentTasks {
                 .await
                 .map_err(store_error)?;
             let Some(held) = held else {
-                let new_id = params
-                    .message
-                    .task_id
-                    .is_none()
-                    .then(|| claim.task_id.clone());
+                // The claim is the store's now: its id is moved, not copied.
+                let new_id = params.message.task_id.is_none().then_some(claim.task_id);
                 return match self
                     .begin(params, caller, admitted, new_id, queue, answer)
                     .await
@@ -955,9 +952,7 @@ impl AgentTasks {
                 task.owner = caller.map(str::to_owned);
                 // The envelope is recorded on the task: who asked under which correlation
                 // id stays visible to `tasks/get` and survives restarts.
-                if let Some(env) = &envelope {
-                    env.put(task.metadata_mut());
-                }
+                task.envelope = envelope.clone().map(Arc::new);
                 let hub = Arc::new(Hub::new(task, false, Vec::new(), self.clone()));
                 if keyed {
                     self.lease(hub)
@@ -1866,61 +1861,9 @@ fn recovered(task: &Task) -> bool {
             .is_some_and(|m| m.role == Role::Agent && m.text_content() == RECOVERED)
 }
 
-/// What tells a retry from a different request under one idempotency key: the message's
-/// role, parts, context, task and references. Not its messageId (a client may make a new one
-/// per attempt) nor its metadata (a new `traceparent` span per attempt).
-fn fingerprint(m: &Message) -> String {
-    use sha2::{Digest, Sha256};
-    // The serialization fed to the hash as it is written (the hasher is an `io::Write`): no
-    // buffer per request. Serializing the model's own types cannot fail.
-    let mut h = Sha256::new();
-    let _ = serde_json::to_writer(
-        &mut h,
-        &(
-            m.role,
-            &m.parts,
-            &m.context_id,
-            &m.task_id,
-            &m.reference_task_ids,
-        ),
-    );
-    super::hex(&h.finalize())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Part;
-
-    /// Claims stored by an earlier version (SQLite, PostgreSQL) hold fingerprints made from
-    /// the serialized message in one buffer: hashing it as it is written must give the same
-    /// digest, or every retry after an upgrade would be refused as a different request.
-    #[test]
-    fn the_fingerprint_is_the_digest_of_the_serialized_message() {
-        use sha2::{Digest, Sha256};
-        let mut m = Message::new(Role::User, vec![Part::text("draft the \"weekly\" mail ✉")]);
-        m.context_id = Some("ctx-1".into());
-        m.reference_task_ids = vec!["t-0".into()];
-        let body = serde_json::to_vec(&(
-            m.role,
-            &m.parts,
-            &m.context_id,
-            &m.task_id,
-            &m.reference_task_ids,
-        ))
-        .unwrap();
-        let expected: String = Sha256::digest(&body)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(fingerprint(&m), expected);
-        // The messageId is not part of it (a client may make a new one per attempt).
-        let mut again = m.clone();
-        again.message_id = "another".into();
-        assert_eq!(fingerprint(&again), expected);
-        m.parts.push(Part::text("and more"));
-        assert_ne!(fingerprint(&m), expected);
-    }
 
     /// A run dropped before its end (its request answered, or its client gone) goes on on a
     /// task of its own to the end; one driven to its end leaves nothing behind.

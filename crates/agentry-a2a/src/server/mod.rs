@@ -179,15 +179,11 @@ pub(crate) enum Verdict {
     },
 }
 
-/// The bearer token of an `Authorization` header. The scheme is case-insensitive (RFC 9110
-/// section 11.1): `BEARER x` is `Bearer x`.
+/// The bearer token of an `Authorization` header (see [`crate::credential::bearer_in`]).
 pub(crate) fn bearer_of(headers: &http::HeaderMap) -> Option<&str> {
     headers
         .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|auth| auth.trim_start().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
+        .and_then(crate::credential::bearer_in)
 }
 
 impl Credentials {
@@ -361,21 +357,7 @@ impl Credentials {
 fn digest(kind: &str, secret: &str) -> String {
     use sha2::Digest;
     let d = sha2::Sha256::digest(secret.as_bytes());
-    format!("{kind}:{}", hex(&d[..16]))
-}
-
-/// Lower-case hex of `bytes` (on every keyed send's path: a table, not `write!` per byte,
-/// which cost as much as the SHA-256 it formats).
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    // Into a byte buffer of the final length: `String::push` checks capacity and encodes
-    // UTF-8 per character, which cost more than the SHA-256 whose digest it formats.
-    let mut out = vec![0u8; bytes.len() * 2];
-    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 15)];
-    }
-    String::from_utf8(out).unwrap_or_default()
+    format!("{kind}:{}", crate::hex(&d[..16]))
 }
 
 /// Constant-time comparison, so a token cannot be guessed byte by byte from timings.

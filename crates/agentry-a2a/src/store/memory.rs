@@ -1,5 +1,6 @@
 //! An in-memory store that forgets the oldest finished tasks past a cap.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -21,9 +22,10 @@ struct Inner {
     /// Idempotency keys by (scope, key), with their expiry (Unix ms).
     /// One allocation per key ([`key_id`]), shared with `key_order`.
     keys: HashMap<Arc<str>, (KeyClaim, i64), KeyHash>,
-    /// Keys in the order they were claimed: with one window per server, also the order they
-    /// expire in, so the oldest is evicted first in O(1).
-    key_order: VecDeque<Arc<str>>,
+    /// Keys in the order they were claimed, with each claim's expiry: with one window per
+    /// server, also the order they expire in, so the oldest is evicted first in O(1) and
+    /// without looking it up.
+    key_order: VecDeque<(Arc<str>, i64)>,
 }
 
 /// The key map's hash: foldhash with a random seed per map (what hashbrown uses by default).
@@ -37,7 +39,6 @@ const MAX_KEYS: usize = 100_000;
 /// A caller's key as one map key: the scope's length first, so that no two (scope, key)
 /// pairs meet (`("a", "bc")` and `("ab", "c")`).
 fn key_id(scope: &str, key: &str) -> Arc<str> {
-    let mut id = String::with_capacity(scope.len() + key.len() + 21);
     // The length in decimal, without the formatting machinery (a claim's hot path).
     let mut digits = [0u8; 20];
     let (mut n, mut at) = (scope.len(), digits.len());
@@ -49,11 +50,21 @@ fn key_id(scope: &str, key: &str) -> Arc<str> {
             break;
         }
     }
-    digits[at..].iter().for_each(|d| id.push(char::from(*d)));
-    id.push(':');
-    id.push_str(scope);
-    id.push_str(key);
-    Arc::from(id)
+    let parts: [&[u8]; 4] = [&digits[at..], b":", scope.as_bytes(), key.as_bytes()];
+    // Written on the stack and copied once into the shared allocation (a `String` first
+    // would be a second allocation per claim).
+    let mut buf = [0u8; 384];
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    if len > buf.len() {
+        return Arc::from(String::from_utf8(parts.concat()).unwrap_or_default());
+    }
+    let mut end = 0;
+    for p in parts {
+        buf[end..end + p.len()].copy_from_slice(p);
+        end += p.len();
+    }
+    // Valid: ASCII digits and ':' joined to two strings.
+    Arc::from(std::str::from_utf8(&buf[..end]).unwrap_or_default())
 }
 
 impl Default for MemoryStore {
@@ -203,32 +214,38 @@ impl TaskStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
         let now = crate::time::now_unix_millis();
         let id = key_id(scope, key);
-        let mut g = self.lock();
-        let held = match g.keys.get(&*id) {
-            Some((c, until)) if *until > now => Some(c.clone()),
-            _ => None,
+        let mut guard = self.lock();
+        let g = &mut *guard;
+        // One hash of the key, for the lookup and the claim.
+        let held = match g.keys.entry(id) {
+            Entry::Occupied(e) if e.get().1 > now => Some(e.get().0.clone()),
+            Entry::Occupied(mut e) => {
+                e.insert((claim.clone(), expires_ms));
+                g.key_order.push_back((e.key().clone(), expires_ms));
+                None
+            }
+            Entry::Vacant(e) => {
+                g.key_order.push_back((e.key().clone(), expires_ms));
+                e.insert((claim.clone(), expires_ms));
+                None
+            }
         };
         if held.is_none() {
-            // Expired (or released) claims at the front go, then the oldest while over the
-            // cap. A key released and claimed again is in the order twice: its older entry
-            // may evict the newer claim early when over the cap, which only shortens a
-            // key's life at the cap.
-            // At the cap (a busy server's steady state) the front goes without being looked
-            // up: one hash of a key less per claim.
-            while let Some(front) = g.key_order.front() {
-                if g.key_order.len() < MAX_KEYS
-                    && g.keys.get(front).is_some_and(|(_, until)| *until > now)
-                {
+            // Expired claims at the front go, then the oldest while over the cap. A key
+            // released or claimed again after it expired is in the order twice: its older
+            // entry removes the key only while it still holds that claim (same expiry).
+            while let Some(&(_, until)) = g.key_order.front() {
+                if g.key_order.len() <= MAX_KEYS && until > now {
                     break;
                 }
-                if let Some(old) = g.key_order.pop_front() {
+                if let Some((old, until)) = g.key_order.pop_front()
+                    && g.keys.get(&old).is_some_and(|(_, u)| *u == until)
+                {
                     g.keys.remove(&old);
                 }
             }
-            g.key_order.push_back(id.clone());
-            g.keys.insert(id, (claim.clone(), expires_ms));
         }
-        drop(g);
+        drop(guard);
         Box::pin(async move { Ok(held) })
     }
 
@@ -244,7 +261,7 @@ impl TaskStore for MemoryStore {
 
 #[cfg(test)]
 mod tests {
-    use super::key_id;
+    use super::*;
 
     /// The scope's length leads the id, as `format!` wrote it before (no two (scope, key)
     /// pairs meet), at every number of digits.
@@ -255,5 +272,58 @@ mod tests {
             assert_eq!(&*id, format!("{}:{scope}k-1", scope.len()));
         }
         assert_ne!(key_id("a", "bc"), key_id("ab", "c"));
+        // Past the stack buffer, and not ASCII.
+        let (scope, key) = ("ü".repeat(150), "k".repeat(255));
+        let id = key_id(&scope, &key);
+        assert_eq!(&*id, format!("{}:{scope}{key}", scope.len()));
+    }
+
+    /// A key claimed again after its claim expired is in the claim order twice: the older
+    /// entry, when it leaves, must not take the newer claim with it.
+    #[tokio::test]
+    async fn an_expired_claims_entry_does_not_evict_the_claim_that_replaced_it() {
+        let store = MemoryStore::default();
+        let claim = |t: &str| KeyClaim {
+            task_id: t.into(),
+            fingerprint: "f".into(),
+        };
+        let now = crate::time::now_unix_millis();
+        let (past, later) = (now - 1, now + 60_000);
+        assert_eq!(
+            store.claim_key("s", "k", &claim("a"), past).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            store.claim_key("s", "k", &claim("b"), later).await.unwrap(),
+            None
+        );
+        // Another key's claim runs the eviction again; "k" still holds "b".
+        assert_eq!(
+            store
+                .claim_key("s", "k2", &claim("c"), later)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store.claim_key("s", "k", &claim("d"), later).await.unwrap(),
+            Some(claim("b"))
+        );
+        // Released and claimed again: the same holds.
+        store.release_key("s", "k").await.unwrap();
+        assert_eq!(
+            store
+                .claim_key("s", "k", &claim("e"), later + 1)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            store.claim_key("s", "k", &claim("f"), later).await.unwrap(),
+            Some(claim("e"))
+        );
+        // "a" (expired) left the order; "b" (released, not yet expired) stays until it expires.
+        let order: Vec<i64> = store.lock().key_order.iter().map(|(_, u)| *u).collect();
+        assert_eq!(order, [later, later, later + 1]);
     }
 }

@@ -316,13 +316,119 @@ pub struct Abandoned {
 }
 
 /// What an idempotency key is held for: the task its first request started (or continued)
-/// and a digest of that request, to tell a retry from a different request under the same key.
+/// and that request's [`Fingerprint`], to tell a retry from a different request under the
+/// same key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyClaim {
     /// The task the key's first request started or continued.
     pub task_id: String,
-    /// A digest of that request.
-    pub fingerprint: String,
+    /// What the request was.
+    pub fingerprint: Fingerprint,
+}
+
+/// What tells a retry from a different request under one idempotency key: the message's
+/// role, parts, context, task and references. Not its messageId (a client may make a new
+/// one per attempt) nor its metadata (a new `traceparent` span per attempt).
+///
+/// Durable stores keep its [`digest`](Fingerprint::digest) (SHA-256 of those fields as
+/// JSON). The digest is made only when asked for: a claim made from a request remembers the
+/// request's fields, and two such claims compare field by field, so a store of one process
+/// (the memory store, a SQLite store's recent claims) serializes and hashes nothing on the
+/// path of a new key, where most of an idempotent send's extra cost was.
+///
+/// ```
+/// use agentry_a2a::model::{Message, Part, Role};
+/// use agentry_a2a::store::Fingerprint;
+/// let m = Message::new(Role::User, vec![Part::text("draft the weekly mail")]);
+/// let mut retry = m.clone();
+/// retry.message_id = "another attempt".into();
+/// assert_eq!(Fingerprint::of(&m), Fingerprint::of(&retry));
+/// // As a durable store reads it back: equal to the request it was made from.
+/// let stored = Fingerprint::from(Fingerprint::of(&m).digest().to_owned());
+/// assert_eq!(stored, Fingerprint::of(&retry));
+/// ```
+#[derive(Clone)]
+pub struct Fingerprint(std::sync::Arc<Print>);
+
+struct Print {
+    /// The request's fields; `None` for a digest read back from a store.
+    request: Option<Printed>,
+    /// Hex SHA-256, made on first use.
+    digest: std::sync::OnceLock<String>,
+}
+
+#[derive(PartialEq, serde::Serialize)]
+struct Printed(
+    crate::model::Role,
+    Vec<crate::model::Part>,
+    Option<String>,
+    Option<String>,
+    Vec<String>,
+);
+
+impl Fingerprint {
+    /// The fingerprint of `m`'s request (its fields copied; nothing hashed yet).
+    pub fn of(m: &crate::model::Message) -> Self {
+        Self(std::sync::Arc::new(Print {
+            request: Some(Printed(
+                m.role,
+                m.parts.clone(),
+                m.context_id.clone(),
+                m.task_id.clone(),
+                m.reference_task_ids.clone(),
+            )),
+            digest: std::sync::OnceLock::new(),
+        }))
+    }
+
+    /// The digest durable stores keep: lowercase hex SHA-256 of the fields as a JSON array
+    /// (the same as every earlier version stored, so keys claimed before an upgrade still
+    /// recognize their retries).
+    pub fn digest(&self) -> &str {
+        self.0.digest.get_or_init(|| {
+            use sha2::{Digest, Sha256};
+            let mut h = Sha256::new();
+            // Fed to the hash as it is written (the hasher is an `io::Write`). Serializing the
+            // model's own types cannot fail.
+            let _ = serde_json::to_writer(&mut h, &self.0.request);
+            crate::hex(&h.finalize())
+        })
+    }
+}
+
+impl From<String> for Fingerprint {
+    /// A digest as a store kept it.
+    fn from(digest: String) -> Self {
+        Self(std::sync::Arc::new(Print {
+            request: None,
+            digest: digest.into(),
+        }))
+    }
+}
+
+impl From<&str> for Fingerprint {
+    fn from(digest: &str) -> Self {
+        digest.to_owned().into()
+    }
+}
+
+impl PartialEq for Fingerprint {
+    /// Field by field when both were made from requests (JSON objects in parts compared as
+    /// maps), else by digest.
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0.request, &other.0.request) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.digest() == other.digest(),
+        }
+    }
+}
+
+impl Eq for Fingerprint {}
+
+impl std::fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Fingerprint").field(&self.digest()).finish()
+    }
 }
 
 /// A push notification on its way: the body as sent, to the config's webhook with its

@@ -500,7 +500,7 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Applied> {
                             scope,
                             key,
                             claim.task_id,
-                            claim.fingerprint,
+                            claim.fingerprint.digest(),
                             expires_ms
                         ])?
                     }
@@ -792,7 +792,7 @@ impl TaskStore for SqliteStore {
                             Ok((
                                 KeyClaim {
                                     task_id: r.get(0)?,
-                                    fingerprint: r.get(1)?,
+                                    fingerprint: r.get::<_, String>(1)?.into(),
                                 },
                                 r.get::<_, i64>(2)?,
                             ))

@@ -218,3 +218,63 @@ async fn sqlite_saves_of_one_task_coalesce_while_the_writer_is_behind() {
         let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
     }
 }
+
+/// Claims stored by an earlier version (SQLite, PostgreSQL) hold digests made from the
+/// serialized message in one buffer: the digest made when asked for must be the same, or
+/// every retry after an upgrade would be refused as a different request.
+#[test]
+fn a_fingerprint_digest_is_that_of_the_serialized_message() {
+    use crate::model::{Message, Part, Role};
+    use sha2::{Digest, Sha256};
+    let mut m = Message::new(Role::User, vec![Part::text("draft the \"weekly\" mail ✉")]);
+    m.context_id = Some("ctx-1".into());
+    m.reference_task_ids = vec!["t-0".into()];
+    let body = serde_json::to_vec(&(
+        m.role,
+        &m.parts,
+        &m.context_id,
+        &m.task_id,
+        &m.reference_task_ids,
+    ))
+    .unwrap();
+    let expected: String = Sha256::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(Fingerprint::of(&m).digest(), expected);
+    let stored = Fingerprint::from(expected.as_str());
+    // The messageId and the metadata are not part of it (a client may make a new one per
+    // attempt), compared as requests or against the stored digest.
+    let mut again = m.clone();
+    again.message_id = "another".into();
+    again.metadata = Some(
+        [("k".to_owned(), serde_json::json!(1))]
+            .into_iter()
+            .collect(),
+    );
+    assert_eq!(Fingerprint::of(&again), Fingerprint::of(&m));
+    assert_eq!(Fingerprint::of(&again), stored);
+    assert_eq!(stored, Fingerprint::of(&again));
+    // Anything else is: parts, context, task, references.
+    let mut others = Vec::new();
+    let mut o = m.clone();
+    o.parts.push(Part::text("and more"));
+    others.push(o);
+    let mut o = m.clone();
+    o.context_id = Some("ctx-2".into());
+    others.push(o);
+    let mut o = m.clone();
+    o.task_id = Some("t-1".into());
+    others.push(o);
+    let mut o = m.clone();
+    o.reference_task_ids.clear();
+    others.push(o);
+    let mut o = m.clone();
+    o.role = Role::Agent;
+    others.push(o);
+    for o in &others {
+        assert_ne!(Fingerprint::of(o), Fingerprint::of(&m));
+        assert_ne!(Fingerprint::of(o), stored);
+        assert_ne!(stored, Fingerprint::of(o));
+    }
+}

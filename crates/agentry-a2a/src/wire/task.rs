@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::{
     Meta, Str, WireError, borrowed, each_into_model, meta, opt_str, owned_meta, owned_strs, strs,
 };
+use crate::envelope::Envelope;
 use crate::model::{self, TaskState};
+use crate::model::{TaskMetadata, take_envelope};
 
 /// A form's part or message: a borrowed view of the model's value, and the way back.
 pub trait Wire<'a>: Sized {
@@ -155,9 +157,42 @@ pub struct Task<'a, M, P, S> {
     /// Its messages, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<M>,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Meta<'a>,
+    /// Free-form metadata, and the task envelope in it.
+    #[serde(default, skip_serializing_if = "TaskMeta::is_none")]
+    pub metadata: TaskMeta<'a>,
+}
+
+/// A task's metadata on the wire: its map with the task's envelope written in under the
+/// extension's URI (see [`model::Task::envelope`]). Read, it is the map alone (the model
+/// takes the envelope out).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaskMeta<'a> {
+    /// The map.
+    pub map: Meta<'a>,
+    /// The envelope written into it.
+    pub envelope: Option<&'a Envelope>,
+}
+
+impl TaskMeta<'_> {
+    /// Nothing to write.
+    pub fn is_none(&self) -> bool {
+        self.map.is_none() && self.envelope.is_none()
+    }
+}
+
+impl Serialize for TaskMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        TaskMetadata::of(self.map.as_deref(), self.envelope).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskMeta<'_> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(TaskMeta {
+            map: Option::<model::Metadata>::deserialize(d)?.map(Cow::Owned),
+            envelope: None,
+        })
+    }
 }
 
 impl<'a, M, P, S> From<&'a model::Task> for Task<'a, M, P, S>
@@ -173,7 +208,10 @@ where
             status: (&t.status).into(),
             artifacts: t.artifacts.iter().map(Artifact::from).collect(),
             history: t.history.iter().map(M::view).collect(),
-            metadata: t.metadata.as_deref().map(Cow::Borrowed),
+            metadata: TaskMeta {
+                map: t.metadata.as_deref().map(Cow::Borrowed),
+                envelope: t.envelope.as_deref(),
+            },
         }
     }
 }
@@ -190,7 +228,8 @@ where
         t.status = self.status.into_model().map_err(|e| e.at("status"))?;
         t.history = each_into_model(self.history, "history", M::into_model)?;
         t.artifacts = each_into_model(self.artifacts, "artifacts", Artifact::into_model)?;
-        t.metadata = owned_meta(self.metadata).map(std::sync::Arc::new);
+        (t.metadata, t.envelope) =
+            take_envelope(owned_meta(self.metadata.map).map(std::sync::Arc::new));
         Ok(t)
     }
 }
