@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 pub type Metadata = Map<String, Value>;
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The client (a user or a calling agent).
@@ -91,7 +91,7 @@ pub fn join_text(parts: &[Part]) -> String {
 }
 
 /// A piece of content: text, a file, or structured data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Part {
     /// Text.
@@ -129,7 +129,7 @@ impl Part {
 }
 
 /// A part holding text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TextPart {
     /// The text.
     pub text: String,
@@ -139,7 +139,7 @@ pub struct TextPart {
 }
 
 /// A part holding a JSON object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DataPart {
     /// The object.
     pub data: Map<String, Value>,
@@ -149,7 +149,7 @@ pub struct DataPart {
 }
 
 /// A part holding a file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FilePart {
     /// The file.
     pub file: File,
@@ -159,7 +159,7 @@ pub struct FilePart {
 }
 
 /// A file carried inline (base64 bytes) or by reference (URI); exactly one of the two.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct File {
     /// Its bytes or where to get them.
     pub content: FileContent,
@@ -170,7 +170,7 @@ pub struct File {
 }
 
 /// Where a file's bytes are.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FileContent {
     /// Base64-encoded bytes, as on the wire.
     Bytes(String),

@@ -2,7 +2,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskStore};
 use crate::model::{PushNotificationConfig, Task};
@@ -19,52 +19,65 @@ struct Inner {
     tasks: HashMap<String, Task>,
     push: HashMap<String, Vec<PushNotificationConfig>>,
     finished: VecDeque<String>,
-    /// Idempotency keys by (scope, key), with their expiry (Unix ms).
-    /// One allocation per key ([`key_id`]), shared with `key_order`.
-    keys: HashMap<Arc<str>, (KeyClaim, i64), KeyHash>,
+    /// Idempotency keys by [`key_id`], with their claims and expiry (Unix ms). A claim
+    /// holds no allocation of its own (ids as numbers, the request as a hash): at a busy
+    /// server's 100,000 claims, a few strings per claim kept alive until evicted cost about
+    /// a tenth of a governed send's time (memory and cache; measured, docs/BENCHMARKS.md).
+    keys: HashMap<u128, (Claim, i64), KeyHash>,
     /// Keys in the order they were claimed, with each claim's expiry: with one window per
     /// server, also the order they expire in, so the oldest is evicted first in O(1) and
     /// without looking it up.
-    key_order: VecDeque<(Arc<str>, i64)>,
+    key_order: VecDeque<(u128, i64)>,
 }
 
-/// The key map's hash: foldhash with a random seed per map (what hashbrown uses by default).
-/// Keys are chosen by clients, so the seed is random (a fixed one would let a client send
-/// keys that collide); SipHash, std's default, cost three times as much on every claim.
+/// A claim as kept: the task and the request's [`Fingerprint::hash128`].
+struct Claim {
+    task: TaskRef,
+    fingerprint: u128,
+}
+
+/// A task id: one of this server's (a lowercase UUID) as its 128 bits, anything else as is.
+enum TaskRef {
+    Uuid(u128),
+    Other(Box<str>),
+}
+
+impl TaskRef {
+    fn of(id: &str) -> Self {
+        match uuid::Uuid::try_parse(id) {
+            Ok(u) if id.len() == 36 && !id.bytes().any(|b| b.is_ascii_uppercase()) => {
+                TaskRef::Uuid(u.as_u128())
+            }
+            _ => TaskRef::Other(id.into()),
+        }
+    }
+
+    fn id(&self) -> String {
+        match self {
+            TaskRef::Uuid(u) => {
+                let mut buf = uuid::Uuid::encode_buffer();
+                uuid::Uuid::from_u128(*u)
+                    .hyphenated()
+                    .encode_lower(&mut buf)
+                    .to_owned()
+            }
+            TaskRef::Other(s) => s.to_string(),
+        }
+    }
+}
+
+/// The key map's hash: foldhash with a random seed per map (what hashbrown uses by default)
+/// over ids that are already keyed SipHash outputs.
 type KeyHash = foldhash::quality::RandomState;
 
 /// Keys held at most; past it, the oldest claims are forgotten first.
 const MAX_KEYS: usize = 100_000;
 
-/// A caller's key as one map key: the scope's length first, so that no two (scope, key)
-/// pairs meet (`("a", "bc")` and `("ab", "c")`).
-fn key_id(scope: &str, key: &str) -> Arc<str> {
-    // The length in decimal, without the formatting machinery (a claim's hot path).
-    let mut digits = [0u8; 20];
-    let (mut n, mut at) = (scope.len(), digits.len());
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    let parts: [&[u8]; 4] = [&digits[at..], b":", scope.as_bytes(), key.as_bytes()];
-    // Written on the stack and copied once into the shared allocation (a `String` first
-    // would be a second allocation per claim).
-    let mut buf = [0u8; 384];
-    let len: usize = parts.iter().map(|p| p.len()).sum();
-    if len > buf.len() {
-        return Arc::from(String::from_utf8(parts.concat()).unwrap_or_default());
-    }
-    let mut end = 0;
-    for p in parts {
-        buf[end..end + p.len()].copy_from_slice(p);
-        end += p.len();
-    }
-    // Valid: ASCII digits and ':' joined to two strings.
-    Arc::from(std::str::from_utf8(&buf[..end]).unwrap_or_default())
+/// A caller's key as one map key: 128 bits of keyed SipHash over the pair (each string
+/// hashed with its end marked, so `("a", "bc")` and `("ab", "c")` differ); two pairs meet
+/// with a probability of 2^-128, and nobody outside the process knows the keys.
+fn key_id(scope: &str, key: &str) -> u128 {
+    super::hash128(&(scope, key))
 }
 
 impl Default for MemoryStore {
@@ -214,19 +227,37 @@ impl TaskStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
         let now = crate::time::now_unix_millis();
         let id = key_id(scope, key);
+        let record = || Claim {
+            task: TaskRef::of(&claim.task_id),
+            fingerprint: claim.fingerprint.hash128(),
+        };
         let mut guard = self.lock();
         let g = &mut *guard;
+        if g.keys.capacity() == 0 {
+            // Room for the cap at the first claim (~12 MB of address space, touched as it
+            // fills): a busy server reaches the cap within seconds, and each doubling on the
+            // way moved every claim while holding the store's lock, a pause of milliseconds
+            // in the p99 of every request.
+            g.keys.reserve(MAX_KEYS + 1);
+            g.key_order.reserve(MAX_KEYS + 1);
+        }
         // One hash of the key, for the lookup and the claim.
         let held = match g.keys.entry(id) {
-            Entry::Occupied(e) if e.get().1 > now => Some(e.get().0.clone()),
+            Entry::Occupied(e) if e.get().1 > now => {
+                let (c, _) = e.get();
+                Some(KeyClaim {
+                    task_id: c.task.id(),
+                    fingerprint: super::Fingerprint::hashed(c.fingerprint),
+                })
+            }
             Entry::Occupied(mut e) => {
-                e.insert((claim.clone(), expires_ms));
-                g.key_order.push_back((e.key().clone(), expires_ms));
+                e.insert((record(), expires_ms));
+                g.key_order.push_back((id, expires_ms));
                 None
             }
             Entry::Vacant(e) => {
-                g.key_order.push_back((e.key().clone(), expires_ms));
-                e.insert((claim.clone(), expires_ms));
+                e.insert((record(), expires_ms));
+                g.key_order.push_back((id, expires_ms));
                 None
             }
         };
@@ -254,7 +285,7 @@ impl TaskStore for MemoryStore {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.lock().keys.remove(&*key_id(scope, key));
+        self.lock().keys.remove(&key_id(scope, key));
         Box::pin(async { Ok(()) })
     }
 }
@@ -263,19 +294,23 @@ impl TaskStore for MemoryStore {
 mod tests {
     use super::*;
 
-    /// The scope's length leads the id, as `format!` wrote it before (no two (scope, key)
-    /// pairs meet), at every number of digits.
+    /// Pairs that join to the same text are different keys; a task id comes back as it
+    /// went in, as a number or not.
     #[test]
-    fn a_key_id_is_the_scope_length_the_scope_and_the_key() {
-        for scope in ["", "a", "jwt:bench-user", &"s".repeat(10), &"s".repeat(123)] {
-            let id = key_id(scope, "k-1");
-            assert_eq!(&*id, format!("{}:{scope}k-1", scope.len()));
-        }
+    fn key_ids_and_task_ids() {
         assert_ne!(key_id("a", "bc"), key_id("ab", "c"));
-        // Past the stack buffer, and not ASCII.
-        let (scope, key) = ("ü".repeat(150), "k".repeat(255));
-        let id = key_id(&scope, &key);
-        assert_eq!(&*id, format!("{}:{scope}{key}", scope.len()));
+        assert_eq!(key_id("a", "bc"), key_id("a", "bc"));
+        let made = crate::new_id();
+        assert!(matches!(TaskRef::of(&made), TaskRef::Uuid(_)));
+        for id in [
+            made.as_str(),
+            "t-1",
+            "",
+            &made.to_uppercase(),
+            &made.replace('-', ""),
+        ] {
+            assert_eq!(TaskRef::of(id).id(), id);
+        }
     }
 
     /// A key claimed again after its claim expired is in the claim order twice: the older

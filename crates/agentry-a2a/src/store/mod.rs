@@ -348,7 +348,14 @@ pub struct KeyClaim {
 /// assert_eq!(stored, Fingerprint::of(&retry));
 /// ```
 #[derive(Clone)]
-pub struct Fingerprint(std::sync::Arc<Print>);
+pub struct Fingerprint(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Print(std::sync::Arc<Print>),
+    /// As the memory store keeps it: [`Fingerprint::hash128`] alone.
+    Hashed(u128),
+}
 
 struct Print {
     /// The request's fields; `None` for a digest read back from a store.
@@ -357,7 +364,7 @@ struct Print {
     digest: std::sync::OnceLock<String>,
 }
 
-#[derive(PartialEq, serde::Serialize)]
+#[derive(PartialEq, Hash, serde::Serialize)]
 struct Printed(
     crate::model::Role,
     Vec<crate::model::Part>,
@@ -369,40 +376,76 @@ struct Printed(
 impl Fingerprint {
     /// The fingerprint of `m`'s request (its fields copied; nothing hashed yet).
     pub fn of(m: &crate::model::Message) -> Self {
-        Self(std::sync::Arc::new(Print {
-            request: Some(Printed(
+        Self::print(
+            Some(Printed(
                 m.role,
                 m.parts.clone(),
                 m.context_id.clone(),
                 m.task_id.clone(),
                 m.reference_task_ids.clone(),
             )),
-            digest: std::sync::OnceLock::new(),
-        }))
+            std::sync::OnceLock::new(),
+        )
+    }
+
+    fn print(request: Option<Printed>, digest: std::sync::OnceLock<String>) -> Self {
+        Self(Repr::Print(std::sync::Arc::new(Print { request, digest })))
     }
 
     /// The digest durable stores keep: lowercase hex SHA-256 of the fields as a JSON array
     /// (the same as every earlier version stored, so keys claimed before an upgrade still
-    /// recognize their retries).
+    /// recognize their retries). Empty for a fingerprint the memory store kept as a hash
+    /// (it never leaves that store).
     pub fn digest(&self) -> &str {
-        self.0.digest.get_or_init(|| {
+        let Repr::Print(p) = &self.0 else {
+            return "";
+        };
+        p.digest.get_or_init(|| {
             use sha2::{Digest, Sha256};
             let mut h = Sha256::new();
             // Fed to the hash as it is written (the hasher is an `io::Write`). Serializing the
             // model's own types cannot fail.
-            let _ = serde_json::to_writer(&mut h, &self.0.request);
+            let _ = serde_json::to_writer(&mut h, &p.request);
             crate::hex(&h.finalize())
         })
     }
+
+    /// 128 bits of keyed SipHash (this process's random keys) over the request's fields, or
+    /// over the digest of one read back from a store: what the memory store keeps per claim
+    /// instead of the request (no allocation that lives as long as the claim). Equal
+    /// requests hash equal; telling two requests of one caller's key apart by it fails with
+    /// a probability of 2^-128.
+    pub(crate) fn hash128(&self) -> u128 {
+        match &self.0 {
+            Repr::Hashed(h) => *h,
+            Repr::Print(p) => match &p.request {
+                Some(r) => hash128(&(0u8, r)),
+                None => hash128(&(1u8, p.digest.get().map(String::as_str))),
+            },
+        }
+    }
+
+    /// A fingerprint known only by [`hash128`](Self::hash128) (the memory store's).
+    pub(crate) fn hashed(h: u128) -> Self {
+        Self(Repr::Hashed(h))
+    }
+}
+
+/// Two SipHash-1-3 outputs under this process's two random keys, as one 128-bit value.
+pub(crate) fn hash128<T: std::hash::Hash + ?Sized>(v: &T) -> u128 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<(
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    )> = std::sync::OnceLock::new();
+    let (a, b) = KEYS.get_or_init(Default::default);
+    (u128::from(a.hash_one(v)) << 64) | u128::from(b.hash_one(v))
 }
 
 impl From<String> for Fingerprint {
     /// A digest as a store kept it.
     fn from(digest: String) -> Self {
-        Self(std::sync::Arc::new(Print {
-            request: None,
-            digest: digest.into(),
-        }))
+        Self::print(None, digest.into())
     }
 }
 
@@ -414,11 +457,14 @@ impl From<&str> for Fingerprint {
 
 impl PartialEq for Fingerprint {
     /// Field by field when both were made from requests (JSON objects in parts compared as
-    /// maps), else by digest.
+    /// maps), by hash when either is the memory store's, else by digest.
     fn eq(&self, other: &Self) -> bool {
-        match (&self.0.request, &other.0.request) {
-            (Some(a), Some(b)) => a == b,
-            _ => self.digest() == other.digest(),
+        match (&self.0, &other.0) {
+            (Repr::Print(a), Repr::Print(b)) => match (&a.request, &b.request) {
+                (Some(a), Some(b)) => a == b,
+                _ => self.digest() == other.digest(),
+            },
+            _ => self.hash128() == other.hash128(),
         }
     }
 }
@@ -427,7 +473,13 @@ impl Eq for Fingerprint {}
 
 impl std::fmt::Debug for Fingerprint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Fingerprint").field(&self.digest()).finish()
+        match &self.0 {
+            Repr::Hashed(h) => f
+                .debug_tuple("Fingerprint")
+                .field(&format_args!("{h:032x}"))
+                .finish(),
+            Repr::Print(_) => f.debug_tuple("Fingerprint").field(&self.digest()).finish(),
+        }
     }
 }
 
