@@ -210,29 +210,18 @@ struct TaskFields {
 
 impl From<TaskFields> for Task {
     fn from(f: TaskFields) -> Self {
-        let TaskFields {
-            id,
-            context_id,
-            status,
-            history,
-            artifacts,
-            metadata,
-            owner,
-            parked,
-            queued,
-        } = f;
-        let (metadata, envelope) = take_envelope(metadata);
+        let (metadata, envelope) = take_envelope(f.metadata);
         Task {
-            id,
-            context_id,
-            status,
-            history,
-            artifacts,
+            id: f.id,
+            context_id: f.context_id,
+            status: f.status,
+            history: f.history,
+            artifacts: f.artifacts,
             metadata,
             envelope,
-            owner,
-            parked,
-            queued,
+            owner: f.owner,
+            parked: f.parked,
+            queued: f.queued,
         }
     }
 }

@@ -234,7 +234,7 @@ impl TaskStore for MemoryStore {
         let mut guard = self.lock();
         let g = &mut *guard;
         if g.keys.capacity() == 0 {
-            // Room for the cap at the first claim (~12 MB of address space, touched as it
+            // Room for the cap at the first claim (~14 MB of address space, touched as it
             // fills): a busy server reaches the cap within seconds, and each doubling on the
             // way moved every claim while holding the store's lock, a pause of milliseconds
             // in the p99 of every request.
@@ -252,16 +252,15 @@ impl TaskStore for MemoryStore {
             }
             Entry::Occupied(mut e) => {
                 e.insert((record(), expires_ms));
-                g.key_order.push_back((id, expires_ms));
                 None
             }
             Entry::Vacant(e) => {
                 e.insert((record(), expires_ms));
-                g.key_order.push_back((id, expires_ms));
                 None
             }
         };
         if held.is_none() {
+            g.key_order.push_back((id, expires_ms));
             // Expired claims at the front go, then the oldest while over the cap. A key
             // released or claimed again after it expired is in the order twice: its older
             // entry removes the key only while it still holds that claim (same expiry).
