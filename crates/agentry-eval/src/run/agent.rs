@@ -633,16 +633,8 @@ impl A2aSession {
                 }
                 StreamEvent::Task(t) => task = Some(t),
                 StreamEvent::StatusUpdate(u) => {
-                    let t = task.get_or_insert_with(|| A2aTask {
-                        id: u.task_id.clone(),
-                        context_id: u.context_id.clone(),
-                        status: u.status.clone(),
-                        history: Vec::new(),
-                        artifacts: Vec::new(),
-                        metadata: None,
-                        owner: None,
-                        parked: false,
-                        queued: false,
+                    let t = task.get_or_insert_with(|| {
+                        A2aTask::new(u.task_id.clone(), u.context_id.clone())
                     });
                     t.status = u.status.clone();
                     if u.is_final {
@@ -846,17 +838,9 @@ mod tests {
     use agentry_a2a::model::{Artifact, TaskStatus};
 
     fn task(state: TaskState) -> A2aTask {
-        A2aTask {
-            id: "t1".into(),
-            context_id: "c1".into(),
-            status: TaskStatus::now(state, None),
-            history: Vec::new(),
-            artifacts: Vec::new(),
-            metadata: None,
-            owner: None,
-            parked: false,
-            queued: false,
-        }
+        let mut t = A2aTask::new("t1".into(), "c1".into());
+        t.status = TaskStatus::now(state, None);
+        t
     }
 
     fn agent_says(text: &str) -> A2aMessage {
