@@ -21,8 +21,8 @@ struct Inner {
     finished: VecDeque<String>,
     /// Idempotency keys by [`key_id`], with their claims and expiry (Unix ms). A claim
     /// holds no allocation of its own (ids as numbers, the request as a hash): at a busy
-    /// server's 100,000 claims, a few strings per claim kept alive until evicted cost about
-    /// a tenth of a governed send's time (memory and cache; measured, docs/BENCHMARKS.md).
+    /// server's 100,000 claims, a few strings per claim kept alive until evicted cost ~15%
+    /// of a governed send's time in memory and cache traffic (docs/BENCHMARKS.md).
     keys: HashMap<u128, (Claim, i64), KeyHash>,
     /// Keys in the order they were claimed, with each claim's expiry: with one window per
     /// server, also the order they expire in, so the oldest is evicted first in O(1) and
@@ -227,7 +227,9 @@ impl TaskStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Option<KeyClaim>, StoreError>> {
         let now = crate::time::now_unix_millis();
         let id = key_id(scope, key);
-        let record = || Claim {
+        // Made before the lock is taken (the request's hash is most of a claim's work); a
+        // repeat, which does not need it, is rare.
+        let record = Claim {
             task: TaskRef::of(&claim.task_id),
             fingerprint: claim.fingerprint.hash128(),
         };
@@ -236,8 +238,7 @@ impl TaskStore for MemoryStore {
         if g.keys.capacity() == 0 {
             // Room for the cap at the first claim (~14 MB of address space, touched as it
             // fills): a busy server reaches the cap within seconds, and each doubling on the
-            // way moved every claim while holding the store's lock, a pause of milliseconds
-            // in the p99 of every request.
+            // way would move every claim while holding the store's lock (~5 MB at the last).
             g.keys.reserve(MAX_KEYS + 1);
             g.key_order.reserve(MAX_KEYS + 1);
         }
@@ -251,11 +252,11 @@ impl TaskStore for MemoryStore {
                 })
             }
             Entry::Occupied(mut e) => {
-                e.insert((record(), expires_ms));
+                e.insert((record, expires_ms));
                 None
             }
             Entry::Vacant(e) => {
-                e.insert((record(), expires_ms));
+                e.insert((record, expires_ms));
                 None
             }
         };
