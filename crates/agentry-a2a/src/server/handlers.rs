@@ -17,7 +17,7 @@ use super::admission::{Admission, Admit, Refused};
 use super::hub::{AgentTasks, Events, Started, Subscription, Turn};
 use super::push::PushSender;
 use super::span::RequestSpan;
-use super::{AgentService, Credentials, ServerConfig, bearer_of, stream};
+use super::{AgentService, Credentials, ServerConfig, stream};
 use crate::credential::BearerToken;
 use crate::envelope::{self, Envelope, ResponseMode};
 use crate::error::RpcError;
@@ -422,7 +422,9 @@ pub(super) async fn authenticate_with(
     let Some(c) = credentials else {
         return Ok(Caller::default());
     };
-    let bearer = bearer_of(headers);
+    // The header looked up once: read as a token here, kept as the caller's token below.
+    let authorization = headers.get(http::header::AUTHORIZATION);
+    let bearer = authorization.and_then(crate::credential::bearer_in);
     c.prepare_bearer(bearer).await;
     let refusal = match c.verdict_with(headers, bearer) {
         Verdict::Caller(p, scopes, actors) => {
@@ -431,7 +433,7 @@ pub(super) async fn authenticate_with(
             let token = scopes
                 .as_ref()
                 .and(bearer)
-                .and(headers.get(http::header::AUTHORIZATION))
+                .and(authorization)
                 .map(BearerToken::authorization);
             return Ok(Caller {
                 principal: Some(p),
