@@ -810,7 +810,7 @@ impl AgentTasks {
         let scope = caller.unwrap_or("anonymous");
         let claim = KeyClaim {
             task_id: params.message.task_id.clone().unwrap_or_else(crate::new_id),
-            fingerprint: crate::store::Fingerprint::of(&params.message),
+            fingerprint: self.store.fingerprint(&params.message),
         };
         let store_error = |e: crate::store::StoreError| match e {
             crate::store::StoreError::Unsupported(_) => RpcError::unsupported(format!(

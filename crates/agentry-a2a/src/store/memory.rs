@@ -218,6 +218,11 @@ impl TaskStore for MemoryStore {
         Box::pin(async move { Ok(deleted) })
     }
 
+    fn fingerprint(&self, request: &crate::model::Message) -> super::Fingerprint {
+        // Its hash is all this store keeps: made from the request as it is.
+        super::Fingerprint::hashed_of(request)
+    }
+
     fn claim_key<'a>(
         &'a self,
         scope: &'a str,

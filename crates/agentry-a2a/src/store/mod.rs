@@ -224,6 +224,14 @@ pub trait TaskStore: Send + Sync + 'static {
         Box::pin(async { Err(StoreError::Unsupported("idempotency keys")) })
     }
 
+    /// What this store keeps of a keyed request to tell a retry from a different request
+    /// ([`KeyClaim::fingerprint`]). The default copies the request's fields (a durable store
+    /// writes their digest when it writes the claim); a store of one process may keep their
+    /// hash alone, made without copying the request.
+    fn fingerprint(&self, request: &crate::model::Message) -> Fingerprint {
+        Fingerprint::of(request)
+    }
+
     /// Frees a key whose request started nothing (it was refused, or its task never saved).
     fn release_key<'a>(
         &'a self,
@@ -420,7 +428,9 @@ impl Fingerprint {
         match &self.0 {
             Repr::Hashed(h) => *h,
             Repr::Print(p) => match &p.request {
-                Some(r) => hash128(&(0u8, r)),
+                Some(Printed(role, parts, context, task, refs)) => {
+                    fields_hash(*role, parts, context, task, refs)
+                }
                 None => hash128(&(1u8, p.digest.get().map(String::as_str))),
             },
         }
@@ -430,17 +440,47 @@ impl Fingerprint {
     pub(crate) fn hashed(h: u128) -> Self {
         Self(Repr::Hashed(h))
     }
+
+    /// [`Fingerprint::of`]`(m)` as the memory store keeps it: the hash of `m`'s fields,
+    /// hashed where they are (no copy of the request).
+    pub(crate) fn hashed_of(m: &crate::model::Message) -> Self {
+        Self::hashed(fields_hash(
+            m.role,
+            &m.parts,
+            &m.context_id,
+            &m.task_id,
+            &m.reference_task_ids,
+        ))
+    }
 }
 
-/// Two SipHash-1-3 outputs under this process's two random keys, as one 128-bit value.
+/// What [`Fingerprint::hash128`] hashes of a request: one function for a request's own
+/// fields and for a copy of them, so the two hash alike.
+fn fields_hash(
+    role: crate::model::Role,
+    parts: &[crate::model::Part],
+    context: &Option<String>,
+    task: &Option<String>,
+    refs: &[String],
+) -> u128 {
+    hash128(&(0u8, role, parts, context, task, refs))
+}
+
+/// SipHash-1-3 with a 128-bit output, keyed with this process's random keys (from the
+/// thread's CSPRNG, drawn once): one pass over `v` (two 64-bit SipHashes under two keys,
+/// as before, cost twice the hashing for the same 128 bits).
 pub(crate) fn hash128<T: std::hash::Hash + ?Sized>(v: &T) -> u128 {
-    use std::hash::BuildHasher;
-    static KEYS: std::sync::OnceLock<(
-        std::collections::hash_map::RandomState,
-        std::collections::hash_map::RandomState,
-    )> = std::sync::OnceLock::new();
-    let (a, b) = KEYS.get_or_init(Default::default);
-    (u128::from(a.hash_one(v)) << 64) | u128::from(b.hash_one(v))
+    use siphasher::sip128::{Hasher128, SipHasher13};
+    static KEYS: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    let &(k0, k1) = KEYS.get_or_init(|| {
+        // Two v4 UUIDs: each half has 2 to 4 fixed bits, which the other UUID's half covers.
+        let (a, b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+        let ((a0, a1), (b0, b1)) = (a.as_u64_pair(), b.as_u64_pair());
+        (a0 ^ b1, a1 ^ b0)
+    });
+    let mut h = SipHasher13::new_with_keys(k0, k1);
+    v.hash(&mut h);
+    h.finish128().as_u128()
 }
 
 impl From<String> for Fingerprint {

@@ -277,4 +277,15 @@ fn a_fingerprint_digest_is_that_of_the_serialized_message() {
         assert_ne!(Fingerprint::of(o), stored);
         assert_ne!(stored, Fingerprint::of(o));
     }
+    // The memory store's, hashed where the request is: equal to the copy's for the same
+    // request and its retries, different for every other.
+    let hashed = |m: &Message| Fingerprint::hashed_of(m);
+    assert_eq!(hashed(&m), Fingerprint::of(&m));
+    assert_eq!(Fingerprint::of(&m), hashed(&again));
+    assert_eq!(hashed(&again), hashed(&m));
+    for o in &others {
+        assert_ne!(hashed(o), hashed(&m));
+        assert_ne!(hashed(o), Fingerprint::of(&m));
+        assert_ne!(Fingerprint::of(o), hashed(&m));
+    }
 }
