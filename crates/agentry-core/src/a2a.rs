@@ -154,7 +154,7 @@ impl AgentExecutor for Served {
             context_id: Some(ctx.context_id.clone()),
             task_id: Some(ctx.task_id.clone()),
             cancel: Some(cancel.clone()),
-            envelope: ctx.envelope.clone(),
+            envelope: ctx.envelope.as_deref().cloned(),
             instructions: ctx.instructions.clone(),
             scopes: ctx.scopes.as_deref().map(<[String]>::to_vec),
             subject_token: ctx.subject_token.clone(),

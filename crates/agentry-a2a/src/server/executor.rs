@@ -69,8 +69,9 @@ pub struct RequestContext {
     /// The request's extension data.
     pub metadata: Option<Metadata>,
     /// The request's task envelope ([`crate::envelope`]): correlation id, idempotency key,
-    /// priority, response mode, trigger. `None` when the client sent none.
-    pub envelope: Option<crate::envelope::Envelope>,
+    /// priority, response mode, trigger. `None` when the client sent none. Shared with the
+    /// task, which records it (no copy per request).
+    pub envelope: Option<std::sync::Arc<crate::envelope::Envelope>>,
     /// Instructions the server's admission hook gave for this request (a trigger's prompt),
     /// for the agent to add to its own.
     pub instructions: Option<String>,
@@ -110,7 +111,10 @@ impl RequestContext {
     /// A builder for tests and embedded use outside a server.
     pub fn for_message(message: Message) -> (Self, watch::Sender<bool>) {
         let (tx, rx) = watch::channel(false);
-        let envelope = crate::envelope::Envelope::of(&message).ok().flatten();
+        let envelope = crate::envelope::Envelope::of(&message)
+            .ok()
+            .flatten()
+            .map(std::sync::Arc::new);
         let ctx = RequestContext {
             task_id: message.task_id.clone().unwrap_or_else(crate::new_id),
             context_id: message.context_id.clone().unwrap_or_else(crate::new_id),

@@ -530,7 +530,8 @@ impl Refusal {
 /// admission hook gave the agent for it.
 #[derive(Debug, Default)]
 pub(crate) struct Admitted {
-    pub(crate) envelope: Option<Envelope>,
+    /// Shared by the task that records it and the agent's context.
+    pub(crate) envelope: Option<Arc<Envelope>>,
     pub(crate) instructions: Option<String>,
     /// The scopes the caller's token grants (`None`: not limited).
     pub(crate) scopes: Option<Arc<[String]>>,
@@ -642,7 +643,7 @@ pub(super) fn admit(
         apply_mode(p, e);
     }
     Ok(Admitted {
-        envelope: env,
+        envelope: env.map(Arc::new),
         instructions,
         scopes: who.scopes.clone(),
         subject_token: who.token.clone(),
@@ -1053,7 +1054,7 @@ async fn rpc_in(
             };
         }
     };
-    let env = admitted.envelope.as_ref();
+    let env = admitted.envelope.as_deref();
     let (allowed, reason) = decide(s, &req, headers);
     if let Err(e) = audit_as(s, headers, Some(&req), env, &who, allowed, reason).await {
         return rpc_error(&id, &e, v);

@@ -797,10 +797,11 @@ impl AgentTasks {
             && params.message.task_id.is_none()
             // The caller's token is held in memory only: a request carrying one runs here.
             && admitted.subject_token.is_none();
-        let Some(key) = admitted
-            .envelope
-            .as_ref()
-            .and_then(|e| e.idempotency_key.clone())
+        // The envelope (shared) held here for its key: `admitted` moves into the turn.
+        let envelope = admitted.envelope.clone();
+        let Some(key) = envelope
+            .as_deref()
+            .and_then(|e| e.idempotency_key.as_deref())
         else {
             return self
                 .begin(params, caller, admitted, None, queue, answer)
@@ -823,7 +824,7 @@ impl AgentTasks {
         loop {
             let held = self
                 .store
-                .claim_key(scope, &key, &claim, expires)
+                .claim_key(scope, key, &claim, expires)
                 .await
                 .map_err(store_error)?;
             let Some(held) = held else {
@@ -836,7 +837,7 @@ impl AgentTasks {
                     Ok(turn) => Ok(Started::Turn(turn)),
                     Err(e) => {
                         // Nothing started: a corrected retry may use the key.
-                        if let Err(e) = self.store.release_key(scope, &key).await {
+                        if let Err(e) = self.store.release_key(scope, key).await {
                             tracing::warn!("idempotency key not released: {e}");
                         }
                         Err(e)
@@ -889,7 +890,7 @@ impl AgentTasks {
                         )));
                     }
                     self.store
-                        .release_key(scope, &key)
+                        .release_key(scope, key)
                         .await
                         .map_err(store_error)?;
                     settle_until = Some(Instant::now() + CLAIM_SETTLE);
@@ -952,7 +953,7 @@ impl AgentTasks {
                 task.owner = caller.map(str::to_owned);
                 // The envelope is recorded on the task: who asked under which correlation
                 // id stays visible to `tasks/get` and survives restarts.
-                task.envelope = envelope.clone().map(Arc::new);
+                task.envelope = envelope.clone();
                 let hub = Arc::new(Hub::new(task, false, Vec::new(), self.clone()));
                 if keyed {
                     self.lease(hub)
@@ -1074,7 +1075,7 @@ impl AgentTasks {
                     owner: hub.owner.clone(),
                     configuration,
                     metadata,
-                    envelope,
+                    envelope: envelope.as_deref().cloned(),
                     instructions,
                     scopes: scopes.map(|s| s.to_vec()),
                 };
@@ -1311,7 +1312,7 @@ impl AgentTasks {
             previous: None,
             configuration: job.configuration,
             metadata: job.metadata,
-            envelope: job.envelope,
+            envelope: job.envelope.map(Arc::new),
             instructions: job.instructions,
             caller: job.owner,
             scopes: job.scopes.map(Arc::from),

@@ -320,7 +320,7 @@ async fn call_in(
             };
         }
     };
-    let env = admitted.envelope.as_ref();
+    let env = admitted.envelope.as_deref();
     let (allowed, reason) = handlers::decide(s, &req, headers);
     if let Err(e) = handlers::audit_as(s, headers, Some(&req), env, &who, allowed, reason).await {
         return error(&e);

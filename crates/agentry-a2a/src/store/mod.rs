@@ -419,11 +419,11 @@ impl Fingerprint {
         })
     }
 
-    /// 128 bits of keyed SipHash (this process's random keys) over the request's fields, or
-    /// over the digest of one read back from a store: what the memory store keeps per claim
-    /// instead of the request (no allocation that lives as long as the claim). Equal
-    /// requests hash equal; telling two requests of one caller's key apart by it fails with
-    /// a probability of 2^-128.
+    /// A 128-bit hash with this process's random seeds of the request's fields (see
+    /// `fields_hash`), or keyed SipHash of the digest of one read back from a store: what
+    /// the memory store keeps per claim instead of the request (no allocation that lives as
+    /// long as the claim). Equal requests hash equal; two requests a caller did not choose
+    /// to collide hash alike with a probability of about 2^-128.
     pub(crate) fn hash128(&self) -> u128 {
         match &self.0 {
             Repr::Hashed(h) => *h,
@@ -456,6 +456,10 @@ impl Fingerprint {
 
 /// What [`Fingerprint::hash128`] hashes of a request: one function for a request's own
 /// fields and for a copy of them, so the two hash alike.
+///
+/// foldhash (two random seeds per process), not SipHash: a fingerprint is only compared
+/// with another under the same caller's key, so requests chosen to collide could only
+/// make that caller's own retry check wrong; a quarter of SipHash's cost here.
 fn fields_hash(
     role: crate::model::Role,
     parts: &[crate::model::Part],
@@ -463,7 +467,12 @@ fn fields_hash(
     task: &Option<String>,
     refs: &[String],
 ) -> u128 {
-    hash128(&(0u8, role, parts, context, task, refs))
+    use std::hash::BuildHasher;
+    static SEEDS: std::sync::OnceLock<[foldhash::quality::RandomState; 2]> =
+        std::sync::OnceLock::new();
+    let [a, b] = SEEDS.get_or_init(Default::default);
+    let fields = (0u8, role, parts, context, task, refs);
+    (u128::from(a.hash_one(fields)) << 64) | u128::from(b.hash_one(fields))
 }
 
 /// SipHash-1-3 with a 128-bit output, keyed with this process's random keys (from the

@@ -192,10 +192,10 @@ struct Recorder(Arc<std::sync::Mutex<Vec<(String, agentry_a2a::envelope::Envelop
 impl AgentExecutor for Recorder {
     async fn execute(&self, ctx: RequestContext, ev: EventSink) -> Result<(), ServerError> {
         let text = ctx.message.text_content();
-        self.0
-            .lock()
-            .unwrap()
-            .push((text.clone(), ctx.envelope.clone().unwrap_or_default()));
+        self.0.lock().unwrap().push((
+            text.clone(),
+            ctx.envelope.as_deref().cloned().unwrap_or_default(),
+        ));
         ev.complete(Some(ev.agent_text(format!("seen {text}"))))
             .await
     }
