@@ -14,9 +14,10 @@ fi
 cargo build -q --release -p agentry-local --example local_bench
 BIN=${CARGO_TARGET_DIR:-target}/release/examples/local_bench
 for t in 1 2; do
-  echo "threads=$t chat   agentry-local: $(CANDLE_NUM_THREADS=$t $BIN chat)"
+  # Both: candle's matrix products take their threads from RAYON_NUM_THREADS.
+  echo "threads=$t chat   agentry-local: $(CANDLE_NUM_THREADS=$t RAYON_NUM_THREADS=$t $BIN chat)"
   echo "threads=$t chat   transformers:  $("$VENV/bin/python" bench/local/reference.py chat $t 2>/dev/null)"
-  echo "threads=$t embed  agentry-local: $(CANDLE_NUM_THREADS=$t $BIN embed)"
+  echo "threads=$t embed  agentry-local: $(CANDLE_NUM_THREADS=$t RAYON_NUM_THREADS=$t $BIN embed)"
   echo "threads=$t embed  sentence-tf:   $("$VENV/bin/python" bench/local/reference.py embed $t 2>/dev/null)"
 done
 [ -n "${SKIP_TOOL_CHOICE:-}" ] && exit 0

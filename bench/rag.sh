@@ -25,6 +25,8 @@ cargo build --release --locked -p agentry-specialists --example rag_bench
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 export CANDLE_NUM_THREADS=${CANDLE_NUM_THREADS:-2}
+# candle's matrix products take their threads from RAYON_NUM_THREADS (default: every core).
+export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-$CANDLE_NUM_THREADS}
 "${CARGO_TARGET_DIR:-target}/release/examples/rag_bench" "$P/hamlet_gut.txt" "$P/macbeth_gut.txt" \
   --sizes "$SIZES" --queries "$QUERIES" --export "$OUT"
 if [ "${RAG_BENCH_TORCH:-1}" = 1 ]; then

@@ -55,13 +55,19 @@ pub enum LocalError {
     Schema(#[from] constrain::SchemaError),
 }
 
-/// Sets how many threads candle's CPU kernels use (`CANDLE_NUM_THREADS`). Candle sizes its
-/// thread pool once per process, at the first matmul, so this only works before any model runs.
+/// Sets how many threads candle's CPU kernels use: `CANDLE_NUM_THREADS` (its pool for
+/// element-wise work) and `RAYON_NUM_THREADS` (which candle reads for its matrix products'
+/// threads and its rayon pool: with `CANDLE_NUM_THREADS` alone, the products still ran on
+/// every core). Candle sizes both once per process, at the first use, so this only works
+/// before any model runs.
 ///
 /// # Safety
 /// Writes an environment variable: call it before other threads start (at the top of `main`).
 #[allow(unsafe_code)]
 pub unsafe fn set_threads(n: usize) {
     // SAFETY: the caller guarantees no other thread reads or writes the environment now.
-    unsafe { std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string()) };
+    unsafe {
+        std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string());
+        std::env::set_var("RAYON_NUM_THREADS", n.max(1).to_string());
+    }
 }
