@@ -65,9 +65,10 @@ pub enum LocalError {
 /// Writes an environment variable: call it before other threads start (at the top of `main`).
 #[allow(unsafe_code)]
 pub unsafe fn set_threads(n: usize) {
+    let n = n.max(1).to_string();
     // SAFETY: the caller guarantees no other thread reads or writes the environment now.
     unsafe {
-        std::env::set_var("CANDLE_NUM_THREADS", n.max(1).to_string());
-        std::env::set_var("RAYON_NUM_THREADS", n.max(1).to_string());
+        std::env::set_var("CANDLE_NUM_THREADS", &n);
+        std::env::set_var("RAYON_NUM_THREADS", &n);
     }
 }

@@ -164,20 +164,30 @@ impl CustomOp1 for GeluErf {
         };
         let x = &all[a..b];
         let mut out = vec![0f32; x.len()];
-        // A short text (a search query) is done before a second thread would have started.
-        if x.len() < PARALLEL {
-            gelu_into(x, &mut out);
-        } else {
-            let half = x.len() / 2;
-            let (o1, o2) = out.split_at_mut(half);
-            let (x1, x2) = x.split_at(half);
-            std::thread::scope(|s| {
-                s.spawn(|| gelu_into(x1, o1));
-                gelu_into(x2, o2);
-            });
-        }
+        on_two_threads(x, &mut out, 1, |x, out, _| gelu_into(x, out));
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
+}
+
+/// `f(x, out, first)` over whole pieces of `unit` elements (`first`: the index of the first
+/// piece given): half the pieces on a second thread from [`PARALLEL`] elements on. A short
+/// input (a search query) is done before a second thread would have started.
+fn on_two_threads(
+    x: &[f32],
+    out: &mut [f32],
+    unit: usize,
+    f: impl Fn(&[f32], &mut [f32], usize) + Sync,
+) {
+    if x.len() < PARALLEL {
+        return f(x, out, 0);
+    }
+    let half = x.len() / unit / 2;
+    let (o1, o2) = out.split_at_mut(half * unit);
+    let (x1, x2) = x.split_at(half * unit);
+    std::thread::scope(|s| {
+        s.spawn(|| f(x1, o1, 0));
+        f(x2, o2, half);
+    });
 }
 
 fn gelu_into(x: &[f32], out: &mut [f32]) {
@@ -239,7 +249,7 @@ impl CustomOp2 for MaskedSoftmax {
         let (x, mask) = (&scores[a..b], &mask[ma..mb]);
         let rows_per_text = heads * rows;
         let mut out = vec![0f32; x.len()];
-        let work = |x: &[f32], out: &mut [f32], first_row: usize| {
+        on_two_threads(x, &mut out, seq, |x, out, first_row| {
             for (i, (xr, or)) in x
                 .chunks_exact(seq)
                 .zip(out.chunks_exact_mut(seq))
@@ -248,18 +258,7 @@ impl CustomOp2 for MaskedSoftmax {
                 let text = (first_row + i) / rows_per_text;
                 softmax_row(xr, &mask[text * seq..(text + 1) * seq], or);
             }
-        };
-        if x.len() < PARALLEL {
-            work(x, &mut out, 0);
-        } else {
-            let half_rows = x.len() / seq / 2;
-            let (o1, o2) = out.split_at_mut(half_rows * seq);
-            let (x1, x2) = x.split_at(half_rows * seq);
-            std::thread::scope(|s| {
-                s.spawn(|| work(x1, o1, 0));
-                work(x2, o2, half_rows);
-            });
-        }
+        });
         Ok((CpuStorage::F32(out), scores_layout.shape().clone()))
     }
 }
