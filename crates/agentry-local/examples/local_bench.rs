@@ -23,9 +23,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let what = std::env::args().nth(1).unwrap_or_else(|| "chat".into());
     if what == "embed" {
         let e = LocalEmbedder::load_default()?;
-        let texts: Vec<String> = (0..256)
-            .map(|i| format!("Sentence number {i} is about Hamlet, the prince of Denmark, and his father's ghost."))
-            .collect();
+        // `embed FILE`: 256 pieces of about 800 bytes of the file (ingestion-sized chunks,
+        // ~200 tokens), cut at line ends; otherwise 256 short sentences.
+        let texts: Vec<String> = match std::env::args().nth(2) {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)?;
+                let mut pieces = vec![String::new()];
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    let last = pieces.last_mut().expect("never empty");
+                    if last.len() > 800 {
+                        pieces.push(line.to_string());
+                    } else {
+                        last.push_str(line);
+                        last.push('\n');
+                    }
+                }
+                pieces.into_iter().take(256).collect()
+            }
+            None => (0..256)
+                .map(|i| format!("Sentence number {i} is about Hamlet, the prince of Denmark, and his father's ghost."))
+                .collect(),
+        };
         e.embed_blocking(&texts[..32])?; // warm up
         let t0 = Instant::now();
         e.embed_blocking(&texts)?;

@@ -5,19 +5,19 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::models::bert::{BertModel, Config};
+use crate::models::bert::{BertModel, Config, Scratch, Tokens};
 use agentry_core::embed::{EmbedError, Embedder};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::{LocalError, paths};
 
-/// Texts per forward pass. 16 keeps the largest activation (16 x 256 tokens x 1,536 floats,
-/// 25 MB) under glibc's 32 MB ceiling for serving allocations from the heap: at 32 each
-/// feed-forward tensor was a fresh `mmap` whose pages the kernel faulted in and zeroed, about
-/// a tenth of the time (profiled; 20 -> 24-26 chunks/s measured A/B on Macbeth, 2 threads).
-const BATCH: usize = 16;
+/// Tokens per forward pass (texts are packed without padding): large enough that the matrix
+/// products run near the CPU's peak, small enough that the activations (about 9 KB per
+/// token for MiniLM: 37 MB at this size) stay a small part of memory. They are allocated once
+/// per call and reused by every batch.
+const BATCH_TOKENS: usize = 4096;
 /// sentence-transformers' `max_seq_length` for MiniLM.
 const MAX_TOKENS: usize = 256;
 
@@ -60,13 +60,11 @@ impl LocalEmbedder {
             serde_json::from_slice(&std::fs::read(dir.join("config.json")).map_err(err)?)
                 .map_err(|e| err(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(err)?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
+        // The encoder packs a batch's texts itself: no padding (the file asks for 128).
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: MAX_TOKENS.min(config.max_position_embeddings),
                 ..Default::default()
             }))
             .map_err(err)?;
@@ -88,56 +86,40 @@ impl LocalEmbedder {
         self.inner.dims
     }
 
-    /// Embeds texts on the calling thread (blocking), in batches of similar length (as
-    /// sentence-transformers does): a batch is padded to its longest text, so mixing short
-    /// and long texts would spend most of the work on padding.
+    /// Embeds texts on the calling thread (blocking). Texts are packed into batches of up
+    /// to [`BATCH_TOKENS`] tokens with no padding; each vector is the same whatever batch its
+    /// text lands in.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LocalError> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for idx in order.chunks(BATCH) {
-            let batch: Vec<String> = idx.iter().map(|&i| texts[i].clone()).collect();
-            for (&i, v) in idx.iter().zip(self.batch(batch)?) {
-                out[i] = v;
+        let inner = &*self.inner;
+        let mut out = Vec::with_capacity(texts.len());
+        let mut scratch = Scratch::default();
+        // Tokenize a slice of texts at a time, so that a large call holds the encodings of
+        // one slice only.
+        for slice in texts.chunks(256) {
+            let enc = inner
+                .tokenizer
+                .encode_batch(slice.to_vec(), true)
+                .map_err(err)?;
+            let mut batch: Vec<Tokens> = Vec::new();
+            let mut tokens = 0;
+            for e in &enc {
+                let len = e.get_ids().len();
+                if !batch.is_empty() && tokens + len > BATCH_TOKENS {
+                    out.extend(inner.model.embed(&batch, &mut scratch).map_err(err)?);
+                    batch.clear();
+                    tokens = 0;
+                }
+                batch.push(Tokens {
+                    ids: e.get_ids(),
+                    type_ids: e.get_type_ids(),
+                });
+                tokens += len;
+            }
+            if !batch.is_empty() {
+                out.extend(inner.model.embed(&batch, &mut scratch).map_err(err)?);
             }
         }
         Ok(out)
-    }
-
-    fn batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, LocalError> {
-        let inner = &*self.inner;
-        let enc = inner.tokenizer.encode_batch(texts, true).map_err(err)?;
-        let n = enc.len();
-        let len = enc.first().map_or(0, |e| e.get_ids().len());
-        let flat = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<u32> {
-            enc.iter().flat_map(|e| f(e).iter().copied()).collect()
-        };
-        let dev = &Device::Cpu;
-        let ids = Tensor::from_vec(flat(&|e| e.get_ids()), (n, len), dev).map_err(err)?;
-        let types = Tensor::from_vec(flat(&|e| e.get_type_ids()), (n, len), dev).map_err(err)?;
-        let mask =
-            Tensor::from_vec(flat(&|e| e.get_attention_mask()), (n, len), dev).map_err(err)?;
-        let hidden = inner.model.forward(&ids, &types, &mask).map_err(err)?;
-        // Mean over real tokens, then L2 normalization.
-        let m = mask
-            .to_dtype(DType::F32)
-            .and_then(|m| m.unsqueeze(2))
-            .map_err(err)?;
-        let summed = hidden
-            .broadcast_mul(&m)
-            .and_then(|h| h.sum(1))
-            .map_err(err)?;
-        let counts = m.sum(1).map_err(err)?;
-        let mean = summed.broadcast_div(&counts).map_err(err)?;
-        let norm = mean
-            .sqr()
-            .and_then(|s| s.sum_keepdim(1))
-            .and_then(|s| s.sqrt())
-            .and_then(|s| s.clamp(1e-12, f32::MAX))
-            .map_err(err)?;
-        mean.broadcast_div(&norm)
-            .and_then(|t| t.to_vec2::<f32>())
-            .map_err(err)
     }
 }
 

@@ -1,8 +1,20 @@
 //! BERT encoder (sentence embeddings: all-MiniLM and friends). Inference only: no dropout, no
 //! heads, absolute position embeddings.
+//!
+//! The forward pass is written against plain `f32` buffers and gemm, not candle's tensors,
+//! because that is where an ingestion's time went (perf, 2026-11-28): every candle op is a
+//! fresh tensor (page faults and clearing above glibc's mmap limit), splitting and merging the
+//! attention heads are two copies per layer, the bias, residual, mask and softmax each another
+//! pass, and a batch is padded to its longest text. Here the texts of a batch are packed with
+//! no padding (each text's attention reads only its own rows, so there is no mask), the
+//! attention reads the heads where the fused QKV product wrote them (gemm takes strides), the
+//! bias and the residual are folded into the products, and four buffers are reused across
+//! layers and batches. candle still reads the weights.
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, DType, Layout, Result, Shape, Tensor};
-use candle_nn::{Embedding, LayerNorm, Linear, Module, VarBuilder, embedding, layer_norm, linear};
+use candle_core::{DType, Result};
+use candle_nn::VarBuilder;
+use gemm::{Parallelism, gemm};
+use rayon::prelude::*;
 use serde::Deserialize;
 
 /// The activation between the feed-forward layers.
@@ -30,174 +42,455 @@ pub(crate) struct Config {
     pub(crate) model_type: Option<String>,
 }
 
-struct Embeddings {
-    word: Embedding,
-    position: Embedding,
-    token_type: Embedding,
-    norm: LayerNorm,
+/// One text's tokens, as the tokenizer gives them (already truncated).
+pub(crate) struct Tokens<'a> {
+    pub(crate) ids: &'a [u32],
+    pub(crate) type_ids: &'a [u32],
 }
 
-impl Embeddings {
-    fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
-        Ok(Self {
-            word: embedding(c.vocab_size, c.hidden_size, vb.pp("word_embeddings"))?,
-            position: embedding(
-                c.max_position_embeddings,
-                c.hidden_size,
-                vb.pp("position_embeddings"),
-            )?,
-            token_type: embedding(
-                c.type_vocab_size,
-                c.hidden_size,
-                vb.pp("token_type_embeddings"),
-            )?,
-            norm: layer_norm(c.hidden_size, c.layer_norm_eps, vb.pp("LayerNorm"))?,
-        })
-    }
+/// `y = x Wᵀ + b`; `w` is `(outputs, inputs)` row-major, as the checkpoint stores it.
+struct Linear {
+    w: Vec<f32>,
+    b: Vec<f32>,
+    inputs: usize,
+    outputs: usize,
+}
 
-    fn forward(&self, input_ids: &Tensor, token_type_ids: &Tensor) -> Result<Tensor> {
-        let (_batch, seq_len) = input_ids.dims2()?;
-        let x = (self.word.forward(input_ids)? + self.token_type.forward(token_type_ids)?)?;
-        let positions = Tensor::arange(0u32, seq_len as u32, input_ids.device())?;
-        let x = x.broadcast_add(&self.position.forward(&positions)?)?;
-        self.norm.forward(&x)
-    }
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
 }
 
 struct Layer {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+    /// Query, key and value stacked: one product writes all three per token. The query rows
+    /// are scaled by 1/√head_size at load, so the scores come out scaled.
+    qkv: Linear,
     attn_out: Linear,
-    attn_norm: LayerNorm,
+    attn_norm: Norm,
     inter: Linear,
-    act: HiddenAct,
     out: Linear,
-    out_norm: LayerNorm,
+    out_norm: Norm,
+}
+
+/// The encoder: token ids in, one mean-pooled, L2-normalised vector per text out.
+pub(crate) struct BertModel {
+    word: Vec<f32>,
+    position: Vec<f32>,
+    token_type: Vec<f32>,
+    norm: Norm,
+    layers: Vec<Layer>,
+    hidden: usize,
     heads: usize,
-    head_size: usize,
+    inter: usize,
+    vocab: usize,
+    max_positions: usize,
+    type_vocab: usize,
+    eps: f32,
+    act: HiddenAct,
+}
+
+fn flat(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Vec<f32>> {
+    vb.get(shape, name)?
+        .to_dtype(DType::F32)?
+        .flatten_all()?
+        .to_vec1()
+}
+
+fn linear(vb: VarBuilder, inputs: usize, outputs: usize) -> Result<Linear> {
+    Ok(Linear {
+        w: flat(&vb, &[outputs, inputs], "weight")?,
+        b: flat(&vb, &[outputs], "bias")?,
+        inputs,
+        outputs,
+    })
+}
+
+fn norm(vb: VarBuilder, size: usize) -> Result<Norm> {
+    // Older checkpoints name them `gamma` / `beta`.
+    let get = |new: &str, old: &str| flat(&vb, &[size], new).or_else(|_| flat(&vb, &[size], old));
+    Ok(Norm {
+        gamma: get("weight", "gamma")?,
+        beta: get("bias", "beta")?,
+    })
 }
 
 impl Layer {
     fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
         let (h, a) = (c.hidden_size, vb.pp("attention"));
         let (s, o) = (a.pp("self"), a.pp("output"));
+        let (mut q, k, v) = (
+            linear(s.pp("query"), h, h)?,
+            linear(s.pp("key"), h, h)?,
+            linear(s.pp("value"), h, h)?,
+        );
+        let scale = 1.0 / ((h / c.num_attention_heads) as f32).sqrt();
+        q.w.iter_mut().chain(&mut q.b).for_each(|x| *x *= scale);
+        let qkv = Linear {
+            w: [q.w, k.w, v.w].concat(),
+            b: [q.b, k.b, v.b].concat(),
+            inputs: h,
+            outputs: 3 * h,
+        };
         Ok(Self {
-            query: linear(h, h, s.pp("query"))?,
-            key: linear(h, h, s.pp("key"))?,
-            value: linear(h, h, s.pp("value"))?,
-            attn_out: linear(h, h, o.pp("dense"))?,
-            attn_norm: layer_norm(h, c.layer_norm_eps, o.pp("LayerNorm"))?,
-            inter: linear(h, c.intermediate_size, vb.pp("intermediate").pp("dense"))?,
-            act: c.hidden_act,
-            out: linear(c.intermediate_size, h, vb.pp("output").pp("dense"))?,
-            out_norm: layer_norm(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
-            heads: c.num_attention_heads,
-            head_size: h / c.num_attention_heads,
+            qkv,
+            attn_out: linear(o.pp("dense"), h, h)?,
+            attn_norm: norm(o.pp("LayerNorm"), h)?,
+            inter: linear(vb.pp("intermediate").pp("dense"), h, c.intermediate_size)?,
+            out: linear(vb.pp("output").pp("dense"), c.intermediate_size, h)?,
+            out_norm: norm(vb.pp("output").pp("LayerNorm"), h)?,
         })
     }
+}
 
-    /// `(batch * seq, hidden)` -> `(batch, heads, seq, head_size)`.
-    fn split_heads(&self, x: &Tensor, b: usize, s: usize) -> Result<Tensor> {
-        x.reshape((b, s, self.heads, self.head_size))?
-            .transpose(1, 2)?
-            .contiguous()
-    }
+/// The activations of one batch, kept across layers and batches (an embedding call allocates
+/// them once).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    x: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    inter: Vec<f32>,
+}
 
-    /// `x` is `(batch, seq, hidden)`. The linear layers see it as one `(batch * seq, hidden)`
-    /// matrix: one large matrix product each instead of one per text of the batch (candle
-    /// multiplies a 3-D input by the weight text by text).
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let (b, s, h) = x.dims3()?;
-        let x = x.reshape((b * s, h))?;
-        // Scaling the queries (seq x head_size per head) costs less than scaling the scores
-        // (seq x seq).
-        let q = (self.query.forward(&x)? / (self.head_size as f64).sqrt())?;
-        let q = self.split_heads(&q, b, s)?;
-        let k = self.split_heads(&self.key.forward(&x)?, b, s)?;
-        let v = self.split_heads(&self.value.forward(&x)?, b, s)?;
-        let scores = q.matmul(&k.t()?)?;
-        let probs = if scores.dtype() == DType::F32 && scores.device().is_cpu() {
-            scores.apply_op2_no_bwd(mask, &MaskedSoftmax)?
-        } else {
-            candle_nn::ops::softmax_last_dim(&scores.broadcast_add(mask)?)?
-        };
-        let ctx = probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b * s, h))?;
-        let attn = self
-            .attn_norm
-            .forward(&(self.attn_out.forward(&ctx)? + &x)?)?;
-        let inter = self.inter.forward(&attn)?;
-        let inter = match self.act {
-            HiddenAct::Gelu => inter.apply_op1_no_bwd(&GeluErf)?,
-            HiddenAct::GeluApproximate => inter.gelu()?,
-            HiddenAct::Relu => inter.relu()?,
-        };
-        self.out_norm
-            .forward(&(self.out.forward(&inter)? + attn)?)?
-            .reshape((b, s, h))
+/// Below this many multiply-adds a product runs on the calling thread: a search query's
+/// products are done before a second thread would have started.
+const PARALLEL_WORK: usize = 1 << 20;
+/// Rows (tokens) from which the element-wise passes are split across the pool.
+const PARALLEL_ROWS: usize = 64;
+
+/// `dst (m x n, row stride n) += x (m x k) · wᵀ` where `w` is `(n, k)`.
+#[allow(unsafe_code)]
+fn matmul_acc(dst: &mut [f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) {
+    debug_assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= n * k);
+    let parallelism = if m * n * k < PARALLEL_WORK {
+        Parallelism::None
+    } else {
+        Parallelism::Rayon(0)
+    };
+    // SAFETY: the three slices hold the m x n, m x k and n x k elements the strides reach
+    // (asserted above in debug builds; every caller sizes them so), and dst does not alias
+    // the inputs (it is a distinct &mut).
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            true,
+            x.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            k as isize,
+            1,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
     }
 }
 
-/// GELU with the exact (erf) form, as BERT defines it, on two threads. candle's `gelu_erf`
-/// calls libm's `erff` per element on one thread: a tenth of the encoder's time on the
-/// feed-forward activations (profiled 2026-11-26). This one evaluates erf as a rational
-/// function the compiler vectorises (Eigen's and XLA's single-precision erf: within a few
-/// units in the last place of `erff`).
-struct GeluErf;
-
-/// Elements from which [`GeluErf`] and [`MaskedSoftmax`] use two threads (GELU: about 40
-/// tokens of MiniLM).
-const PARALLEL: usize = 1 << 16;
-
-impl CustomOp1 for GeluErf {
-    fn name(&self) -> &'static str {
-        "gelu-erf-fast"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(all), Some((a, b))) = (storage, layout.contiguous_offsets()) else {
-            candle_core::bail!("gelu-erf-fast: a contiguous f32 tensor is expected");
-        };
-        let x = &all[a..b];
-        let mut out = vec![0f32; x.len()];
-        on_two_threads(x, &mut out, 1, |x, out, _| gelu_into(x, out));
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
+/// Rows of `width` elements of `buf`, split across the pool when there are many.
+fn rows_mut(buf: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync + Send) {
+    if buf.len() < PARALLEL_ROWS * width {
+        buf.chunks_exact_mut(width).for_each(f);
+    } else {
+        buf.par_chunks_mut(width).with_min_len(16).for_each(f);
     }
 }
 
-/// `f(x, out, first)` over whole pieces of `unit` elements (`first`: the index of the first
-/// piece given): half the pieces on a second thread from [`PARALLEL`] elements on. A short
-/// input (a search query) is done before a second thread would have started.
-fn on_two_threads(
-    x: &[f32],
-    out: &mut [f32],
-    unit: usize,
-    f: impl Fn(&[f32], &mut [f32], usize) + Sync,
-) {
-    if x.len() < PARALLEL {
-        return f(x, out, 0);
-    }
-    let half = x.len() / unit / 2;
-    let (o1, o2) = out.split_at_mut(half * unit);
-    let (x1, x2) = x.split_at(half * unit);
-    std::thread::scope(|s| {
-        s.spawn(|| f(x1, o1, 0));
-        f(x2, o2, half);
+/// `y = x Wᵀ + b` into `y` (resized to `rows x outputs`).
+fn dense(l: &Linear, x: &[f32], rows: usize, y: &mut Vec<f32>) {
+    y.resize(rows * l.outputs, 0.0);
+    rows_mut(y, l.outputs, |r| r.copy_from_slice(&l.b));
+    matmul_acc(y, x, &l.w, rows, l.outputs, l.inputs);
+}
+
+/// `acc = norm(acc + x Wᵀ + b)`: the residual connection and the layer norm after it.
+fn dense_residual_norm(l: &Linear, x: &[f32], rows: usize, acc: &mut [f32], n: &Norm, eps: f32) {
+    rows_mut(acc, l.outputs, |r| {
+        r.iter_mut().zip(&l.b).for_each(|(a, b)| *a += b)
     });
+    matmul_acc(acc, x, &l.w, rows, l.outputs, l.inputs);
+    rows_mut(acc, l.outputs, |r| layer_norm(r, n, eps));
 }
 
-fn gelu_into(x: &[f32], out: &mut [f32]) {
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2));
+fn layer_norm(r: &mut [f32], n: &Norm, eps: f32) {
+    let len = r.len() as f32;
+    let mean = r.iter().sum::<f32>() / len;
+    let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / len;
+    let inv = 1.0 / (var + eps).sqrt();
+    for ((v, g), b) in r.iter_mut().zip(&n.gamma).zip(&n.beta) {
+        *v = (*v - mean) * inv * g + b;
+    }
+}
+
+/// A raw pointer the attention's jobs write through: each job owns a disjoint block (its
+/// text's rows, its head's columns) of the context buffer.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+impl SharedOut {
+    /// The address `offset` elements in (a method, so closures capture the whole `SharedOut`
+    /// and not its raw pointer field).
+    fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+// SAFETY: see the type's doc: no two jobs write the same element, and the buffer outlives them.
+#[allow(unsafe_code)]
+unsafe impl Send for SharedOut {}
+// SAFETY: as for Send.
+#[allow(unsafe_code)]
+unsafe impl Sync for SharedOut {}
+
+impl BertModel {
+    /// Loads the weights, with or without a `bert.` / `<model_type>.` prefix on their names.
+    pub(crate) fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
+            candle_core::bail!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                c.hidden_size,
+                c.num_attention_heads
+            );
+        }
+        let load = |vb: VarBuilder| -> Result<Self> {
+            let e = vb.pp("embeddings");
+            let h = c.hidden_size;
+            Ok(Self {
+                word: flat(&e.pp("word_embeddings"), &[c.vocab_size, h], "weight")?,
+                position: flat(
+                    &e.pp("position_embeddings"),
+                    &[c.max_position_embeddings, h],
+                    "weight",
+                )?,
+                token_type: flat(
+                    &e.pp("token_type_embeddings"),
+                    &[c.type_vocab_size, h],
+                    "weight",
+                )?,
+                norm: norm(e.pp("LayerNorm"), h)?,
+                layers: (0..c.num_hidden_layers)
+                    .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
+                    .collect::<Result<Vec<_>>>()?,
+                hidden: h,
+                heads: c.num_attention_heads,
+                inter: c.intermediate_size,
+                vocab: c.vocab_size,
+                max_positions: c.max_position_embeddings,
+                type_vocab: c.type_vocab_size,
+                eps: c.layer_norm_eps as f32,
+                act: c.hidden_act,
+            })
+        };
+        if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+            return load(vb.pp("bert"));
+        }
+        match load(vb.clone()) {
+            Ok(model) => Ok(model),
+            Err(e) => match &c.model_type {
+                Some(prefix) => load(vb.pp(prefix)).map_err(|_| e),
+                None => Err(e),
+            },
+        }
+    }
+
+    /// One mean-pooled, L2-normalised vector per text (as sentence-transformers computes
+    /// them). Token ids outside the vocabulary or texts longer than [`Self::max_positions`]
+    /// are an error, not a panic.
+    pub(crate) fn embed(&self, texts: &[Tokens], s: &mut Scratch) -> Result<Vec<Vec<f32>>> {
+        let h = self.hidden;
+        for t in texts {
+            if t.ids.len() > self.max_positions || t.type_ids.len() != t.ids.len() {
+                candle_core::bail!(
+                    "a text of {} tokens ({} type ids) for an encoder of {} positions",
+                    t.ids.len(),
+                    t.type_ids.len(),
+                    self.max_positions
+                );
+            }
+            if let Some(id) = t.ids.iter().find(|&&i| i as usize >= self.vocab) {
+                candle_core::bail!("token id {id} is outside the vocabulary of {}", self.vocab);
+            }
+            if let Some(id) = t.type_ids.iter().find(|&&i| i as usize >= self.type_vocab) {
+                candle_core::bail!("token type {id} is outside the {} types", self.type_vocab);
+            }
+        }
+        let starts: Vec<usize> = texts
+            .iter()
+            .scan(0, |at, t| {
+                let start = *at;
+                *at += t.ids.len();
+                Some(start)
+            })
+            .collect();
+        let rows: usize = texts.iter().map(|t| t.ids.len()).sum();
+
+        // Embeddings: word + position + token type, then the layer norm.
+        s.x.clear();
+        s.x.reserve(rows * h);
+        for t in texts {
+            for (p, (&id, &ty)) in t.ids.iter().zip(t.type_ids).enumerate() {
+                let (id, ty) = (id as usize, ty as usize);
+                let word = &self.word[id * h..(id + 1) * h];
+                let pos = &self.position[p * h..(p + 1) * h];
+                let typ = &self.token_type[ty * h..(ty + 1) * h];
+                s.x.extend(word.iter().zip(pos).zip(typ).map(|((w, p), t)| w + p + t));
+            }
+        }
+        rows_mut(&mut s.x, h, |r| layer_norm(r, &self.norm, self.eps));
+
+        for layer in &self.layers {
+            dense(&layer.qkv, &s.x, rows, &mut s.qkv);
+            s.ctx.resize(rows * h, 0.0);
+            self.attention(texts, &starts, &s.qkv, &mut s.ctx);
+            dense_residual_norm(
+                &layer.attn_out,
+                &s.ctx,
+                rows,
+                &mut s.x,
+                &layer.attn_norm,
+                self.eps,
+            );
+            dense(&layer.inter, &s.x, rows, &mut s.inter);
+            let act = self.act;
+            rows_mut(&mut s.inter, self.inter, |r| activate(act, r));
+            dense_residual_norm(
+                &layer.out,
+                &s.inter,
+                rows,
+                &mut s.x,
+                &layer.out_norm,
+                self.eps,
+            );
+        }
+
+        // Mean over each text's tokens, then L2 normalisation.
+        Ok(texts
+            .iter()
+            .zip(&starts)
+            .map(|(t, &start)| {
+                let mut v = vec![0f32; h];
+                for r in s.x[start * h..(start + t.ids.len()) * h].chunks_exact(h) {
+                    v.iter_mut().zip(r).for_each(|(a, b)| *a += b);
+                }
+                let n = t.ids.len().max(1) as f32;
+                v.iter_mut().for_each(|a| *a /= n);
+                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+                v.iter_mut().for_each(|a| *a /= norm);
+                v
+            })
+            .collect())
+    }
+
+    /// Self-attention of every text and head: `softmax(q kᵀ) v` (q already scaled), written
+    /// into `ctx` at the head's columns. One job per (text, head) pair across the pool.
+    #[allow(unsafe_code)]
+    fn attention(&self, texts: &[Tokens], starts: &[usize], qkv: &[f32], ctx: &mut [f32]) {
+        let (h, heads) = (self.hidden, self.heads);
+        let d = h / heads;
+        let stride = 3 * h;
+        let out = SharedOut(ctx.as_mut_ptr());
+        let job = |scores: &mut Vec<f32>, (text, head): (usize, usize)| {
+            let (len, start) = (texts[text].ids.len(), starts[text]);
+            if len == 0 {
+                return;
+            }
+            scores.resize(len * len, 0.0);
+            let q = qkv[start * stride + head * d..].as_ptr();
+            let k = qkv[start * stride + h + head * d..].as_ptr();
+            let v = qkv[start * stride + 2 * h + head * d..].as_ptr();
+            // SAFETY: q, k and v point into `qkv`, whose rows start..start+len each hold
+            // 3h elements, and the strides stay inside those rows' head columns; `scores`
+            // holds len x len; the context block written (rows start..start+len, columns
+            // head*d..head*d+d, of `ctx`, which holds rows x h) belongs to this job alone.
+            unsafe {
+                // scores = q kᵀ
+                gemm(
+                    len,
+                    len,
+                    d,
+                    scores.as_mut_ptr(),
+                    1,
+                    len as isize,
+                    false,
+                    q,
+                    1,
+                    stride as isize,
+                    k,
+                    stride as isize,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    Parallelism::None,
+                );
+            }
+            scores.chunks_exact_mut(len).for_each(softmax);
+            // SAFETY: as above; `scores` now holds the len x len probabilities.
+            unsafe {
+                // ctx = scores v
+                gemm(
+                    len,
+                    d,
+                    len,
+                    out.at(start * h + head * d),
+                    1,
+                    h as isize,
+                    false,
+                    scores.as_ptr(),
+                    1,
+                    len as isize,
+                    v,
+                    1,
+                    stride as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    Parallelism::None,
+                );
+            }
+        };
+        let jobs = (0..texts.len()).flat_map(|t| (0..heads).map(move |hd| (t, hd)));
+        let rows: usize = texts.iter().map(|t| t.ids.len()).sum();
+        if rows < PARALLEL_ROWS {
+            let mut scores = Vec::new();
+            jobs.for_each(|j| job(&mut scores, j));
+        } else {
+            jobs.collect::<Vec<_>>()
+                .into_par_iter()
+                .for_each_init(Vec::new, job);
+        }
+    }
+}
+
+fn activate(act: HiddenAct, r: &mut [f32]) {
+    match act {
+        HiddenAct::Gelu => r
+            .iter_mut()
+            .for_each(|v| *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2))),
+        HiddenAct::GeluApproximate => r.iter_mut().for_each(|v| {
+            let x = *v;
+            let inner = (2.0 / std::f32::consts::PI).sqrt() * (x + 0.044_715 * x * x * x);
+            *v = 0.5 * x * (1.0 + inner.tanh());
+        }),
+        HiddenAct::Relu => r.iter_mut().for_each(|v| *v = v.max(0.0)),
     }
 }
 
 /// erf(x) as an odd polynomial over an even one, on x clamped to [-4, 4] (beyond, erf is
-/// ±1 in single precision).
+/// ±1 in single precision). candle's `gelu_erf` calls libm's `erff` per element: a tenth of
+/// the encoder's time (profiled 2026-11-26); this is Eigen's and XLA's single-precision erf,
+/// which the compiler vectorises (within a few units in the last place of `erff`).
 #[inline(always)]
 fn erf(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
@@ -215,82 +508,29 @@ fn erf(x: f32) -> f32 {
     x * p / q
 }
 
-/// The attention's softmax with the padding mask added, in one pass over the scores
-/// `(batch, heads, seq, seq)`, on two threads, with an exp the compiler vectorises. candle's
-/// broadcast add (a fresh tensor the size of the scores) and its softmax (libm's `expf` per
-/// element) were ~15% of an ingestion's time on an AVX-512 machine (perf, 2026-11-28).
-/// `mask` is `(batch, 1, 1, seq)`: 0 for tokens, `f32::MIN` for padding.
-struct MaskedSoftmax;
-
-impl CustomOp2 for MaskedSoftmax {
-    fn name(&self) -> &'static str {
-        "masked-softmax"
-    }
-
-    fn cpu_fwd(
-        &self,
-        scores: &CpuStorage,
-        scores_layout: &Layout,
-        mask: &CpuStorage,
-        mask_layout: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(scores), Some((a, b)), CpuStorage::F32(mask), Some((ma, mb))) = (
-            scores,
-            scores_layout.contiguous_offsets(),
-            mask,
-            mask_layout.contiguous_offsets(),
-        ) else {
-            candle_core::bail!("masked-softmax: contiguous f32 tensors are expected");
-        };
-        let (batch, heads, rows, seq) = scores_layout.shape().dims4()?;
-        if mb - ma != batch * seq || seq == 0 {
-            candle_core::bail!("masked-softmax: a mask of {batch} x {seq} is expected");
-        }
-        let (x, mask) = (&scores[a..b], &mask[ma..mb]);
-        let rows_per_text = heads * rows;
-        let mut out = vec![0f32; x.len()];
-        on_two_threads(x, &mut out, seq, |x, out, first_row| {
-            for (i, (xr, or)) in x
-                .chunks_exact(seq)
-                .zip(out.chunks_exact_mut(seq))
-                .enumerate()
-            {
-                let text = (first_row + i) / rows_per_text;
-                softmax_row(xr, &mask[text * seq..(text + 1) * seq], or);
-            }
-        });
-        Ok((CpuStorage::F32(out), scores_layout.shape().clone()))
-    }
-}
-
-/// `out = softmax(x + mask)`, as candle computes it (the maximum subtracted first).
-fn softmax_row(x: &[f32], mask: &[f32], out: &mut [f32]) {
-    let mut max = f32::MIN;
-    for ((o, &v), &m) in out.iter_mut().zip(x).zip(mask) {
-        *o = v + m;
-        max = if *o > max { *o } else { max };
-    }
-    for o in out.iter_mut() {
-        *o = exp(*o - max);
+/// A row of scores into probabilities in place (the maximum subtracted first).
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
+    for v in row.iter_mut() {
+        *v = exp(*v - max);
     }
     // Eight running sums: one would wait on each addition in turn.
     let mut sums = [0f32; 8];
-    let mut chunks = out.chunks_exact(8);
+    let mut chunks = row.chunks_exact(8);
     for c in &mut chunks {
         for (s, v) in sums.iter_mut().zip(c) {
             *s += v;
         }
     }
-    let sum = sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
-    let inv = 1.0 / sum;
-    for o in out.iter_mut() {
-        *o *= inv;
+    let inv = 1.0 / (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>());
+    for v in row.iter_mut() {
+        *v *= inv;
     }
 }
 
 /// e^x in single precision, branch-free so the compiler vectorises it (Cephes' `expf`:
 /// x = n ln 2 + r, e^r by a degree-7 polynomial, 2^n put in the exponent; within 2 units in
-/// the last place of `f32::exp`); 0 below -87 (the padding's scores).
+/// the last place of `f32::exp`); 0 below -87.
 #[inline(always)]
 fn exp(x: f32) -> f32 {
     let c = x.clamp(-87.0, 88.0);
@@ -307,58 +547,6 @@ fn exp(x: f32) -> f32 {
     let e = p * r * r + r + 1.0;
     let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
     if x < -87.0 { 0.0 } else { e * scale }
-}
-
-/// The encoder: token ids in, one hidden state per token out.
-pub(crate) struct BertModel {
-    embeddings: Embeddings,
-    layers: Vec<Layer>,
-}
-
-impl BertModel {
-    /// Loads the weights, with or without a `bert.` / `<model_type>.` prefix on their names.
-    pub(crate) fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
-        let load = |vb: VarBuilder| -> Result<Self> {
-            let layers = (0..c.num_hidden_layers)
-                .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(Self {
-                embeddings: Embeddings::load(vb.pp("embeddings"), c)?,
-                layers,
-            })
-        };
-        if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            return load(vb.pp("bert"));
-        }
-        match load(vb.clone()) {
-            Ok(model) => Ok(model),
-            Err(e) => match &c.model_type {
-                Some(prefix) => load(vb.pp(prefix)).map_err(|_| e),
-                None => Err(e),
-            },
-        }
-    }
-
-    /// `attention_mask` is 1 for real tokens and 0 for padding, shape `(batch, seq)`.
-    pub(crate) fn forward(
-        &self,
-        input_ids: &Tensor,
-        token_type_ids: &Tensor,
-        attention_mask: &Tensor,
-    ) -> Result<Tensor> {
-        let mut x = self.embeddings.forward(input_ids, token_type_ids)?;
-        // Padding gets a large negative score before the softmax: (1 - mask) * f32::MIN.
-        let mask = attention_mask
-            .unsqueeze(1)?
-            .unsqueeze(1)?
-            .to_dtype(x.dtype())?;
-        let min = Tensor::new(f32::MIN, x.device())?.to_dtype(x.dtype())?;
-        let mask = (mask.ones_like()? - &mask)?.broadcast_mul(&min)?;
-        for layer in &self.layers {
-            x = layer.forward(&x, &mask)?;
-        }
-        Ok(x)
-    }
 }
 
 #[cfg(test)]
@@ -378,32 +566,18 @@ mod tests {
     }
 
     #[test]
-    fn masked_softmax_is_candles() -> candle_core::Result<()> {
-        use candle_core::{Device, Tensor};
-        // Over PARALLEL elements: the two-thread path.
-        let (b, h, s) = (3, 4, 80);
-        let dev = Device::Cpu;
-        let scores = Tensor::randn(0f32, 3.0, (b, h, s, s), &dev)?;
-        // Text 0 all tokens, text 1 five of padding, text 2 sixty.
-        let mut m = vec![0f32; b * s];
-        for t in 0..b {
-            for j in s - [0, 5, 60][t]..s {
-                m[t * s + j] = f32::MIN;
-            }
+    fn softmax_sums_to_one_and_keeps_the_order() {
+        let mut row: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        let want: Vec<f64> = {
+            let max = row.iter().cloned().fold(f32::MIN, f32::max) as f64;
+            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            e.iter().map(|v| v / sum).collect()
+        };
+        super::softmax(&mut row);
+        for (g, w) in row.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
         }
-        let mask = Tensor::from_vec(m, (b, 1, 1, s), &dev)?;
-        let want = candle_nn::ops::softmax_last_dim(&scores.broadcast_add(&mask)?)?;
-        let got = scores.apply_op2_no_bwd(&mask, &super::MaskedSoftmax)?;
-        let diff = (&got - &want)?
-            .abs()?
-            .flatten_all()?
-            .max(0)?
-            .to_scalar::<f32>()?;
-        assert!(diff < 1e-6, "largest difference {diff}");
-        // Padding gets nothing.
-        let p = got.flatten_all()?.to_vec1::<f32>()?;
-        assert_eq!(p[(2 * h * s + 7) * s + s - 1], 0.0);
-        Ok(())
     }
 
     #[test]
