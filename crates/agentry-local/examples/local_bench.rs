@@ -1,4 +1,5 @@
-//! Throughput of the embedded models, for `bench/local.sh` (threads: CANDLE_NUM_THREADS).
+//! Throughput of the embedded models, for `bench/local.sh` (threads: CANDLE_NUM_THREADS and
+//! RAYON_NUM_THREADS). Modes: `chat` (default), `prompt` (prompt processing alone), `embed [FILE]`.
 //! Prints one JSON line: prompt and generation tokens/s, grammar mask cost, embedding
 //! sentences/s, peak resident memory.
 use std::sync::Arc;
@@ -71,6 +72,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         &mut |_| true,
     )?;
+    if what == "prompt" {
+        // Prompt processing alone: the same prompt ten times, the cache cleared each time.
+        let mut rates: Vec<f64> = (0..10)
+            .map(|_| {
+                m.clear_cache();
+                let one = GenerateOptions {
+                    max_tokens: 1,
+                    ..Default::default()
+                };
+                m.generate(&ids, &one, &mut |_| true)
+                    .map(|g| g.prompt_tokens as f64 / g.prompt_time.as_secs_f64())
+            })
+            .collect::<Result<_, _>>()?;
+        rates.sort_by(f64::total_cmp);
+        println!(
+            "{{\"prompt_tokens\": {}, \"prompt_tok_per_s_median\": {:.1}, \"best\": {:.1}}}",
+            ids.len(),
+            rates[5],
+            rates[9]
+        );
+        return Ok(());
+    }
     let g = m.generate(
         &ids,
         &GenerateOptions {

@@ -11,9 +11,9 @@
 //! bias and the residual are folded into the products, and four buffers are reused across
 //! layers and batches. candle still reads the weights.
 
+use super::ops::{PARALLEL_ROWS, SharedOut, attend_head, matmul, rows_mut};
 use candle_core::{DType, Result};
 use candle_nn::VarBuilder;
-use gemm::{Parallelism, gemm};
 use rayon::prelude::*;
 use serde::Deserialize;
 
@@ -152,63 +152,11 @@ pub(crate) struct Scratch {
     inter: Vec<f32>,
 }
 
-/// Below this many multiply-adds a product runs on the calling thread: a search query's
-/// products are done before a second thread would have started.
-const PARALLEL_WORK: usize = 1 << 20;
-/// Rows (tokens) from which the element-wise passes are split across the pool.
-const PARALLEL_ROWS: usize = 64;
-
-/// `dst (m x n, row stride n) += x (m x k) · wᵀ` where `w` is `(n, k)`.
-#[allow(unsafe_code)]
-fn matmul_acc(dst: &mut [f32], x: &[f32], w: &[f32], m: usize, n: usize, k: usize) {
-    debug_assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= n * k);
-    let parallelism = if m * n * k < PARALLEL_WORK {
-        Parallelism::None
-    } else {
-        Parallelism::Rayon(0)
-    };
-    // SAFETY: the three slices hold the m x n, m x k and n x k elements the strides reach
-    // (asserted above in debug builds; every caller sizes them so), and dst does not alias
-    // the inputs (it is a distinct &mut).
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            true,
-            x.as_ptr(),
-            1,
-            k as isize,
-            w.as_ptr(),
-            k as isize,
-            1,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
-}
-
-/// Rows of `width` elements of `buf`, split across the pool when there are many.
-fn rows_mut(buf: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync + Send) {
-    if buf.len() < PARALLEL_ROWS * width {
-        buf.chunks_exact_mut(width).for_each(f);
-    } else {
-        buf.par_chunks_mut(width).with_min_len(16).for_each(f);
-    }
-}
-
 /// `y = x Wᵀ + b` into `y` (resized to `rows x outputs`).
 fn dense(l: &Linear, x: &[f32], rows: usize, y: &mut Vec<f32>) {
     y.resize(rows * l.outputs, 0.0);
     rows_mut(y, l.outputs, |r| r.copy_from_slice(&l.b));
-    matmul_acc(y, x, &l.w, rows, l.outputs, l.inputs);
+    matmul(y, x, &l.w, (rows, l.outputs, l.inputs), true);
 }
 
 /// `acc = norm(acc + x Wᵀ + b)`: the residual connection and the layer norm after it.
@@ -216,7 +164,7 @@ fn dense_residual_norm(l: &Linear, x: &[f32], rows: usize, acc: &mut [f32], n: &
     rows_mut(acc, l.outputs, |r| {
         r.iter_mut().zip(&l.b).for_each(|(a, b)| *a += b)
     });
-    matmul_acc(acc, x, &l.w, rows, l.outputs, l.inputs);
+    matmul(acc, x, &l.w, (rows, l.outputs, l.inputs), true);
     rows_mut(acc, l.outputs, |r| layer_norm(r, n, eps));
 }
 
@@ -229,25 +177,6 @@ fn layer_norm(r: &mut [f32], n: &Norm, eps: f32) {
         *v = (*v - mean) * inv * g + b;
     }
 }
-
-/// A raw pointer the attention's jobs write through: each job owns a disjoint block (its
-/// text's rows, its head's columns) of the context buffer.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-impl SharedOut {
-    /// The address `offset` elements in (a method, so closures capture the whole `SharedOut`
-    /// and not its raw pointer field).
-    fn at(self, offset: usize) -> *mut f32 {
-        self.0.wrapping_add(offset)
-    }
-}
-
-// SAFETY: see the type's doc: no two jobs write the same element, and the buffer outlives them.
-#[allow(unsafe_code)]
-unsafe impl Send for SharedOut {}
-// SAFETY: as for Send.
-#[allow(unsafe_code)]
-unsafe impl Sync for SharedOut {}
 
 impl BertModel {
     /// Loads the weights, with or without a `bert.` / `<model_type>.` prefix on their names.
@@ -398,65 +327,18 @@ impl BertModel {
         let out = SharedOut(ctx.as_mut_ptr());
         let job = |scores: &mut Vec<f32>, (text, head): (usize, usize)| {
             let (len, start) = (texts[text].ids.len(), starts[text]);
-            if len == 0 {
-                return;
-            }
-            scores.resize(len * len, 0.0);
-            let q = qkv[start * stride + head * d..].as_ptr();
-            let k = qkv[start * stride + h + head * d..].as_ptr();
-            let v = qkv[start * stride + 2 * h + head * d..].as_ptr();
-            // SAFETY: q, k and v point into `qkv`, whose rows start..start+len each hold
-            // 3h elements, and the strides stay inside those rows' head columns; `scores`
-            // holds len x len; the context block written (rows start..start+len, columns
-            // head*d..head*d+d, of `ctx`, which holds rows x h) belongs to this job alone.
+            let rows = &qkv[start * stride..(start + len) * stride];
+            // SAFETY: the block written (rows start..start+len, columns head*d..head*d+d of
+            // `ctx`, which holds every row x h) belongs to this job alone.
             unsafe {
-                // scores = q kᵀ
-                gemm(
-                    len,
-                    len,
-                    d,
-                    scores.as_mut_ptr(),
-                    1,
-                    len as isize,
-                    false,
-                    q,
-                    1,
-                    stride as isize,
-                    k,
-                    stride as isize,
-                    1,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    Parallelism::None,
-                );
-            }
-            scores.chunks_exact_mut(len).for_each(softmax);
-            // SAFETY: as above; `scores` now holds the len x len probabilities.
-            unsafe {
-                // ctx = scores v
-                gemm(
-                    len,
-                    d,
-                    len,
-                    out.at(start * h + head * d),
-                    1,
-                    h as isize,
-                    false,
-                    scores.as_ptr(),
-                    1,
-                    len as isize,
-                    v,
-                    1,
-                    stride as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    Parallelism::None,
+                attend_head(
+                    scores,
+                    (&rows[head * d..], stride),
+                    (&rows[h + head * d..], stride),
+                    (&rows[2 * h + head * d..], stride),
+                    (out.at(start * h + head * d), h),
+                    (len, len, d),
+                    None,
                 );
             }
         };
@@ -508,78 +390,8 @@ fn erf(x: f32) -> f32 {
     x * p / q
 }
 
-/// A row of scores into probabilities in place (the maximum subtracted first).
-fn softmax(row: &mut [f32]) {
-    let max = row.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
-    for v in row.iter_mut() {
-        *v = exp(*v - max);
-    }
-    // Eight running sums: one would wait on each addition in turn.
-    let mut sums = [0f32; 8];
-    let mut chunks = row.chunks_exact(8);
-    for c in &mut chunks {
-        for (s, v) in sums.iter_mut().zip(c) {
-            *s += v;
-        }
-    }
-    let inv = 1.0 / (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>());
-    for v in row.iter_mut() {
-        *v *= inv;
-    }
-}
-
-/// e^x in single precision, branch-free so the compiler vectorises it (Cephes' `expf`:
-/// x = n ln 2 + r, e^r by a degree-7 polynomial, 2^n put in the exponent; within 2 units in
-/// the last place of `f32::exp`); 0 below -87.
-#[inline(always)]
-fn exp(x: f32) -> f32 {
-    let c = x.clamp(-87.0, 88.0);
-    // n = round(c / ln 2): adding and taking away 1.5 * 2^23 rounds to the nearest integer
-    // without a call to `roundf` (plain x86-64 has no vector rounding instruction).
-    let n = (c * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
-    let r = c - n * 0.693_359_4 + n * 2.121_944_4e-4;
-    let mut p = 1.987_569_1e-4;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
-    let e = p * r * r + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-    if x < -87.0 { 0.0 } else { e * scale }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn exp_is_within_two_ulps_of_std() {
-        let mut worst = 0f32;
-        for i in -870_000..=880_000 {
-            let x = i as f32 / 10_000.0;
-            let (got, want) = (super::exp(x), x.exp());
-            worst = worst.max((got - want).abs() / want);
-        }
-        assert!(worst < 2.5e-7, "worst relative error {worst}");
-        assert_eq!(super::exp(-88.0), 0.0);
-        assert_eq!(super::exp(f32::MIN), 0.0);
-        assert_eq!(super::exp(0.0), 1.0);
-    }
-
-    #[test]
-    fn softmax_sums_to_one_and_keeps_the_order() {
-        let mut row: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
-        let want: Vec<f64> = {
-            let max = row.iter().cloned().fold(f32::MIN, f32::max) as f64;
-            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
-            let sum: f64 = e.iter().sum();
-            e.iter().map(|v| v / sum).collect()
-        };
-        super::softmax(&mut row);
-        for (g, w) in row.iter().zip(&want) {
-            assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
-        }
-    }
-
     #[test]
     fn erf_is_within_a_millionth_of_libm() {
         let mut worst = 0f64;

@@ -8,3 +8,4 @@
 
 pub(crate) mod bert;
 pub(crate) mod llama;
+pub(crate) mod ops;

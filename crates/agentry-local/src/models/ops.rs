@@ -1,0 +1,242 @@
+//! The kernels the hand-written forward passes share (the BERT encoder's, and the llama
+//! decoder's for a prompt's many tokens): matrix products on gemm, row-wise passes across the
+//! rayon pool, one attention head as two strided products around a softmax.
+//!
+//! Why not candle's ops: each op there is a fresh tensor and a separate pass, and the heads
+//! are split and merged by copies; these read and write the buffers in place (gemm takes row
+//! strides), and fold the bias, residual and mask into the passes that exist anyway.
+
+use gemm::{Parallelism, gemm};
+use rayon::prelude::*;
+
+/// Below this many multiply-adds a product runs on the calling thread: a search query's
+/// products are done before a second thread would have started.
+const PARALLEL_WORK: usize = 1 << 20;
+/// Rows (tokens) from which the row-wise passes are split across the pool.
+pub(crate) const PARALLEL_ROWS: usize = 64;
+
+/// `dst = x · wᵀ` (or `dst += x · wᵀ` with `accumulate`), where `dst` is `m x n`, `x` is
+/// `m x k` and `w` is `(n, k)`, all row-major: the layout checkpoints store weights in.
+#[allow(unsafe_code)]
+pub(crate) fn matmul(
+    dst: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    (m, n, k): (usize, usize, usize),
+    accumulate: bool,
+) {
+    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= n * k);
+    let parallelism = if m * n * k < PARALLEL_WORK {
+        Parallelism::None
+    } else {
+        Parallelism::Rayon(0)
+    };
+    // SAFETY: the three slices hold the m x n, m x k and n x k elements the strides reach
+    // (asserted above), and dst does not alias the inputs (it is a distinct &mut).
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            x.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            k as isize,
+            1,
+            if accumulate { 1.0 } else { 0.0 },
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// `f` on each row of `width` elements of `buf`, across the pool when there are many.
+pub(crate) fn rows_mut(buf: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync + Send) {
+    if buf.len() < PARALLEL_ROWS * width {
+        buf.chunks_exact_mut(width).for_each(f);
+    } else {
+        buf.par_chunks_mut(width).with_min_len(16).for_each(f);
+    }
+}
+
+/// A raw pointer attention jobs write through: each job owns a disjoint block (its rows, its
+/// head's columns) of the output buffer.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOut(pub(crate) *mut f32);
+
+impl SharedOut {
+    /// The address `offset` elements in (a method, so closures capture the whole `SharedOut`
+    /// and not its raw pointer field).
+    pub(crate) fn at(self, offset: usize) -> *mut f32 {
+        self.0.wrapping_add(offset)
+    }
+}
+
+// SAFETY: see the type's doc: no two jobs write the same element, and the buffer outlives them.
+#[allow(unsafe_code)]
+unsafe impl Send for SharedOut {}
+// SAFETY: as for Send.
+#[allow(unsafe_code)]
+unsafe impl Sync for SharedOut {}
+
+/// One attention head: `out = softmax(q kᵀ) v` (q already scaled), where `q` holds `m` query
+/// rows and `k`, `v` hold `n` key and value rows, each row `d` wide at its own stride (`.1`)
+/// in its slice. With `causal = Some(first)`, query `i` sees keys `0..=first + i` only.
+/// `scores` is the caller's scratch, reused across calls.
+///
+/// # Safety
+/// `out` must be valid for writing the `m` rows of `d` elements at stride `out_stride`, and
+/// nothing else may read or write those elements during the call.
+#[allow(unsafe_code, clippy::too_many_arguments)]
+pub(crate) unsafe fn attend_head(
+    scores: &mut Vec<f32>,
+    (q, q_stride): (&[f32], usize),
+    (k, k_stride): (&[f32], usize),
+    (v, v_stride): (&[f32], usize),
+    (out, out_stride): (*mut f32, usize),
+    (m, n, d): (usize, usize, usize),
+    causal: Option<usize>,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let reach = |rows: usize, stride: usize| (rows - 1) * stride + d;
+    assert!(q.len() >= reach(m, q_stride) && k.len() >= reach(n, k_stride));
+    assert!(v.len() >= reach(n, v_stride));
+    scores.resize(m * n, 0.0);
+    // SAFETY: q, k and scores hold what the strides reach (asserted above).
+    unsafe {
+        gemm(
+            m,
+            n,
+            d,
+            scores.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            q.as_ptr(),
+            1,
+            q_stride as isize,
+            k.as_ptr(),
+            k_stride as isize,
+            1,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
+    for (i, row) in scores.chunks_exact_mut(n).enumerate() {
+        let seen = causal.map_or(n, |first| (first + i + 1).min(n));
+        softmax(&mut row[..seen]);
+        row[seen..].fill(0.0);
+    }
+    // SAFETY: scores holds m x n, v what its stride reaches (asserted above); out is the
+    // caller's to write (this function's contract).
+    unsafe {
+        gemm(
+            m,
+            d,
+            n,
+            out,
+            1,
+            out_stride as isize,
+            false,
+            scores.as_ptr(),
+            1,
+            n as isize,
+            v.as_ptr(),
+            1,
+            v_stride as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
+}
+
+/// A row of scores into probabilities in place (the maximum subtracted first).
+pub(crate) fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m });
+    for v in row.iter_mut() {
+        *v = exp(*v - max);
+    }
+    // Eight running sums: one would wait on each addition in turn.
+    let mut sums = [0f32; 8];
+    let mut chunks = row.chunks_exact(8);
+    for c in &mut chunks {
+        for (s, v) in sums.iter_mut().zip(c) {
+            *s += v;
+        }
+    }
+    let inv = 1.0 / (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>());
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// e^x in single precision, branch-free so the compiler vectorises it (Cephes' `expf`:
+/// x = n ln 2 + r, e^r by a degree-7 polynomial, 2^n put in the exponent; within 2 units in
+/// the last place of `f32::exp`); 0 below -87.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    let c = x.clamp(-87.0, 88.0);
+    // n = round(c / ln 2): adding and taking away 1.5 * 2^23 rounds to the nearest integer
+    // without a call to `roundf` (plain x86-64 has no vector rounding instruction).
+    let n = (c * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    let r = c - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 0.5;
+    let e = p * r * r + r + 1.0;
+    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    if x < -87.0 { 0.0 } else { e * scale }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn exp_is_within_two_ulps_of_std() {
+        let mut worst = 0f32;
+        for i in -870_000..=880_000 {
+            let x = i as f32 / 10_000.0;
+            let (got, want) = (super::exp(x), x.exp());
+            worst = worst.max((got - want).abs() / want);
+        }
+        assert!(worst < 2.5e-7, "worst relative error {worst}");
+        assert_eq!(super::exp(-88.0), 0.0);
+        assert_eq!(super::exp(f32::MIN), 0.0);
+        assert_eq!(super::exp(0.0), 1.0);
+    }
+
+    #[test]
+    fn softmax_sums_to_one_and_keeps_the_order() {
+        let mut row: Vec<f32> = (0..37).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        let want: Vec<f64> = {
+            let max = row.iter().cloned().fold(f32::MIN, f32::max) as f64;
+            let e: Vec<f64> = row.iter().map(|&v| (v as f64 - max).exp()).collect();
+            let sum: f64 = e.iter().sum();
+            e.iter().map(|v| v / sum).collect()
+        };
+        super::softmax(&mut row);
+        for (g, w) in row.iter().zip(&want) {
+            assert!((*g as f64 - w).abs() < 1e-6, "{g} vs {w}");
+        }
+    }
+}
