@@ -17,6 +17,8 @@ for t in 1 2; do
   # Both: candle's matrix products take their threads from RAYON_NUM_THREADS.
   echo "threads=$t chat   agentry-local: $(CANDLE_NUM_THREADS=$t RAYON_NUM_THREADS=$t $BIN chat)"
   echo "threads=$t chat   transformers:  $("$VENV/bin/python" bench/local/reference.py chat $t 2>/dev/null)"
+  echo "threads=$t prompt agentry-local: $(CANDLE_NUM_THREADS=$t RAYON_NUM_THREADS=$t $BIN prompt)"
+  echo "threads=$t prompt transformers:  $("$VENV/bin/python" bench/local/reference.py prompt $t 2>/dev/null)"
   echo "threads=$t embed  agentry-local: $(CANDLE_NUM_THREADS=$t RAYON_NUM_THREADS=$t $BIN embed)"
   echo "threads=$t embed  sentence-tf:   $("$VENV/bin/python" bench/local/reference.py embed $t 2>/dev/null)"
 done

@@ -1,6 +1,7 @@
 """The reference stack for bench/local.sh, on the same model files as agentry-local:
   chat:  PyPI transformers loading the same GGUF (dequantized to float32 by transformers)
   embed: PyPI sentence-transformers on the same all-MiniLM-L6-v2 files
+  prompt: prompt processing alone (ten passes over the chat prompt: median and best)
 Threads: torch.set_num_threads(N). Prints one JSON line like the Rust example."""
 import json, os, resource, sys, time
 
@@ -39,6 +40,17 @@ else:
         ids = ids["input_ids"]
     with torch.no_grad():
         model.generate(tok("Hello", return_tensors="pt").input_ids, max_new_tokens=4, do_sample=False)
+        if what == "prompt":
+            # Prompt processing alone, as `local_bench prompt`: ten passes, median and best.
+            rates = []
+            for _ in range(10):
+                t0 = time.time()
+                model(ids)
+                rates.append(ids.shape[1] / (time.time() - t0))
+            rates.sort()
+            print(json.dumps({"prompt_tokens": ids.shape[1], "prompt_tok_per_s_median": round(rates[5], 1),
+                              "best": round(rates[9], 1)}))
+            sys.exit(0)
         t0 = time.time()
         model(ids)
         prompt_s = time.time() - t0

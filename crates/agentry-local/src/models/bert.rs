@@ -155,17 +155,17 @@ pub(crate) struct Scratch {
 /// `y = x Wᵀ + b` into `y` (resized to `rows x outputs`).
 fn dense(l: &Linear, x: &[f32], rows: usize, y: &mut Vec<f32>) {
     y.resize(rows * l.outputs, 0.0);
-    rows_mut(y, l.outputs, |r| r.copy_from_slice(&l.b));
+    rows_mut(y, l.outputs, |_, r| r.copy_from_slice(&l.b));
     matmul(y, x, &l.w, (rows, l.outputs, l.inputs), true);
 }
 
 /// `acc = norm(acc + x Wᵀ + b)`: the residual connection and the layer norm after it.
 fn dense_residual_norm(l: &Linear, x: &[f32], rows: usize, acc: &mut [f32], n: &Norm, eps: f32) {
-    rows_mut(acc, l.outputs, |r| {
+    rows_mut(acc, l.outputs, |_, r| {
         r.iter_mut().zip(&l.b).for_each(|(a, b)| *a += b)
     });
     matmul(acc, x, &l.w, (rows, l.outputs, l.inputs), true);
-    rows_mut(acc, l.outputs, |r| layer_norm(r, n, eps));
+    rows_mut(acc, l.outputs, |_, r| layer_norm(r, n, eps));
 }
 
 fn layer_norm(r: &mut [f32], n: &Norm, eps: f32) {
@@ -272,7 +272,7 @@ impl BertModel {
                 s.x.extend(word.iter().zip(pos).zip(typ).map(|((w, p), t)| w + p + t));
             }
         }
-        rows_mut(&mut s.x, h, |r| layer_norm(r, &self.norm, self.eps));
+        rows_mut(&mut s.x, h, |_, r| layer_norm(r, &self.norm, self.eps));
 
         for layer in &self.layers {
             dense(&layer.qkv, &s.x, rows, &mut s.qkv);
@@ -288,7 +288,7 @@ impl BertModel {
             );
             dense(&layer.inter, &s.x, rows, &mut s.inter);
             let act = self.act;
-            rows_mut(&mut s.inter, self.inter, |r| activate(act, r));
+            rows_mut(&mut s.inter, self.inter, |_, r| activate(act, r));
             dense_residual_norm(
                 &layer.out,
                 &s.inter,

@@ -3,10 +3,14 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Seek};
+use std::sync::Arc;
 
-use candle_core::quantized::{QMatMul, QTensor, gguf_file};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::Embedding;
+use rayon::prelude::*;
+
+use super::ops::{SharedOut, attend_head, exp, matmul, matmul_strided, rows_mut};
 
 /// Longest context the rotary tables are built for.
 pub(crate) const MAX_SEQ_LEN: usize = 4096;
@@ -14,13 +18,17 @@ pub(crate) const MAX_SEQ_LEN: usize = 4096;
 #[derive(Debug, Clone)]
 struct RmsNorm {
     weight: Tensor,
+    /// The same weights for the prompt path's row passes.
+    values: Arc<Vec<f32>>,
     eps: f32,
 }
 
 impl RmsNorm {
     fn new(weight: QTensor, eps: f64) -> Result<Self> {
+        let weight = weight.dequantize(&weight.device())?;
         Ok(Self {
-            weight: weight.dequantize(&weight.device())?,
+            values: Arc::new(weight.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?),
+            weight,
             eps: eps as f32,
         })
     }
@@ -28,10 +36,19 @@ impl RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         candle_nn::ops::rms_norm(x, &self.weight, self.eps)
     }
+
+    /// One row in place, as candle's `rms_norm` computes it.
+    fn row(&self, r: &mut [f32]) {
+        let mean = r.iter().map(|v| v * v).sum::<f32>() / r.len() as f32;
+        let inv = 1.0 / (mean + self.eps).sqrt();
+        for (v, w) in r.iter_mut().zip(self.values.iter()) {
+            *v = *v * inv * w;
+        }
+    }
 }
 
-/// Positions from which a forward pass multiplies by the weights dequantized to `f32` instead
-/// of by the quantized ones.
+/// Positions from which a forward pass takes the prompt path ([`ModelWeights::prefill`]):
+/// weights dequantized to `f32` and hand-written passes instead of candle's quantized ones.
 const DENSE_FROM_ROWS: usize = 16;
 
 /// A quantized weight matrix. One token at a time (generation), the product with the quantized
@@ -61,6 +78,70 @@ impl Weight {
         let w = q.dequantize(x.device())?;
         let out: Vec<usize> = lead.iter().copied().chain([w.dim(0)?]).collect();
         x.reshape((rows, k))?.matmul(&w.t()?)?.reshape(out)
+    }
+
+    /// `(outputs, inputs)`.
+    fn dims(&self) -> Result<(usize, usize)> {
+        match &self.0 {
+            QMatMul::QTensor(q) => q.shape().dims2(),
+            QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.dims2(),
+        }
+    }
+
+    /// The matrix in `f32`, `(outputs, inputs)` row-major, into `out` (exactly that size).
+    /// Q8_0 (what the embedded model is re-quantized to) is expanded here across the pool;
+    /// other types go through candle.
+    fn dequantize_into(&self, out: &mut [f32]) -> Result<()> {
+        let t = match &self.0 {
+            QMatMul::QTensor(q) if q.dtype() == GgmlDType::Q8_0 => {
+                return dequantize_q8_0(&q.data()?, out);
+            }
+            QMatMul::QTensor(q) => q.dequantize(&Device::Cpu)?,
+            QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.to_dtype(DType::F32)?,
+        };
+        let v = t.flatten_all()?.to_vec1::<f32>()?;
+        if v.len() != out.len() {
+            candle_core::bail!("a weight of {} values, {} expected", v.len(), out.len());
+        }
+        out.copy_from_slice(&v);
+        Ok(())
+    }
+}
+
+/// GGUF's Q8_0: blocks of 34 bytes, a little-endian f16 scale then 32 signed bytes; value =
+/// byte x scale (as candle's `to_float`).
+fn dequantize_q8_0(data: &[u8], out: &mut [f32]) -> Result<()> {
+    const BLOCK: usize = 34;
+    if !data.len().is_multiple_of(BLOCK) || data.len() / BLOCK * 32 != out.len() {
+        candle_core::bail!("Q8_0 data of {} bytes for {} values", data.len(), out.len());
+    }
+    let per_job = 256;
+    out.par_chunks_mut(32 * per_job)
+        .zip(data.par_chunks(BLOCK * per_job))
+        .for_each(|(out, data)| {
+            for (o, b) in out.chunks_exact_mut(32).zip(data.chunks_exact(BLOCK)) {
+                let scale = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+                for (y, &q) in o.iter_mut().zip(&b[2..]) {
+                    *y = f32::from(q as i8) * scale;
+                }
+            }
+        });
+    Ok(())
+}
+
+/// Rotates one head's vector by the angles of its position: pairs `(i, i + d/2)` (NEOX) or
+/// `(2i, 2i + 1)`, as candle's `rope` / `rope_i`.
+fn rotate(x: &mut [f32], cos: &[f32], sin: &[f32], neox: bool) {
+    let half = x.len() / 2;
+    for i in 0..half {
+        let (a, b) = if neox {
+            (i, i + half)
+        } else {
+            (2 * i, 2 * i + 1)
+        };
+        let (x0, x1) = (x[a], x[b]);
+        x[a] = x0 * cos[i] - x1 * sin[i];
+        x[b] = x0 * sin[i] + x1 * cos[i];
     }
 }
 
@@ -158,6 +239,9 @@ pub(crate) struct ModelWeights {
     norm: RmsNorm,
     output: QMatMul,
     masks: HashMap<(usize, usize), Tensor>,
+    /// The rotary tables as `(cos, sin)`, `MAX_SEQ_LEN x head_dim / 2`, for the prompt path;
+    /// `None` where it does not apply (rotary dimensions other than the head's).
+    rope: Option<Arc<(Vec<f32>, Vec<f32>)>>,
 }
 
 fn rotary_tables(head_dim: usize, freq_base: f32, device: &Device) -> Result<(Tensor, Tensor)> {
@@ -232,6 +316,12 @@ impl ModelWeights {
         let rope_is_neox = NEOX_ARCHITECTURES.contains(&arch.as_str());
         let (cos, sin) = rotary_tables(rope_dim, freq_base, device)?;
         let neg_inf = Tensor::new(f32::NEG_INFINITY, device)?;
+        let rope = (n_head * rope_dim == embedding_length && device.is_cpu())
+            .then(|| -> Result<_> {
+                let flat = |t: &Tensor| t.flatten_all()?.to_vec1::<f32>();
+                Ok(Arc::new((flat(&cos)?, flat(&sin)?)))
+            })
+            .transpose()?;
 
         let mut tensor = |name: &str| ct.tensor(reader, name, device);
         let tok_embeddings_q = tensor("token_embd.weight")?;
@@ -272,6 +362,7 @@ impl ModelWeights {
             norm,
             output: QMatMul::from_qtensor(output)?,
             masks: HashMap::new(),
+            rope,
         })
     }
 
@@ -307,6 +398,15 @@ impl ModelWeights {
                 index_pos + seq_len
             );
         }
+        if seq_len >= DENSE_FROM_ROWS && self.rope.is_some() {
+            return self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos);
+        }
+        self.forward_candle(x, index_pos)
+    }
+
+    /// The forward pass on candle's ops: generation (one token), and short prompts.
+    pub(crate) fn forward_candle(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
         let mask = if seq_len == 1 {
             None
         } else {
@@ -320,5 +420,150 @@ impl ModelWeights {
         }
         let last = self.norm.forward(&h)?.i((.., seq_len - 1, ..))?;
         self.output.forward(&last)
+    }
+
+    /// The prompt path: many positions at once, bound by arithmetic, not memory. Each weight
+    /// matrix is dequantized to `f32` for its product (into one reused buffer; nothing more
+    /// stays in memory) and multiplied by gemm; query, key and value come from one product,
+    /// the rotary and the causal mask are applied in place, each query head reads its key and
+    /// value head where it lies (no repeated copies for grouped-query attention), and the
+    /// gate's activation is folded into the up projection's output. candle's ops made each
+    /// of these a fresh tensor and a pass of its own (profiled 2026-11-28: half the time
+    /// outside the matrix products). Writes the KV caches as `forward_candle` does; returns
+    /// the last position's logits.
+    fn prefill(&mut self, ids: &[u32], pos: usize) -> Result<Tensor> {
+        let dev = Device::Cpu;
+        let Some(rope) = self.rope.clone() else {
+            candle_core::bail!("the prompt path needs the rotary tables");
+        };
+        let (cos, sin) = (&rope.0, &rope.1);
+        let Some(first) = self.layers.first() else {
+            candle_core::bail!("a model without layers");
+        };
+        let (n_head, n_kv, hd) = (first.n_head, first.n_kv_head, first.head_dim);
+        let (seq, d, kvd, half) = (ids.len(), n_head * hd, n_kv * hd, hd / 2);
+        let total = pos + seq;
+        let qkv_n = d + 2 * kvd;
+        let inter = first.gate.dims()?.0;
+        let group = n_head / n_kv;
+        let scale = 1.0 / (hd as f32).sqrt();
+
+        let mut x = self
+            .tok_embeddings
+            .forward(&Tensor::new(ids, &dev)?)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        if x.len() != seq * d {
+            candle_core::bail!("embeddings of {} values for {seq} x {d}", x.len());
+        }
+        let mut xn = vec![0f32; seq * d];
+        let mut w: Vec<f32> = Vec::new();
+        let mut qkv = vec![0f32; seq * qkv_n];
+        let mut ctx = vec![0f32; seq * d];
+        let mut gate_up = vec![0f32; seq * 2 * inter];
+        for layer in &mut self.layers {
+            if layer.wq.dims()? != (d, d) || layer.gate.dims()? != (inter, d) {
+                candle_core::bail!("layers of different shapes");
+            }
+            // Attention.
+            xn.copy_from_slice(&x);
+            rows_mut(&mut xn, d, |_, r| layer.attn_norm.row(r));
+            w.resize(qkv_n * d, 0.0);
+            let (wq, rest) = w.split_at_mut(d * d);
+            let (wk, wv) = rest.split_at_mut(kvd * d);
+            layer.wq.dequantize_into(wq)?;
+            layer.wk.dequantize_into(wk)?;
+            layer.wv.dequantize_into(wv)?;
+            matmul(&mut qkv, &xn, &w, (seq, qkv_n, d), false);
+            let neox = layer.rope_is_neox;
+            rows_mut(&mut qkv, qkv_n, |i, r| {
+                let p = pos + i;
+                let (c, s) = (
+                    &cos[p * half..(p + 1) * half],
+                    &sin[p * half..(p + 1) * half],
+                );
+                for h in r[..d + kvd].chunks_exact_mut(hd) {
+                    rotate(h, c, s, neox);
+                }
+                r[..d].iter_mut().for_each(|v| *v *= scale);
+            });
+            // Keys and values: the cached prefix, then this prompt's, per head.
+            let prefix = match &layer.kv_cache {
+                Some((k, v)) if pos > 0 => {
+                    if k.dims4()? != (1, n_kv, pos, hd) {
+                        candle_core::bail!("a KV cache of {:?} at position {pos}", k.dims());
+                    }
+                    Some((
+                        k.flatten_all()?.to_vec1::<f32>()?,
+                        v.flatten_all()?.to_vec1::<f32>()?,
+                    ))
+                }
+                _ => None,
+            };
+            let mut keys = vec![0f32; n_kv * total * hd];
+            let mut values = vec![0f32; n_kv * total * hd];
+            for h in 0..n_kv {
+                let at = h * total * hd;
+                if let Some((pk, pv)) = &prefix {
+                    let from = h * pos * hd..(h + 1) * pos * hd;
+                    keys[at..at + pos * hd].copy_from_slice(&pk[from.clone()]);
+                    values[at..at + pos * hd].copy_from_slice(&pv[from]);
+                }
+                for (i, r) in qkv.chunks_exact(qkv_n).enumerate() {
+                    let row = at + (pos + i) * hd;
+                    keys[row..row + hd].copy_from_slice(&r[d + h * hd..d + (h + 1) * hd]);
+                    values[row..row + hd]
+                        .copy_from_slice(&r[d + kvd + h * hd..d + kvd + (h + 1) * hd]);
+                }
+            }
+            let out = SharedOut(ctx.as_mut_ptr());
+            let (keys_ref, values_ref, qkv_ref) = (&keys, &values, &qkv);
+            (0..n_head)
+                .into_par_iter()
+                .for_each_init(Vec::new, |scores, h| {
+                    let kv = (h / group) * total * hd..(h / group + 1) * total * hd;
+                    // SAFETY: columns h*hd..(h+1)*hd of every row of `ctx` (seq x d) are
+                    // this job's alone.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        attend_head(
+                            scores,
+                            (&qkv_ref[h * hd..], qkv_n),
+                            (&keys_ref[kv.clone()], hd),
+                            (&values_ref[kv], hd),
+                            (out.at(h * hd), d),
+                            (seq, total, hd),
+                            Some(pos),
+                        );
+                    }
+                });
+            layer.kv_cache = Some((
+                Tensor::from_vec(keys, (1, n_kv, total, hd), &dev)?,
+                Tensor::from_vec(values, (1, n_kv, total, hd), &dev)?,
+            ));
+            w.resize(d * d, 0.0);
+            layer.wo.dequantize_into(&mut w)?;
+            matmul(&mut x, &ctx, &w, (seq, d, d), true);
+            // Feed-forward: down(silu(gate) * up), the product of the two written over the
+            // gate's half of each row.
+            xn.copy_from_slice(&x);
+            rows_mut(&mut xn, d, |_, r| layer.ffn_norm.row(r));
+            w.resize(2 * inter * d, 0.0);
+            let (wg, wu) = w.split_at_mut(inter * d);
+            layer.gate.dequantize_into(wg)?;
+            layer.up.dequantize_into(wu)?;
+            matmul(&mut gate_up, &xn, &w, (seq, 2 * inter, d), false);
+            rows_mut(&mut gate_up, 2 * inter, |_, r| {
+                let (g, u) = r.split_at_mut(inter);
+                for (g, u) in g.iter_mut().zip(u.iter()) {
+                    *g = *g / (1.0 + exp(-*g)) * u;
+                }
+            });
+            w.resize(d * inter, 0.0);
+            layer.down.dequantize_into(&mut w)?;
+            matmul_strided(&mut x, (&gate_up, 2 * inter), &w, (seq, d, inter), true);
+        }
+        let last = Tensor::from_slice(&x[(seq - 1) * d..], (1, d), &dev)?;
+        self.output.forward(&self.norm.forward(&last)?)
     }
 }

@@ -17,7 +17,6 @@ pub(crate) const PARALLEL_ROWS: usize = 64;
 
 /// `dst = x · wᵀ` (or `dst += x · wᵀ` with `accumulate`), where `dst` is `m x n`, `x` is
 /// `m x k` and `w` is `(n, k)`, all row-major: the layout checkpoints store weights in.
-#[allow(unsafe_code)]
 pub(crate) fn matmul(
     dst: &mut [f32],
     x: &[f32],
@@ -25,13 +24,26 @@ pub(crate) fn matmul(
     (m, n, k): (usize, usize, usize),
     accumulate: bool,
 ) {
-    assert!(dst.len() >= m * n && x.len() >= m * k && w.len() >= n * k);
+    matmul_strided(dst, (x, k), w, (m, n, k), accumulate)
+}
+
+/// [`matmul`] with `x`'s rows `x_stride` apart (the first `k` of each are used).
+#[allow(unsafe_code)]
+pub(crate) fn matmul_strided(
+    dst: &mut [f32],
+    (x, x_stride): (&[f32], usize),
+    w: &[f32],
+    (m, n, k): (usize, usize, usize),
+    accumulate: bool,
+) {
+    assert!(x_stride >= k && dst.len() >= m * n && w.len() >= n * k);
+    assert!(m == 0 || x.len() >= (m - 1) * x_stride + k);
     let parallelism = if m * n * k < PARALLEL_WORK {
         Parallelism::None
     } else {
         Parallelism::Rayon(0)
     };
-    // SAFETY: the three slices hold the m x n, m x k and n x k elements the strides reach
+    // SAFETY: the three slices hold the m x n, m x k (at x_stride) and n x k elements the strides reach
     // (asserted above), and dst does not alias the inputs (it is a distinct &mut).
     unsafe {
         gemm(
@@ -44,7 +56,7 @@ pub(crate) fn matmul(
             accumulate,
             x.as_ptr(),
             1,
-            k as isize,
+            x_stride as isize,
             w.as_ptr(),
             k as isize,
             1,
@@ -58,12 +70,18 @@ pub(crate) fn matmul(
     }
 }
 
-/// `f` on each row of `width` elements of `buf`, across the pool when there are many.
-pub(crate) fn rows_mut(buf: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync + Send) {
+/// `f(index, row)` on each row of `width` elements of `buf`, across the pool when there are
+/// many.
+pub(crate) fn rows_mut(buf: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
     if buf.len() < PARALLEL_ROWS * width {
-        buf.chunks_exact_mut(width).for_each(f);
+        buf.chunks_exact_mut(width)
+            .enumerate()
+            .for_each(|(i, r)| f(i, r));
     } else {
-        buf.par_chunks_mut(width).with_min_len(16).for_each(f);
+        buf.par_chunks_mut(width)
+            .with_min_len(16)
+            .enumerate()
+            .for_each(|(i, r)| f(i, r));
     }
 }
 
