@@ -785,6 +785,11 @@ mod tests {
                 .unwrap()
         };
         let logits = |t: Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        // (largest difference, largest magnitude of `b`)
+        let apart = |a: &[f32], b: &[f32]| {
+            let diff = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            (diff, b.iter().fold(0f32, |m, v| m.max(v.abs())))
+        };
         let argmax = |v: &[f32]| (0..v.len()).max_by(|&x, &y| v[x].total_cmp(&v[y])).unwrap();
         let (mut fast, mut slow) = (m.model.clone(), m.model.clone());
         fast.clear_kv_cache();
@@ -796,11 +801,7 @@ mod tests {
         {
             let a = logits(fast.forward(&tensor(chunk), pos).unwrap());
             let b = logits(slow.forward_candle(&tensor(chunk), pos).unwrap());
-            let top = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let diff = a
-                .iter()
-                .zip(&b)
-                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            let (diff, top) = apart(&a, &b);
             assert!(
                 diff <= 1e-3 * top,
                 "step {i}: logits differ by {diff} (largest {top})"
@@ -817,11 +818,7 @@ mod tests {
         for pos in ids.len()..ids.len() + 8 {
             let a = logits(fast.forward(&tensor(&[next]), pos).unwrap());
             let b = logits(slow.forward(&tensor(&[next]), pos).unwrap());
-            let top = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let diff = a
-                .iter()
-                .zip(&b)
-                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            let (diff, top) = apart(&a, &b);
             assert!(
                 diff <= 0.1 * top,
                 "token at {pos}: logits differ by {diff} (largest {top})"
