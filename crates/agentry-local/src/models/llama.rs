@@ -490,13 +490,16 @@ impl ModelWeights {
             // Keys and values: the cached prefix, then this prompt's, per head.
             let prefix = match &layer.kv_cache {
                 Some((k, v)) if pos > 0 => {
-                    if k.dims4()? != (1, n_kv, pos, hd) {
+                    if k.dims4()? != (1, n_kv, pos, hd) || v.dims() != k.dims() {
                         candle_core::bail!("a KV cache of {:?} at position {pos}", k.dims());
                     }
                     Some((
                         k.flatten_all()?.to_vec1::<f32>()?,
                         v.flatten_all()?.to_vec1::<f32>()?,
                     ))
+                }
+                None if pos > 0 => {
+                    candle_core::bail!("no KV cache for the {pos} positions before this prompt")
                 }
                 _ => None,
             };
