@@ -1,6 +1,6 @@
-//! The local embedder: a BERT-family sentence-transformers model (all-MiniLM-L6-v2 by default)
-//! on candle, with mean pooling over the attention mask and L2 normalization, as
-//! `sentence-transformers` computes it.
+//! The local embedder: a BERT-family sentence-transformers model (all-MiniLM-L6-v2 by default;
+//! weights read by candle, the forward pass in `models::bert`), with mean pooling over each
+//! text's tokens and L2 normalization, as `sentence-transformers` computes it.
 
 use std::path::Path;
 use std::sync::Arc;
