@@ -86,9 +86,9 @@ impl LocalEmbedder {
         self.inner.dims
     }
 
-    /// Embeds texts on the calling thread (blocking). Texts are packed into batches of up
-    /// to [`BATCH_TOKENS`] tokens with no padding; each vector is the same whatever batch its
-    /// text lands in.
+    /// Embeds texts, blocking the calling thread (the products run on the rayon pool:
+    /// `RAYON_NUM_THREADS`). Texts are packed into batches of up to 4,096 tokens with no
+    /// padding; each vector is the same whatever batch its text lands in.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LocalError> {
         let inner = &*self.inner;
         let mut out = Vec::with_capacity(texts.len());
