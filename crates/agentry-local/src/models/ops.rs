@@ -43,23 +43,52 @@ pub(crate) fn matmul_strided(
     } else {
         Parallelism::Rayon(0)
     };
-    // SAFETY: the three slices hold the m x n, m x k (at x_stride) and n x k elements the strides reach
-    // (asserted above), and dst does not alias the inputs (it is a distinct &mut).
+    // SAFETY: the three slices hold the m x n, m x k (at x_stride) and n x k elements the
+    // strides reach (asserted above), and dst does not alias the inputs (a distinct &mut).
+    unsafe {
+        product(
+            (m, n, k),
+            (dst.as_mut_ptr(), n),
+            (x.as_ptr(), x_stride),
+            (w.as_ptr(), 1, k),
+            accumulate,
+            parallelism,
+        );
+    }
+}
+
+/// `dst (m x n, rows dst_rs apart) = lhs (m x k, rows lhs_rs apart) · rhs` (or `+=` with
+/// `accumulate`), where element `(i, j)` of `rhs` lies at `rhs + i * rhs_rs + j * rhs_cs`:
+/// the one place gemm's nineteen arguments are spelled out.
+///
+/// # Safety
+/// Each pointer must be valid for every element its strides reach, and `dst` must alias
+/// neither input.
+#[allow(unsafe_code)]
+unsafe fn product(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs): (*mut f32, usize),
+    (lhs, lhs_rs): (*const f32, usize),
+    (rhs, rhs_rs, rhs_cs): (*const f32, usize, usize),
+    accumulate: bool,
+    parallelism: Parallelism,
+) {
+    // SAFETY: this function's contract.
     unsafe {
         gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
-            n as isize,
+            dst_rs as isize,
             accumulate,
-            x.as_ptr(),
+            lhs,
             1,
-            x_stride as isize,
-            w.as_ptr(),
-            k as isize,
-            1,
+            lhs_rs as isize,
+            rhs,
+            rhs_cs as isize,
+            rhs_rs as isize,
             if accumulate { 1.0 } else { 0.0 },
             1.0,
             false,
@@ -130,26 +159,14 @@ pub(crate) unsafe fn attend_head(
     assert!(q.len() >= reach(m, q_stride) && k.len() >= reach(n, k_stride));
     assert!(v.len() >= reach(n, v_stride));
     scores.resize(m * n, 0.0);
-    // SAFETY: q, k and scores hold what the strides reach (asserted above).
+    // SAFETY: q, k and scores hold what the strides reach (asserted above); kᵀ's element
+    // (c, j) is k's (j, c).
     unsafe {
-        gemm(
-            m,
-            n,
-            d,
-            scores.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            q.as_ptr(),
-            1,
-            q_stride as isize,
-            k.as_ptr(),
-            k_stride as isize,
-            1,
-            0.0,
-            1.0,
-            false,
-            false,
+        product(
+            (m, n, d),
+            (scores.as_mut_ptr(), n),
+            (q.as_ptr(), q_stride),
+            (k.as_ptr(), 1, k_stride),
             false,
             Parallelism::None,
         );
@@ -162,24 +179,11 @@ pub(crate) unsafe fn attend_head(
     // SAFETY: scores holds m x n, v what its stride reaches (asserted above); out is the
     // caller's to write (this function's contract).
     unsafe {
-        gemm(
-            m,
-            d,
-            n,
-            out,
-            1,
-            out_stride as isize,
-            false,
-            scores.as_ptr(),
-            1,
-            n as isize,
-            v.as_ptr(),
-            1,
-            v_stride as isize,
-            0.0,
-            1.0,
-            false,
-            false,
+        product(
+            (m, d, n),
+            (out, out_stride),
+            (scores.as_ptr(), n),
+            (v.as_ptr(), v_stride, 1),
             false,
             Parallelism::None,
         );
