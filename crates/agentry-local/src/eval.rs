@@ -16,12 +16,17 @@ pub struct ToolCase {
     pub request: String,
     /// The tool that should serve it.
     pub tool: String,
+    /// The tools offered on this request, when it has its own set (as in BFCL, where each
+    /// request comes with two to a few dozen functions); otherwise the suite's.
+    #[serde(default)]
+    pub tools: Option<Vec<ToolSpec>>,
 }
 
 /// Tools and cases (see `tests/data/tool_choice.json`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct ToolSuite {
-    /// The tools offered on every request.
+    /// The tools offered on every request that has none of its own.
+    #[serde(default)]
     pub tools: Vec<ToolSpec>,
     /// The requests, each with its tool.
     pub cases: Vec<ToolCase>,
@@ -45,6 +50,13 @@ pub struct CaseResult {
     /// The call's text arguments draw on the request (share a content word with it) rather than
     /// on the prompt's tool descriptions; true when the call has no text argument.
     pub grounded: bool,
+}
+
+impl ToolSuite {
+    /// The tools offered on `case`: its own, or the suite's.
+    pub fn tools_for<'a>(&'a self, case: &'a ToolCase) -> &'a [ToolSpec] {
+        case.tools.as_deref().unwrap_or(&self.tools)
+    }
 }
 
 /// Scores over a suite.
@@ -97,7 +109,7 @@ pub async fn run_tool_choice(
                 ChatMessage::system(SYSTEM),
                 ChatMessage::user(&case.request),
             ],
-            tools: suite.tools.clone(),
+            tools: suite.tools_for(case).to_vec(),
             max_tokens: Some(96),
             ..Default::default()
         };
@@ -112,7 +124,7 @@ pub async fn run_tool_choice(
         };
         let valid = call.as_ref().is_some_and(|(name, args)| {
             suite
-                .tools
+                .tools_for(case)
                 .iter()
                 .find(|t| &t.name == name)
                 .is_some_and(|t| validate(&t.parameters, args).is_ok())

@@ -238,6 +238,61 @@ async fn tool_choice_suite_routed_reaches_80_percent() {
     assert!(r.accuracy() >= 0.8, "accuracy {:.2}", r.accuracy());
 }
 
+/// The tool-choice suites `scripts/fetch-data.sh` builds from BFCL v4's data (PyPI
+/// bfcl-eval): requests and functions written by the leaderboard's authors and users, which
+/// nobody here tuned the router for. `None` (a skip, or a failure where the test command
+/// requires the data) when they are not there.
+fn bfcl_suite(name: &str) -> Option<ToolSuite> {
+    let dir = std::env::var_os("AGENTRY_DATA").map_or_else(
+        || Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cache/agentry/data"),
+        Into::into,
+    );
+    let path = dir.join("bfcl").join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(serde_json::from_str(&text).expect("a BFCL suite parses")),
+        Err(_) => {
+            let msg = format!(
+                "{} not found: run `bash scripts/fetch-data.sh`",
+                path.display()
+            );
+            agentry_testkit::missing::<()>(agentry_testkit::Peer::Models, &msg);
+            None
+        }
+    }
+}
+
+/// The router alone (the embedder's ranking plus the keyword score), first choice, on BFCL's
+/// 1,053 live requests: with their own functions (4 on average), then with other requests'
+/// functions added up to 32. Issue 23's bar is 85% on requests the routing was not tuned on;
+/// measured 89.6% and 86.6% (docs/BENCHMARKS.md, "Tool choice").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_picks_tools_on_bfcl_requests_nobody_tuned_it_for() {
+    if !have_models() {
+        return;
+    }
+    let router = ToolRouter::new(embedder() as Arc<_>);
+    for name in ["bfcl_live_multiple.json", "bfcl_live_multiple_wide.json"] {
+        let Some(suite) = bfcl_suite(name) else {
+            return;
+        };
+        assert!(suite.cases.len() > 1000, "{name}: {}", suite.cases.len());
+        let mut right = 0;
+        for c in &suite.cases {
+            let tools = suite.tools_for(c);
+            assert!(tools.iter().any(|t| t.name == c.tool), "{name}: {}", c.tool);
+            let ranked = router.rank(&c.request, tools).await.unwrap();
+            right += usize::from(tools[ranked[0].0].name == c.tool);
+        }
+        let share = right as f64 / suite.cases.len() as f64;
+        eprintln!(
+            "{name}: router first choice {right}/{} ({:.1}%)",
+            suite.cases.len(),
+            100.0 * share
+        );
+        assert!(share >= 0.85, "{name}: {share:.3}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_answers_with_the_local_model_through_valid_tool_calls() {
     if !have_models() {
