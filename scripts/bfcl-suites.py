@@ -20,8 +20,9 @@ The data is PyPI's bfcl-eval wheel (Apache-2.0), fetched with the ordinary clien
 against its sha256.
   python3 scripts/bfcl-suites.py OUT_DIR
 (writes bfcl_multiple.json, bfcl_live_multiple.json, bfcl_live_multiple_wide.json, and
-.complete holding the wheel's sha256 when all are written; scripts/fetch-data.sh runs it into
-$AGENTRY_DATA/bfcl, where the tests read them)
+.complete holding this script's own sha256 when all are written: scripts/fetch-data.sh runs it
+into $AGENTRY_DATA/bfcl, where the tests read them, again whenever this script (and so the
+pinned wheel or the conversion) has changed)
 """
 import hashlib
 import json
@@ -112,7 +113,7 @@ def main():
         if cat == "live_multiple":
             write(out_dir, f"bfcl_{cat}_wide.json", widen(suite, cat))
     with open(os.path.join(out_dir, ".complete"), "w") as f:
-        f.write(SHA256)
+        f.write(hashlib.sha256(open(__file__, "rb").read()).hexdigest())
 
 
 def widen(suite, cat):

@@ -28,9 +28,11 @@ if [ ! -f "$dest/vega/.complete" ]; then
   cp -r "$tmp"/package/data/. "$dest/vega/"
   touch "$dest/vega/.complete"
 fi
-if [ "$(cat "$dest/bfcl/.complete" 2>/dev/null)" != 3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a ]; then
+# The converter marks its output with its own sha256: a changed conversion or wheel pin reruns it.
+bfcl=$(dirname "$0")/bfcl-suites.py
+if [ "$(cat "$dest/bfcl/.complete" 2>/dev/null)" != "$(sha256sum "$bfcl" | cut -d' ' -f1)" ]; then
   echo "==> fetching BFCL v4's data (PyPI bfcl-eval) into $dest/bfcl: tool-choice suites"
-  AGENTRY_DATA="$dest" python3 "$(dirname "$0")/bfcl-suites.py" "$dest/bfcl"
+  AGENTRY_DATA="$dest" python3 "$bfcl" "$dest/bfcl"
 fi
 if [ -f "$marker" ] && [ "$(cat "$marker")" = "$sdist_sha" ]; then
   echo "data: up to date in $dest"
