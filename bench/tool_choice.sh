@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tool choice of the embedded router (and, with MODES, the routed model) on every suite: the
-# project's own four (crates/agentry-local/tests/data/tool_choice*.json) and three built from
+# project's own four (crates/agentry-local/tests/data/tool_choice*.json) and four built from
 # the Berkeley Function Calling Leaderboard's data (PyPI bfcl-eval, scripts/bfcl-suites.py),
 # which nobody here wrote or tuned for.
 #   bash bench/tool_choice.sh                  (router only: ~2 minutes on 2 cores)
@@ -20,4 +20,4 @@ cd crates/agentry-local
 "$BIN" "${MODES:-router}" tests/data/tool_choice.json tests/data/tool_choice_mcp.json \
   tests/data/tool_choice_retail.json tests/data/tool_choice_heldout.json \
   "$OUT/bfcl_multiple.json" "$OUT/bfcl_live_multiple.json" \
-  "$OUT/bfcl_live_multiple_wide.json"
+  "$OUT/bfcl_live_multiple_wide.json" "$OUT/bfcl_multi_turn.json"

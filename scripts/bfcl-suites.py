@@ -10,7 +10,12 @@ requests, 2-4 functions each) and `live_multiple` (1,053 user requests, 2 to 37 
 4 on average). BFCL offers few functions per request, fewer than an agent with a real toolbox
 holds, so a third suite, `live_multiple_wide`, offers each live request its own functions plus
 functions of other live requests (names it does not have, drawn with a fixed seed) up to
-32: the same requests against a toolbox the size of the MCP suites'.
+32: the same requests against a toolbox the size of the MCP suites'. A fourth,
+`multi_turn`, takes each turn of BFCL's `multi_turn_base` conversations (requests written by
+BFCL's authors against eight simulated APIs: a file system, messaging, trading, travel, a
+vehicle, ...) whose ground truth asks for one tool (a `cd` before it, moving to the directory
+it works in, not counted), offered every tool of the APIs its conversation involves (18 to 40,
+most of them near neighbours from one API, as in the MCP and retail suites).
 Functions keep their names, descriptions and parameters verbatim; BFCL's Python-flavoured
 types are mapped to JSON Schema's (`dict` -> `object`, `float` -> `number`, `tuple` ->
 `array`, `any` -> no type). A request is the last user message (37 live cases open with a
@@ -19,7 +24,8 @@ system message, dropped: the harness has its own).
 The data is PyPI's bfcl-eval wheel (Apache-2.0), fetched with the ordinary client and checked
 against its sha256.
   python3 scripts/bfcl-suites.py OUT_DIR
-(writes bfcl_multiple.json, bfcl_live_multiple.json, bfcl_live_multiple_wide.json, and
+(writes bfcl_multiple.json, bfcl_live_multiple.json, bfcl_live_multiple_wide.json,
+bfcl_multi_turn.json, and
 .complete holding this script's own sha256 when all are written: scripts/fetch-data.sh runs it
 into $AGENTRY_DATA/bfcl, where the tests read them, again whenever this script (and so the
 pinned wheel or the conversion) has changed)
@@ -28,6 +34,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -112,8 +119,51 @@ def main():
         write(out_dir, f"bfcl_{cat}.json", suite)
         if cat == "live_multiple":
             write(out_dir, f"bfcl_{cat}_wide.json", widen(suite, cat))
+    write(out_dir, "bfcl_multi_turn.json", multi_turn(z))
     with open(os.path.join(out_dir, ".complete"), "w") as f:
         f.write(hashlib.sha256(open(__file__, "rb").read()).hexdigest())
+
+
+# The APIs of BFCL's multi-turn conversations (`involved_classes`) and their function docs.
+API_DOCS = {
+    "GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
+    "TwitterAPI": "posting_api", "TicketAPI": "ticket_api", "TradingBot": "trading_bot",
+    "TravelAPI": "travel_booking", "VehicleControlAPI": "vehicle_control",
+}
+
+
+def multi_turn(z):
+    """Turns of `multi_turn_base` whose ground truth calls one tool besides `cd`, each offered
+    the tools of its conversation's APIs."""
+    def rows(path):
+        return [json.loads(l) for l in z.read(path).splitlines() if l.strip()]
+
+    def spec(f):
+        return {"name": f["name"], "description": f.get("description", ""),
+                "parameters": schema(f.get("parameters", {"type": "object"}))}
+
+    docs = {api: [spec(f) for f in rows(f"bfcl_eval/data/multi_turn_func_doc/{name}.json")]
+            for api, name in API_DOCS.items()}
+    answers = {a["id"]: a["ground_truth"] for a in rows("bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json")}
+    cases = []
+    for r in rows("bfcl_eval/data/BFCL_v4_multi_turn_base.json"):
+        tools = [t for api in r["involved_classes"] for t in docs[api]]
+        for n, (turn, calls) in enumerate(zip(r["question"], answers[r["id"]])):
+            users = [m["content"] for m in turn if m["role"] == "user"]
+            names = {re.match(r"\s*([\w.]+)\(", c).group(1) for c in calls}
+            wanted = names - {"cd"} or names
+            if not users or len(wanted) != 1:
+                continue
+            (tool,) = wanted
+            assert tool in {t["name"] for t in tools}, r["id"]
+            cases.append({"id": f"{r['id']}_turn{n}", "request": users[-1], "tool": tool, "tools": tools})
+    return {
+        "source": f"BFCL v4 `multi_turn_base` (PyPI bfcl-eval {VERSION}, Apache-2.0): each turn whose "
+                  "ground truth calls one tool besides `cd`, offered every tool of its conversation's APIs; "
+                  "questions, functions and ground truth verbatim, types mapped to JSON Schema.",
+        "tools": [],
+        "cases": cases,
+    }
 
 
 def widen(suite, cat):
