@@ -14,7 +14,7 @@ functions of other live requests (names it does not have, drawn with a fixed see
 `multi_turn`, takes each turn of BFCL's `multi_turn_base` conversations (requests written by
 BFCL's authors against eight simulated APIs: a file system, messaging, trading, travel, a
 vehicle, ...) whose ground truth asks for one tool (a `cd` before it, moving to the directory
-it works in, not counted), offered every tool of the APIs its conversation involves (18 to 40,
+it works in, not counted), offered every tool of the APIs its conversation involves (17 to 39,
 most of them near neighbours from one API, as in the MCP and retail suites).
 Functions keep their names, descriptions and parameters verbatim; BFCL's Python-flavoured
 types are mapped to JSON Schema's (`dict` -> `object`, `float` -> `number`, `tuple` ->
@@ -134,7 +134,7 @@ API_DOCS = {
 
 def multi_turn(z):
     """Turns of `multi_turn_base` whose ground truth calls one tool besides `cd`, each offered
-    the tools of its conversation's APIs."""
+    the tools of its conversation's APIs (less any the conversation withholds)."""
     def rows(path):
         return [json.loads(l) for l in z.read(path).splitlines() if l.strip()]
 
@@ -147,7 +147,9 @@ def multi_turn(z):
     answers = {a["id"]: a["ground_truth"] for a in rows("bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json")}
     cases = []
     for r in rows("bfcl_eval/data/BFCL_v4_multi_turn_base.json"):
-        tools = [t for api in r["involved_classes"] for t in docs[api]]
+        # Some conversations withhold a function (`cp`, `rm`): it is not offered.
+        excluded = set(r.get("excluded_function") or [])
+        tools = [t for api in r["involved_classes"] for t in docs[api] if t["name"] not in excluded]
         for n, (turn, calls) in enumerate(zip(r["question"], answers[r["id"]])):
             users = [m["content"] for m in turn if m["role"] == "user"]
             names = {re.match(r"\s*([\w.]+)\(", c).group(1) for c in calls}
