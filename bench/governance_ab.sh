@@ -4,8 +4,9 @@
 # its own wrk on CPU 1. Each server's throughput is then what its half of the CPU buys, and
 # the ratio of the two is the ratio of their CPU per request, with whatever the machine's
 # neighbours do falling on both at once. Run one after the other (bench/governance.sh) the
-# same ratio moved by +-10% from round to round on a shared 2-core VM; side by side it moves
-# by about 1% (docs/BENCHMARKS.md, 2026-11-28). An A/A round (plain beside plain) comes first:
+# same ratio's medians moved by +-4% between sets on a shared 2-core VM; side by side, single
+# rounds of plain beside plain move by +-5% and the median of 8 by about 1%, and the governed
+# ratio's rounds stayed within 0.84-0.88 (docs/BENCHMARKS.md, 2026-11-28). An A/A pair comes first:
 # its ratio is the method's own bias (which server starts first, which port), to read the
 # others against.
 #   [ROUNDS=N] bash bench/governance_ab.sh [DURATION_S] [CONNECTIONS]     (needs wrk, taskset)

@@ -67,6 +67,22 @@ def schema(p):
     return p
 
 
+def jsonl(z, path):
+    """The records of a JSON-lines member of the wheel."""
+    return [json.loads(l) for l in z.read(path).splitlines() if l.strip()]
+
+
+def ground_truth(z, cat):
+    """A category's ground truth by request id."""
+    return {a["id"]: a["ground_truth"] for a in jsonl(z, f"bfcl_eval/data/possible_answer/BFCL_v4_{cat}.json")}
+
+
+def tool_spec(f):
+    """A BFCL function as a tool: name, description and parameters as JSON Schema."""
+    return {"name": f["name"], "description": f.get("description", ""),
+            "parameters": schema(f.get("parameters", {"type": "object"}))}
+
+
 def wheel_path(cache):
     path = os.path.join(cache, WHEEL)
     if not os.path.exists(path):
@@ -90,24 +106,15 @@ def main():
     z = zipfile.ZipFile(wheel_path(cache))
     os.makedirs(out_dir, exist_ok=True)
     for cat in CATEGORIES:
-        rows = [json.loads(l) for l in z.read(f"bfcl_eval/data/BFCL_v4_{cat}.json").splitlines() if l.strip()]
-        answers = {}
-        for l in z.read(f"bfcl_eval/data/possible_answer/BFCL_v4_{cat}.json").splitlines():
-            if l.strip():
-                a = json.loads(l)
-                answers[a["id"]] = a["ground_truth"]
+        answers = ground_truth(z, cat)
         cases = []
-        for r in rows:
+        for r in jsonl(z, f"bfcl_eval/data/BFCL_v4_{cat}.json"):
             truth = answers[r["id"]]
             if len(truth) != 1:
                 continue
             (tool,) = truth[0].keys()
             users = [m["content"] for m in r["question"][-1] if m["role"] == "user"]
-            tools = [
-                {"name": f["name"], "description": f.get("description", ""),
-                 "parameters": schema(f.get("parameters", {"type": "object"}))}
-                for f in r["function"]
-            ]
+            tools = [tool_spec(f) for f in r["function"]]
             assert tool in {t["name"] for t in tools}, r["id"]
             cases.append({"id": r["id"], "request": users[-1], "tool": tool, "tools": tools})
         suite = {
@@ -135,18 +142,11 @@ API_DOCS = {
 def multi_turn(z):
     """Turns of `multi_turn_base` whose ground truth calls one tool besides `cd`, each offered
     the tools of its conversation's APIs (less any the conversation withholds)."""
-    def rows(path):
-        return [json.loads(l) for l in z.read(path).splitlines() if l.strip()]
-
-    def spec(f):
-        return {"name": f["name"], "description": f.get("description", ""),
-                "parameters": schema(f.get("parameters", {"type": "object"}))}
-
-    docs = {api: [spec(f) for f in rows(f"bfcl_eval/data/multi_turn_func_doc/{name}.json")]
+    docs = {api: [tool_spec(f) for f in jsonl(z, f"bfcl_eval/data/multi_turn_func_doc/{name}.json")]
             for api, name in API_DOCS.items()}
-    answers = {a["id"]: a["ground_truth"] for a in rows("bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json")}
+    answers = ground_truth(z, "multi_turn_base")
     cases = []
-    for r in rows("bfcl_eval/data/BFCL_v4_multi_turn_base.json"):
+    for r in jsonl(z, "bfcl_eval/data/BFCL_v4_multi_turn_base.json"):
         # Some conversations withhold a function (`cp`, `rm`): it is not offered.
         excluded = set(r.get("excluded_function") or [])
         tools = [t for api in r["involved_classes"] for t in docs[api] if t["name"] not in excluded]
