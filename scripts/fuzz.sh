@@ -33,15 +33,16 @@ mkdir -p "$CACHE"
 export CARGO_TARGET_DIR="$CACHE/target"
 status=0
 # The targets built as `cargo fuzz run --sanitizer none` builds them (cargo-fuzz 0.13's flags:
-# libFuzzer's coverage instrumentation, `--cfg fuzzing`, release with debug assertions, one
-# codegen unit), by cargo itself: no cargo-fuzz to install (minutes of a cold CI run), all
-# four targets in one build.
+# libFuzzer's coverage instrumentation, `--cfg fuzzing`, release with debug assertions), by
+# cargo itself: no cargo-fuzz to install (minutes of a cold CI run), all four targets in one
+# build. Release's 16 codegen units, not one: libFuzzer gathers the counters of every module,
+# and the build takes 4 minutes instead of 5.5 on two cores.
 TRIPLE=$(rustup run nightly rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing \
 -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Cllvm-args=-sanitizer-coverage-stack-depth \
--Cdebug-assertions -Ccodegen-units=1 ${RUSTFLAGS:-}"
+-Cdebug-assertions ${RUSTFLAGS:-}"
 if ! cargo +nightly build --quiet --manifest-path fuzz/Cargo.toml --target "$TRIPLE" --release \
     --config 'profile.release.debug="line-tables-only"' --bins >"$CACHE/build.log" 2>&1; then
   echo "    the fuzz targets do not build (log: $CACHE/build.log)"
