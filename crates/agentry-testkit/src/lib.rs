@@ -1,6 +1,6 @@
 //! What agentry's test suites share (a dev-dependency only, never published): gates for
 //! peers a machine may lack (the embedded models, the official SDKs, PostgreSQL), free ports,
-//! the repository root.
+//! scratch folders, the repository root.
 //!
 //! A gate passes when its peer is there. When it is not, the test fails if the test command
 //! requires that kind of peer (`AGENTRY_REQUIRE_MODELS`, `AGENTRY_REQUIRE_INTEROP`,
@@ -27,6 +27,7 @@
 use std::fmt::Display;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A kind of peer a test may need, each with the variable that makes it required.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,5 +133,68 @@ pub fn shared_dir() -> PathBuf {
     match std::env::var_os("AGENTRY_SHARED_DIR") {
         Some(d) => PathBuf::from(d),
         None => repo_root().join("../shared"),
+    }
+}
+
+/// A test's own folder under the system's temporary folder: empty when made, removed when
+/// dropped, kept (and named on stderr) when the test fails, for a look at what it wrote.
+/// Named after the test, this process and a counter, so that tests running at once, and
+/// the same test in two test processes, never share one.
+///
+/// ```
+/// let dir = agentry_testkit::Scratch::new("doc");
+/// std::fs::write(dir.join("a.txt"), "x").unwrap();
+/// let path = dir.to_path_buf();
+/// drop(dir);
+/// assert!(!path.exists());
+/// ```
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A new, empty folder whose name starts with `agentry-{name}-`.
+    #[track_caller]
+    pub fn new(name: &str) -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "agentry-{name}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        // Left by an earlier process with the same id.
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            panic!("cannot make {}: {e}", dir.display());
+        }
+        Scratch(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} (the test failed)", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }

@@ -656,8 +656,7 @@ fn the_data_agent_over_a2a() {
 #[test]
 fn audit_verify_show_and_head() {
     use agentry::governance::{AuditLog, Event};
-    let home = std::env::temp_dir().join(format!("agentry-cli-audit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = agentry_testkit::Scratch::new("cli-audit");
     let db = home.join("audit.db");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
@@ -701,7 +700,6 @@ fn audit_verify_show_and_head() {
     assert!(err.contains("tampered at record 3"), "{err}");
     let bad = run_in(&home, &["audit", "verify", "--head", &head]);
     assert!(!bad.status.success());
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// `agentry audit --store postgres://...`: the chain replicas share in PostgreSQL, read as
@@ -797,9 +795,7 @@ fn audit_reads_the_chain_in_postgresql() {
 #[test]
 fn serve_with_audit_records_every_decision() {
     use agentry::governance::AuditLog;
-    let home =
-        std::env::temp_dir().join(format!("agentry-cli-served-audit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = agentry_testkit::Scratch::new("cli-served-audit");
     let (_server, url) = crate::support::serve_in(&home, "echo", &["--token", "s3cret", "--audit"]);
     let denied = run(&["a2a", "send", &url, "hello"]);
     assert!(!denied.status.success());
@@ -823,7 +819,6 @@ fn serve_with_audit_records_every_decision() {
     assert_eq!(sends[0].event.decision.as_deref(), Some("allow"));
     assert!(sends[0].event.actor.starts_with("bearer:"), "{records:#?}");
     assert_eq!(sends[0].event.agent.as_deref(), Some("echo"));
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// `agentry agents`: the capability registry of a config, remote agents as their cards say
@@ -831,8 +826,7 @@ fn serve_with_audit_records_every_decision() {
 #[test]
 fn agents_lists_the_registry_from_the_cards() {
     let (_server, url) = serve("echo", &[]);
-    let dir = std::env::temp_dir().join(format!("agentry-cli-agents-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("cli-agents");
     let config = dir.join("agentry.toml");
     std::fs::write(
         &config,
@@ -851,5 +845,4 @@ fn agents_lists_the_registry_from_the_cards() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v[0]["name"], "repeater");
     assert_eq!(v[0]["skills"], serde_json::json!(["echo"]));
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -18,8 +18,7 @@ fn rpc(url: &str, body: &Value) -> Value {
 /// takes the message again.
 #[test]
 fn a_task_running_when_the_server_is_killed_can_be_continued_after_a_restart() {
-    let home = std::env::temp_dir().join(format!("agentry-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = agentry_testkit::Scratch::new("crash");
     let task_id = {
         let (server, url) = serve_in(&home, "conformance", &[]);
         // Works for 10 s: still running when the process dies.
@@ -63,7 +62,6 @@ fn a_task_running_when_the_server_is_killed_can_be_continued_after_a_restart() {
     assert_eq!(again["result"]["id"], task_id, "{again}");
     // The conformance agent's plain turn leaves the task working, waiting for more.
     assert_eq!(again["result"]["status"]["state"], "working", "{again}");
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// Counts that must agree in a consistent knowledge base: documents, documents without
@@ -99,8 +97,7 @@ fn an_ingest_killed_midway_leaves_a_consistent_knowledge_base() {
         );
         return;
     }
-    let dir = std::env::temp_dir().join(format!("agentry-crash-ingest-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = agentry_testkit::Scratch::new("crash-ingest");
     let docs = dir.join("docs");
     std::fs::create_dir_all(&docs).unwrap();
     // Six 40 KB slices of plays: each takes a second or more to embed.
@@ -170,7 +167,6 @@ fn an_ingest_killed_midway_leaves_a_consistent_knowledge_base() {
     let (documents, empty, chunks, fts, vectors) = kb_counts(&db);
     assert_eq!((documents, empty), (6, 0));
     assert_eq!((fts, vectors), (chunks, chunks));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A webhook on 127.0.0.1: holds each request unanswered (and unrecorded) until `answer` is
@@ -247,8 +243,7 @@ fn webhook() -> Webhook {
 #[test]
 fn push_notifications_pending_at_a_kill_are_sent_after_the_restart() {
     use std::sync::atomic::Ordering::SeqCst;
-    let home = std::env::temp_dir().join(format!("agentry-crash-push-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = agentry_testkit::Scratch::new("crash-push");
     let hook = webhook();
     let task_id = {
         let (server, url) = serve_in(&home, "conformance", &["--allow-private-push"]);
@@ -292,7 +287,6 @@ fn push_notifications_pending_at_a_kill_are_sent_after_the_restart() {
     }
     // The task as announced, working, then its turn's end (parked, working): in that order.
     assert_eq!(states, ["submitted", "working", "working"]);
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// A client streaming a task when its server is killed gets an end, not a hang: it
@@ -303,8 +297,7 @@ async fn a_stream_open_when_the_server_is_killed_ends_after_the_restart() {
     use agentry::a2a::client::{A2aClient, ClientConfig};
     use agentry::a2a::model::{Message, MessageSendParams, Role, StreamEvent, TaskState};
     use futures_util::StreamExt;
-    let home = std::env::temp_dir().join(format!("agentry-crash-stream-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+    let home = agentry_testkit::Scratch::new("crash-stream");
     let port = crate::support::free_port();
     let (server, url) = crate::support::serve_on(port, &home, "conformance", &[]);
     let cfg = ClientConfig {
@@ -322,7 +315,7 @@ async fn a_stream_open_when_the_server_is_killed_ends_after_the_restart() {
     for _ in 0..3 {
         events.next().await.unwrap().unwrap();
     }
-    let home2 = home.clone();
+    let home2 = home.to_path_buf();
     let restart = tokio::task::spawn_blocking(move || {
         drop(server); // SIGKILL
         crate::support::serve_on(port, &home2, "conformance", &[])
@@ -344,7 +337,6 @@ async fn a_stream_open_when_the_server_is_killed_ends_after_the_restart() {
         .map(|m| m.text_content())
         .unwrap_or_default();
     assert!(said.contains("server stopped"), "{said}");
-    let _ = std::fs::remove_dir_all(&home);
 }
 
 /// A remote A2A agent for the workflow crash test: records every message it is sent, answers at
@@ -402,9 +394,7 @@ fn a_workflow_killed_mid_step_resumes_without_rerunning_finished_steps() {
     );
     rt.spawn(server.serve(listener, std::future::pending()));
 
-    let home = std::env::temp_dir().join(format!("agentry-crash-flow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    std::fs::create_dir_all(&home).unwrap();
+    let home = agentry_testkit::Scratch::new("crash-flow");
     let cfg = home.join("agentry.toml");
     std::fs::write(
         &cfg,
@@ -477,5 +467,4 @@ fn a_workflow_killed_mid_step_resumes_without_rerunning_finished_steps() {
         ["book the room", "slow: done: book the room"],
         "a step was executed twice"
     );
-    let _ = std::fs::remove_dir_all(&home);
 }

@@ -6,11 +6,8 @@ use std::process::{Command, Stdio};
 
 use crate::support::{BIN, Server, free_port, run, serve, stdout, wait_for};
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-cli-eval-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("cli-eval-{name}"))
 }
 
 #[test]

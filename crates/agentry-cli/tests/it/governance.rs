@@ -21,9 +21,7 @@ fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let work =
-        std::env::temp_dir().join(format!("agentry-governance-example-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
+    let work = agentry_testkit::Scratch::new("governance-example");
     let out = Command::new("bash")
         .arg(root.join("examples/governance/run.sh"))
         .env("AGENTRY", BIN)
@@ -81,7 +79,6 @@ fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
         3,
         "{stdout}"
     );
-    let _ = std::fs::remove_dir_all(&work);
 }
 
 /// Triggers from a database (`[server] triggers_db`): `agentry triggers put|remove` changes
@@ -89,9 +86,7 @@ fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
 #[test]
 fn triggers_put_in_the_database_reach_a_running_server() {
     use crate::support::{post_json, run, serve_config, stdout};
-    let dir = std::env::temp_dir().join(format!("agentry-trigger-db-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("trigger-db");
     let port = free_port();
     let config = dir.join("agentry.toml");
     std::fs::write(
@@ -159,5 +154,4 @@ fn triggers_put_in_the_database_reach_a_running_server() {
     assert!(!gone.status.success());
     assert!(stdout(&run(&["triggers", "list", "--db", db])).is_empty());
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

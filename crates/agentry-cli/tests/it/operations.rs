@@ -7,8 +7,7 @@ use crate::support::{free_port, http_get, run, serve_config, stdout};
 /// process exits by itself.
 #[test]
 fn metrics_and_draining_from_the_config() {
-    let dir = std::env::temp_dir().join(format!("agentry-ops-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("ops");
     let config = dir.join("agentry.toml");
     std::fs::write(
         &config,
@@ -58,7 +57,6 @@ fn metrics_and_draining_from_the_config() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `AGENTRY_LOG_FORMAT=json`: every log line is one JSON object (time, level, target, the
@@ -67,7 +65,7 @@ fn metrics_and_draining_from_the_config() {
 fn logs_are_json_lines_when_asked() {
     use std::io::BufRead;
     let port = free_port();
-    let home = std::env::temp_dir().join(format!("agentry-json-logs-{port}"));
+    let home = agentry_testkit::Scratch::new("json-logs");
     let mut child = std::process::Command::new(crate::support::BIN)
         .args(["serve", "--agent", "echo", "--store", "memory", "--port"])
         .arg(port.to_string())
@@ -98,5 +96,4 @@ fn logs_are_json_lines_when_asked() {
         lines.iter().any(|l| l.contains("agent `echo`")),
         "{lines:?}"
     );
-    let _ = std::fs::remove_dir_all(&home);
 }

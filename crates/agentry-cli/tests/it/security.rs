@@ -2,7 +2,7 @@
 //! `agentry` process, replayed against a real one on loopback. Each test says which defect of
 //! the security issue it pins down; SECURITY.md has the threat model.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -10,12 +10,9 @@ use serde_json::{Value, json};
 
 use crate::support::{run, serve_in};
 
-/// A fresh folder under the system temp dir.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-sec-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh folder under the system temp dir, removed when the test passes.
+fn scratch(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("sec-{name}"))
 }
 
 /// Sends `request` and returns the task (or whatever came back, as a string value) and how

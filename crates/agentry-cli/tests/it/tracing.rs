@@ -3,7 +3,7 @@
 //! definitions (`tests/interop/otlp_receiver.py`).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -88,8 +88,7 @@ fn one_trace_covers_a_request_across_agents_and_an_mcp_server() {
         );
         return;
     }
-    let dir: PathBuf = std::env::temp_dir().join(format!("agentry-trace-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = agentry_testkit::Scratch::new("trace");
     for d in ["worker", "orchestrator"] {
         std::fs::create_dir_all(dir.join(d)).unwrap();
     }
@@ -300,5 +299,4 @@ fn one_trace_covers_a_request_across_agents_and_an_mcp_server() {
         .filter(|s| s["trace_id"] != trace && s["attributes"]["agentry.correlation_id"].is_string())
         .collect();
     assert!(strays.is_empty(), "{strays:#?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

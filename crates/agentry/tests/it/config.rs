@@ -9,8 +9,8 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
-fn temp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("agentry-config-{name}-{}", std::process::id()))
+fn temp(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("config-{name}"))
 }
 
 #[test]

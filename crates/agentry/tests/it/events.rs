@@ -48,10 +48,8 @@ fn scripted_agent(name: &str, transcript: &str, extra: &str) -> String {
     )
 }
 
-fn dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-events-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn dir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("events-{name}"))
 }
 
 /// The chain of the governance example without a workflow: an order event reaches billing,
@@ -235,7 +233,6 @@ async fn an_event_runs_a_chain_of_subscribed_agents() {
         "{call:#?}"
     );
     drop(log);
-    std::fs::remove_dir_all(&d).ok();
 }
 
 /// What cannot work is refused when the config is read: a subscriber nobody serves, a loop
@@ -291,7 +288,6 @@ async fn subscriptions_that_cannot_work_are_refused() {
     let config: Config = toml::from_str(&format!("{at_events}\n[events]\n")).unwrap();
     let err = agentry::Service::build(config).await.err().unwrap();
     assert!(err.to_string().contains("/events"), "{err}");
-    std::fs::remove_dir_all(&d).ok();
 }
 
 /// Two replicas on NATS JetStream (and PostgreSQL, which `bus` needs) subscribe one agent to
@@ -388,7 +384,6 @@ async fn replicas_share_a_subscription_on_nats() {
     ids.sort();
     assert_eq!(answered, ids, "each event answered once");
     println!("handled: {by:?}");
-    std::fs::remove_dir_all(&d).ok();
 }
 
 /// With verified tokens, publishing takes a token for the endpoint (audience
@@ -454,7 +449,6 @@ async fn publishing_with_tokens_needs_the_publish_scope() {
             );
         }
     }
-    std::fs::remove_dir_all(&d).ok();
 }
 
 /// Answers after a while, counting how many requests it works on at once.

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use agentry::config::Config;
 use agentry::governance::token::{Audience, Claims};
 use agentry::governance::{AuditLog, Grant, TokenIssuer};
+use agentry_testkit::Scratch;
 use serde_json::{Value, json};
 
 const ISS: &str = "https://idp.test";
@@ -56,9 +57,7 @@ fn now() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_decision() {
-    let dir = std::env::temp_dir().join(format!("agentry-jwt-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("jwt");
     let idp = TokenIssuer::generate(ISS).unwrap();
     let stranger = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("jwks.json"), idp.jwks().to_string()).unwrap();
@@ -235,7 +234,6 @@ async fn jwt_agents_refuse_every_wrong_token_on_both_bindings_and_audit_each_dec
         .expect("the 403 is recorded with its reason");
     assert_eq!(scope_refusal.event.actor, "jwt:alice");
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A request's headers.
@@ -249,9 +247,7 @@ type Headers<'a> = Vec<(&'a str, &'a str)>;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_service_mints_least_privilege_tokens_the_next_agent_accepts() {
     use base64::Engine;
-    let dir = std::env::temp_dir().join(format!("agentry-token-service-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("token-service");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
     // The service's key made ahead, so the agents can be given its JWKS as a file.
@@ -445,7 +441,6 @@ async fn the_token_service_mints_least_privilege_tokens_the_next_agent_accepts()
         "{tokens:#?}"
     );
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `[[triggers]]`: a request naming an unknown trigger, or one for another agent, is refused
@@ -454,9 +449,7 @@ async fn the_token_service_mints_least_privilege_tokens_the_next_agent_accepts()
 /// the request's correlation id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn triggers_are_refused_unless_known_meant_for_the_agent_and_allowed() {
-    let dir = std::env::temp_dir().join(format!("agentry-triggers-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("triggers");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("jwks.json"), idp.jwks().to_string()).unwrap();
     let toml = format!(
@@ -582,7 +575,6 @@ async fn triggers_are_refused_unless_known_meant_for_the_agent_and_allowed() {
             "{case}: {records:?}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `[server.jwt] jwks_url`: the keys come from the issuer's URL; a token signed with a key
@@ -719,9 +711,7 @@ async fn keys_from_a_jwks_url_rotate_without_a_restart() {
 /// refused rather than sent on with other credentials.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orchestrator_calls_each_agent_with_a_token_minted_for_that_call() {
-    let dir = std::env::temp_dir().join(format!("agentry-delegation-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("delegation");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
     let service =
@@ -937,7 +927,6 @@ async fn an_orchestrator_calls_each_agent_with_a_token_minted_for_that_call() {
         "the operator's token never left the orchestrator: {allowed:#?}"
     );
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Item 6: the tool calls an agent makes are in the audit trail beside the authorization
@@ -945,9 +934,7 @@ async fn an_orchestrator_calls_each_agent_with_a_token_minted_for_that_call() {
 /// arguments, the outcome, on whose behalf.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tool_call_is_audited_with_the_request_it_served() {
-    let dir = std::env::temp_dir().join(format!("agentry-tool-audit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("tool-audit");
     let calculator = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/agents/calculator.toml");
     let toml = format!(
@@ -1019,7 +1006,6 @@ async fn every_tool_call_is_audited_with_the_request_it_served() {
         log.records(1, 1000).unwrap().len()
     );
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The authorization matrix of issue 21 in one table: every way in that must be refused, at an
@@ -1029,9 +1015,7 @@ async fn every_tool_call_is_audited_with_the_request_it_served() {
 async fn the_authorization_matrix_has_no_escapes() {
     use base64::Engine;
     const TS: &str = "https://agentry.tokens";
-    let dir = std::env::temp_dir().join(format!("agentry-authz-matrix-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("authz-matrix");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
     let service = TokenIssuer::load_or_create(TS, &dir.join("svc.key")).unwrap();
@@ -1586,7 +1570,6 @@ async fn the_authorization_matrix_has_no_escapes() {
     eprintln!("authorization matrix: {cases} cases, {refused} refusals checked, 0 escapes");
     assert!(cases >= 30, "{cases} cases");
     assert_eq!(refused, 2 * agent_cases.len() + exchange_cases.len());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The mail agent never sends without a confirmation turn, nor for a caller without the
@@ -1594,9 +1577,7 @@ async fn the_authorization_matrix_has_no_escapes() {
 /// draft; a draft is sent once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mail_agent_sends_only_what_an_allowed_caller_confirmed() {
-    let dir = std::env::temp_dir().join(format!("agentry-mail-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("mail");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
     let toml = format!(
@@ -1715,7 +1696,6 @@ async fn the_mail_agent_sends_only_what_an_allowed_caller_confirmed() {
     // A path in place of a draft id is no draft.
     let (_, v) = send(sender, "send ../../etc/passwd", None, Some("send"), 10).await;
     assert_eq!(state(&v), "rejected", "{v}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A workflow's calls to a remote agent are all in that agent's trail under the user
@@ -1723,9 +1703,7 @@ async fn the_mail_agent_sends_only_what_an_allowed_caller_confirmed() {
 /// follow its task (`tasks/resubscribe`, `tasks/get`), which carry the id as W3C baggage.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_agent_records_every_call_of_a_request_under_its_correlation_id() {
-    let dir = std::env::temp_dir().join(format!("agentry-follow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("follow");
     let remote: Config = toml::from_str(&format!(
         r#"
         [server]
@@ -1783,7 +1761,6 @@ async fn a_remote_agent_records_every_call_of_a_request_under_its_correlation_id
     let all = log.records(1, 1000).unwrap();
     assert_eq!(all.len(), path.len(), "{all:#?}");
     drop(log);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `[server.introspection]` (RFC 7662): an agent that does not verify tokens itself asks the
@@ -1793,9 +1770,7 @@ async fn a_remote_agent_records_every_call_of_a_request_under_its_correlation_id
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_the_issuer_vouches_for_are_accepted_and_nothing_else() {
     use base64::Engine;
-    let dir = std::env::temp_dir().join(format!("agentry-introspect-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("introspect");
     let idp = TokenIssuer::generate(ISS).unwrap();
     std::fs::write(dir.join("idp.json"), idp.jwks().to_string()).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1938,5 +1913,4 @@ async fn tokens_the_issuer_vouches_for_are_accepted_and_nothing_else() {
     )
     .await;
     assert_eq!(status, 401, "{head}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

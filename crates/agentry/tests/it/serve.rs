@@ -106,8 +106,7 @@ async fn a_config_file_and_a_builtin_agent_share_one_server_and_its_credentials(
 /// credentials; each card declares what its agent takes.
 #[tokio::test]
 async fn credentials_come_from_env_or_files_per_agent_and_cards_declare_them() {
-    let dir = std::env::temp_dir().join(format!("agentry-creds-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("creds");
     std::fs::write(dir.join("token"), "from-a-file\n").unwrap();
     // A variable every test process has (setting one is unsafe in edition 2024).
     let var = "HOME";
@@ -191,8 +190,7 @@ async fn credentials_come_from_env_or_files_per_agent_and_cards_declare_them() {
 
 #[tokio::test]
 async fn an_agent_that_cannot_be_made_fails_the_whole_setup_with_its_reason() {
-    let dir = std::env::temp_dir().join(format!("agentry-serve-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("serve-bad");
     let file = dir.join("agentry.toml");
     std::fs::write(
         &file,
@@ -234,8 +232,7 @@ fn memory_server() -> Option<PathBuf> {
 #[tokio::test]
 async fn each_agent_is_made_once_and_starts_only_allowed_programs() {
     let Some(js) = memory_server() else { return };
-    let dir = std::env::temp_dir().join(format!("agentry-serve-once-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("serve-once");
     let starts = dir.join("starts");
     let config = |allow: &str| {
         format!(
@@ -291,5 +288,4 @@ async fn each_agent_is_made_once_and_starts_only_allowed_programs() {
         1,
         "the refused program ran"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

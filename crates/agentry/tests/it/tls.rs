@@ -78,9 +78,7 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_certificates_the_ca_signed_are_credentials_and_nothing_else_is() {
-    let dir = std::env::temp_dir().join(format!("agentry-tls-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("tls");
     let ca = new_ca("agentry test CA");
     let (cert, key) = leaf(&ca, "127.0.0.1", true);
     let port = agentry_testkit::free_port();
@@ -229,5 +227,4 @@ async fn client_certificates_the_ca_signed_are_credentials_and_nothing_else_is()
     };
     let (served, ()) = tokio::join!(server, checks);
     served.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
