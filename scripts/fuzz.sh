@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes what reads outside input (the A2A request decoders, a peer's REST error bodies,
-# the agent-config and workflow loaders) for a bounded time (cargo-fuzz, libFuzzer; needs a nightly
-# toolchain). By hand, to search: FUZZ_SECONDS=600 bash scripts/fuzz.sh
+# Fuzzes what reads outside input (the A2A request decoders, a peer's REST error bodies and
+# event streams, the agent-config and workflow loaders) for a bounded time (cargo-fuzz,
+# libFuzzer; needs a nightly toolchain). By hand, to search: FUZZ_SECONDS=600 bash scripts/fuzz.sh
 #   FUZZ_SECONDS  per target (default 30), random seed, corpus kept in
 #                 ~/.cache/agentry-fuzz/corpus between runs (outside the clone)
 #   FUZZ_RUNS     instead: this many inputs per target from a fixed seed and the checked-in
@@ -34,7 +34,7 @@ export CARGO_TARGET_DIR="$CACHE/target"
 status=0
 # The targets built as `cargo fuzz run --sanitizer none` builds them (cargo-fuzz 0.13's flags:
 # libFuzzer's coverage instrumentation, `--cfg fuzzing`, release with debug assertions), by
-# cargo itself: no cargo-fuzz to install (minutes of a cold CI run), all four targets in one
+# cargo itself: no cargo-fuzz to install (minutes of a cold CI run), all the targets in one
 # build. Release's 16 codegen units, not one: libFuzzer gathers the counters of every module,
 # and the build takes 4 minutes instead of 5.5 on two cores.
 TRIPLE=$(rustup run nightly rustc -vV | sed -n 's/^host: //p')
@@ -52,7 +52,7 @@ fi
 BINS="$CARGO_TARGET_DIR/$TRIPLE/release"
 for spec in "decode_request:fuzz/seeds/decode_request fuzz/regressions" \
             "decode_request_v1:fuzz/seeds/decode_request fuzz/regressions" \
-            "rest_error:" "load_configs:"; do
+            "rest_error:" "sse:" "load_configs:"; do
   target=${spec%%:*}
   seeds=${spec#*:}
   corpus="$CACHE/corpus/$target"

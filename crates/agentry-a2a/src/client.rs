@@ -73,7 +73,18 @@ pub struct ClientConfig {
     pub binding: Binding,
     /// A private CA to trust and a client certificate to present (mTLS).
     pub tls: Option<ClientTls>,
+    /// The most a peer's answer (a card, a body, one event of a stream) may take: a larger
+    /// one is refused ([`A2aError::TooLarge`]) as it arrives, so a remote agent cannot make
+    /// this process hold more than that. Default 32 MiB: twice the largest task an agentry
+    /// server keeps.
+    pub max_response_bytes: usize,
 }
+
+/// [`ClientConfig::max_response_bytes`]'s default.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
+
+/// How much of an error's body is kept for [`A2aError::Http`] (the rest is not read).
+const MAX_ERROR_TEXT: usize = 8 << 10;
 
 /// TLS for calls: a CA to trust besides the public roots (agents on a private PKI), and a
 /// client certificate for agents that take them as credentials (mTLS).
@@ -129,6 +140,7 @@ impl Default for ClientConfig {
             auto_resubscribe: true,
             binding: Binding::JsonRpc,
             tls: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -320,10 +332,8 @@ pub async fn fetch_card_if_changed(
                     .get(reqwest::header::ETAG)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                let body = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| map_send_error(e, &url, cfg.request_timeout))?;
+                let body =
+                    read_body(resp, cfg.max_response_bytes, &url, cfg.request_timeout).await?;
                 let raw: Value =
                     serde_json::from_slice(&body).map_err(|e| A2aError::InvalidCard {
                         url: url.clone(),
@@ -343,7 +353,7 @@ pub async fn fetch_card_if_changed(
             s => {
                 return Err(A2aError::Http {
                     status: s,
-                    body: resp.text().await.unwrap_or_default(),
+                    body: error_text(resp).await,
                     url,
                 });
             }
@@ -352,6 +362,64 @@ pub async fn fetch_card_if_changed(
     Err(last.unwrap_or_else(|| A2aError::CardNotFound {
         url: base.to_owned(),
     }))
+}
+
+/// A body read whole, refused past `limit` bytes (its declared length first, then what
+/// arrives): what a peer sends is held only up to that.
+async fn read_body(
+    mut resp: reqwest::Response,
+    limit: usize,
+    url: &str,
+    after: Duration,
+) -> Result<bytes::Bytes, A2aError> {
+    let too_large = || A2aError::TooLarge {
+        url: url.to_owned(),
+        limit,
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    // Most answers come in one chunk: kept as it is, copied only when a second one comes.
+    let mut first: Option<bytes::Bytes> = None;
+    let mut more: Vec<u8> = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| map_send_error(e, url, after))?
+    {
+        let held = first.as_ref().map_or(0, bytes::Bytes::len) + more.len();
+        if held + chunk.len() > limit {
+            return Err(too_large());
+        }
+        match &first {
+            None => first = Some(chunk),
+            Some(f) => {
+                if more.is_empty() {
+                    more.extend_from_slice(f);
+                }
+                more.extend_from_slice(&chunk);
+            }
+        }
+    }
+    Ok(if more.is_empty() {
+        first.unwrap_or_default()
+    } else {
+        more.into()
+    })
+}
+
+/// The start of an error answer's body, as text, for [`A2aError::Http`]: at most
+/// [`MAX_ERROR_TEXT`] bytes are read.
+async fn error_text(mut resp: reqwest::Response) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < MAX_ERROR_TEXT {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    buf.truncate(MAX_ERROR_TEXT);
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 fn authorize(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {
@@ -543,6 +611,17 @@ impl A2aClient {
         c
     }
 
+    /// An answer's body, refused past [`ClientConfig::max_response_bytes`].
+    async fn read_body(&self, resp: reqwest::Response) -> Result<bytes::Bytes, A2aError> {
+        read_body(
+            resp,
+            self.cfg.max_response_bytes,
+            self.endpoint(),
+            self.cfg.request_timeout,
+        )
+        .await
+    }
+
     /// The URL requests go to.
     pub fn endpoint(&self) -> &str {
         self.route().0
@@ -609,7 +688,7 @@ impl A2aClient {
                         return Err(A2aError::Http {
                             status: s,
                             url: endpoint.to_owned(),
-                            body: resp.text().await.unwrap_or_default(),
+                            body: error_text(resp).await,
                         });
                     } else {
                         return Ok(resp);
@@ -673,10 +752,7 @@ impl A2aClient {
         let (_, version, binding) = self.route();
         let resp = self.post(req, false).await?;
         let status = resp.status().as_u16();
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| map_send_error(e, self.endpoint(), self.cfg.request_timeout))?;
+        let body = self.read_body(resp).await?;
         if binding == Binding::HttpJson {
             if !(200..300).contains(&status) {
                 return Err(crate::rest::error_from(status, &body).into());
@@ -897,16 +973,13 @@ impl A2aClient {
             let resp = self.post(&req, true).await?;
             if binding == Binding::HttpJson && !is_event_stream(&resp) {
                 let status = resp.status().as_u16();
-                let body = resp.bytes().await.unwrap_or_default();
+                let body = self.read_body(resp).await?;
                 let e = crate::rest::error_from(status, &body);
                 return self.finished_meanwhile(&req, e, tx).await;
             }
             if !is_event_stream(&resp) {
                 // An error (or a non-streaming peer) answered with one JSON body.
-                let body = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| map_send_error(e, self.endpoint(), self.cfg.request_timeout))?;
+                let body = self.read_body(resp).await?;
                 let body = std::str::from_utf8(&body)
                     .map_err(|e| A2aError::InvalidResponse(format!("stream answer: {e}")))?;
                 match stream_item(body, Binding::JsonRpc, version)? {
@@ -920,7 +993,7 @@ impl A2aClient {
                 return Ok(());
             }
             let mut body = resp.bytes_stream();
-            let mut parser = SseParser::new();
+            let mut parser = SseParser::with_max_event(self.cfg.max_response_bytes);
             let mut task_id: Option<String> = None;
             let mut fell_back = false;
             // Events this stream delivered: its first repeats where the task stood, so only
@@ -946,7 +1019,11 @@ impl A2aClient {
                     }
                     Ok(Some(Ok(c))) => c,
                 };
-                for data in parser.push(&chunk) {
+                let events = parser.push(&chunk).map_err(|e| A2aError::TooLarge {
+                    url: self.endpoint().to_owned(),
+                    limit: e.limit,
+                })?;
+                for data in events {
                     let ev = match stream_item(&data, binding, version)? {
                         // Refused before the first event: try v0.3 if the card offers it.
                         Err(e)

@@ -200,6 +200,15 @@ pub enum A2aError {
     /// An answer that is not the protocol's.
     #[error("invalid response from agent: {0}")]
     InvalidResponse(String),
+    /// An answer (or one event of a stream) larger than the client takes
+    /// ([`ClientConfig::max_response_bytes`](crate::client::ClientConfig::max_response_bytes)).
+    #[error("the answer from {url} is larger than {limit} bytes: refused")]
+    TooLarge {
+        /// The URL asked.
+        url: String,
+        /// The limit, bytes.
+        limit: usize,
+    },
     /// The task store failed.
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),

@@ -48,3 +48,21 @@ pub fn check_rest_error(data: &[u8]) {
         e.code
     );
 }
+
+/// A peer's event stream: however its bytes are cut into chunks (the first byte picks their
+/// size), the events read are those of the whole stream, and nothing panics.
+pub fn check_sse(data: &[u8]) {
+    let Some((&n, stream)) = data.split_first() else {
+        return;
+    };
+    let size = usize::from(n % 16) + 1;
+    let whole = crate::sse::SseParser::new()
+        .push(stream)
+        .expect("within the limit");
+    let mut p = crate::sse::SseParser::new();
+    let mut got = Vec::new();
+    for chunk in stream.chunks(size) {
+        got.extend(p.push(chunk).expect("within the limit"));
+    }
+    assert_eq!(got, whole);
+}

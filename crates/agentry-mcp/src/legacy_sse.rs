@@ -87,7 +87,15 @@ impl LegacySseTransport {
             let mut parser = SseParser::new();
             let mut ep_tx = Some(ep_tx);
             while let Some(Ok(chunk)) = body.next().await {
-                for data in parser.push(&chunk) {
+                let events = match parser.push(&chunk) {
+                    Ok(events) => events,
+                    Err(e) => {
+                        // The server's messages end here: its calls fail as closed.
+                        tracing::warn!("legacy SSE: {e}; stream dropped");
+                        return;
+                    }
+                };
+                for data in events {
                     let data = data.trim();
                     if data.is_empty() {
                         continue; // Some servers open with an empty event.

@@ -749,3 +749,97 @@ async fn a_task_takes_no_messages_past_its_size_cap() {
     assert!(e.to_string().contains("too large"), "{e}");
     assert_eq!(common::rpc_code(e), -32602);
 }
+
+/// A hostile peer cannot make the client hold more than its limit: a card, an answer
+/// streamed without a length, an event that never ends (the peer streams it forever) and an
+/// error body are each refused or cut as they arrive, with an error that says so.
+#[tokio::test]
+async fn a_peer_cannot_make_the_client_hold_more_than_its_limit() {
+    use agentry_a2a::A2aError;
+    use axum::body::{Body, Bytes};
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use axum::routing::{get, post};
+    use futures_util::stream;
+
+    const LIMIT: usize = 4 << 10;
+    let kib = || Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 1024]));
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            get(|| async {
+                let mut card = json!({"name": "big", "description": "x".repeat(2 * LIMIT)});
+                card["url"] = json!("http://127.0.0.1/");
+                axum::Json(card)
+            }),
+        )
+        // A JSON-RPC answer of 8 KiB in 1 KiB chunks, no Content-Length.
+        .route(
+            "/chunked",
+            post(move || async move {
+                let body = Body::from_stream(stream::iter((0..8).map(move |_| kib())));
+                ([(header::CONTENT_TYPE, "application/json")], body)
+            }),
+        )
+        // An event stream whose one event never ends.
+        .route(
+            "/endless",
+            post(|| async {
+                let first = stream::once(async { Ok(Bytes::from_static(b"data: {")) });
+                let body = Body::from_stream(first.chain(stream::repeat_with(|| {
+                    Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 1024]))
+                })));
+                ([(header::CONTENT_TYPE, "text/event-stream")], body)
+            }),
+        )
+        // An error with a 1 MiB text body.
+        .route(
+            "/error",
+            post(|| async { (StatusCode::BAD_GATEWAY, "e".repeat(1 << 20)).into_response() }),
+        );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", l.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(l, app).await });
+    let cfg = ClientConfig {
+        retries: 0,
+        max_response_bytes: LIMIT,
+        ..Default::default()
+    };
+    let too_large = |e: &A2aError| matches!(e, A2aError::TooLarge { limit, .. } if *limit == LIMIT);
+
+    let e = A2aClient::discover(&base, cfg.clone()).await.err().unwrap();
+    assert!(too_large(&e), "card: {e}");
+    // A client that takes more reads it (and finds it is no card: only its size was tried).
+    let roomy = ClientConfig {
+        max_response_bytes: 4 * LIMIT,
+        ..cfg.clone()
+    };
+    let e = A2aClient::discover(&base, roomy).await.err().unwrap();
+    assert!(matches!(e, A2aError::InvalidCard { .. }), "{e}");
+
+    let send = || MessageSendParams::new(Message::text(Role::User, "x"));
+    let c = A2aClient::new(&format!("{base}/chunked"), cfg.clone()).unwrap();
+    let e = c.send_message(send()).await.err().unwrap();
+    assert!(too_large(&e), "chunked answer: {e}");
+
+    let c = A2aClient::new(&format!("{base}/endless"), cfg.clone()).unwrap();
+    let evs: Vec<_> =
+        tokio::time::timeout(Duration::from_secs(30), c.stream_message(send()).collect())
+            .await
+            .expect("the stream ends");
+    let last = evs.last().unwrap().as_ref().unwrap_err();
+    assert!(too_large(last), "endless event: {last}");
+
+    let c = A2aClient::new(&format!("{base}/error"), cfg).unwrap();
+    match c.send_message(send()).await {
+        Err(A2aError::Http { status, body, .. }) => {
+            assert_eq!(status, 502);
+            assert!(
+                body.starts_with("eee") && body.len() <= 8 << 10,
+                "{}",
+                body.len()
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -382,7 +382,15 @@ fn async_stream(
             let finished = match chunk {
                 Some(Ok(c)) => {
                     let mut end = false;
-                    for data in st.parser.push(&c) {
+                    let events = match st.parser.push(&c) {
+                        Ok(events) => events,
+                        Err(e) => {
+                            st.done = true;
+                            let e = LlmError::InvalidResponse(e.to_string());
+                            return Some((Err(e), (st, body)));
+                        }
+                    };
+                    for data in events {
                         if data.trim() == "[DONE]" {
                             end = true;
                             break;
