@@ -364,32 +364,35 @@ pub async fn fetch_card_if_changed(
     }))
 }
 
-/// A body read whole, refused past `limit` bytes (its declared length first, then what
-/// arrives): what a peer sends is held only up to that.
-async fn read_body(
+/// Why [`read_limited`] returned no body.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BodyError {
+    /// The body is larger than the limit (as declared, or as it arrived).
+    #[error("the answer is larger than {0} bytes")]
+    TooLarge(usize),
+    /// Reading it failed.
+    #[error("reading the answer failed: {0}")]
+    Read(#[source] reqwest::Error),
+}
+
+/// A response's body read whole, refused past `limit` bytes (its declared length first, then
+/// what arrives): what a peer sends is held only up to that. For every body read from
+/// elsewhere (an agent's answers, a JWKS, a token endpoint's answer).
+pub async fn read_limited(
     mut resp: reqwest::Response,
     limit: usize,
-    url: &str,
-    after: Duration,
-) -> Result<bytes::Bytes, A2aError> {
-    let too_large = || A2aError::TooLarge {
-        url: url.to_owned(),
-        limit,
-    };
+) -> Result<bytes::Bytes, BodyError> {
     if resp.content_length().is_some_and(|n| n > limit as u64) {
-        return Err(too_large());
+        return Err(BodyError::TooLarge(limit));
     }
     // Most answers come in one chunk: kept as it is, copied only when a second one comes.
     let mut first: Option<bytes::Bytes> = None;
     let mut more: Vec<u8> = Vec::new();
-    while let Some(chunk) = resp
-        .chunk()
-        .await
-        .map_err(|e| map_send_error(e, url, after))?
-    {
+    while let Some(chunk) = resp.chunk().await.map_err(BodyError::Read)? {
         let held = first.as_ref().map_or(0, bytes::Bytes::len) + more.len();
         if held + chunk.len() > limit {
-            return Err(too_large());
+            return Err(BodyError::TooLarge(limit));
         }
         match &first {
             None => first = Some(chunk),
@@ -405,6 +408,22 @@ async fn read_body(
         first.unwrap_or_default()
     } else {
         more.into()
+    })
+}
+
+/// [`read_limited`] with the client's errors.
+async fn read_body(
+    resp: reqwest::Response,
+    limit: usize,
+    url: &str,
+    after: Duration,
+) -> Result<bytes::Bytes, A2aError> {
+    read_limited(resp, limit).await.map_err(|e| match e {
+        BodyError::TooLarge(limit) => A2aError::TooLarge {
+            url: url.to_owned(),
+            limit,
+        },
+        BodyError::Read(e) => map_send_error(e, url, after),
     })
 }
 

@@ -122,14 +122,10 @@ impl TokenExchangeClient {
             .await
             .map_err(|e| DelegationError::Unavailable(format!("{}: {e}", self.token_url)))?;
         let status = resp.status();
-        // A token response is small; a body past 64 KiB is not one.
-        let bytes = resp
-            .bytes()
+        // A token response is small; a body past 64 KiB is not one (refused as it arrives).
+        let bytes = agentry_a2a::client::read_limited(resp, 64 * 1024)
             .await
-            .map_err(|e| DelegationError::Unavailable(e.to_string()))?;
-        if bytes.len() > 64 * 1024 {
-            return Err(DelegationError::Unavailable("answer too large".into()));
-        }
+            .map_err(|e| DelegationError::Unavailable(format!("{}: {e}", self.token_url)))?;
         let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| {
             DelegationError::Unavailable(format!("HTTP {status}: not a JSON token response"))
         })?;

@@ -74,18 +74,20 @@ async fn fetch(
     match resp.status().as_u16() {
         304 => Ok(None),
         200 => {
-            if resp.content_length().is_some_and(|n| n > MAX_JWKS) {
-                return Err(format!("the document is larger than {MAX_JWKS} bytes"));
-            }
             let tag = resp
                 .headers()
                 .get(reqwest::header::ETAG)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            let body = resp.bytes().await.map_err(|e| e.to_string())?;
-            if body.len() as u64 > MAX_JWKS {
-                return Err(format!("the document is larger than {MAX_JWKS} bytes"));
-            }
+            // Refused as it arrives: a chunked answer declares no length.
+            let body = agentry_a2a::client::read_limited(resp, MAX_JWKS as usize)
+                .await
+                .map_err(|e| match e {
+                    agentry_a2a::client::BodyError::TooLarge(_) => {
+                        format!("the document is larger than {MAX_JWKS} bytes")
+                    }
+                    e => e.to_string(),
+                })?;
             Ok(Some((body.to_vec(), tag)))
         }
         s => Err(format!("HTTP {s}")),

@@ -11,13 +11,13 @@ use crate::support::{BIN, free_port, models_present};
 
 #[test]
 fn the_three_agent_governance_example_runs_and_leaves_a_verified_trail() {
-    if !models_present()
-        && agentry_testkit::missing::<()>(
+    // Skipped (or failed, where models are required) without them: the knowledge agent
+    // embeds its handbook.
+    if !models_present() {
+        let _ = agentry_testkit::missing::<()>(
             agentry_testkit::Peer::Models,
             "the embedded models are missing: run scripts/fetch-models.sh",
-        )
-        .is_some()
-    {
+        );
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
