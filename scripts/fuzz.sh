@@ -22,7 +22,7 @@ else
   budget=(-max_total_time="$SECONDS_EACH")
   what="$SECONDS_EACH s per target"
 fi
-echo "==> fuzzing ($what): request decoders, REST error bodies, config loaders"
+echo "==> fuzzing ($what): request decoders, REST error bodies, event streams, config loaders"
 if ! rustup run nightly rustc -V >/dev/null 2>&1; then
   echo "    SKIPPED: no nightly toolchain (cargo-fuzz needs one)"
   [ -n "${AGENTRY_SKIP_LOG:-}" ] && echo "fuzz.sh: no nightly toolchain" >>"$AGENTRY_SKIP_LOG"
