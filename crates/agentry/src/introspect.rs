@@ -117,7 +117,11 @@ impl Introspection {
             .send()
             .await;
         let answer = match sent {
-            Ok(r) if r.status().is_success() => r.json::<Answer>().await,
+            // An introspection answer is small; a body past 64 KiB is not one.
+            Ok(r) if r.status().is_success() => agentry_a2a::client::read_limited(r, 64 << 10)
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Answer>(&b).map_err(|e| e.to_string())),
             Ok(r) => {
                 tracing::warn!(
                     "token introspection at {} answered {}",

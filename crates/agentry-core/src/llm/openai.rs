@@ -3,12 +3,20 @@
 
 use std::time::Duration;
 
+use agentry_a2a::client::{BodyError, read_limited};
 use agentry_a2a::sse::SseParser;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::*;
+
+/// The most of a model's answer held (a whole answer, or one event of a stream): far past
+/// any completion, and a server that never stops answering is cut off there.
+const MAX_ANSWER: usize = 64 << 20;
+
+/// How much of an error answer is kept for [`LlmError::Http`].
+const MAX_ERROR_TEXT: usize = 8 << 10;
 
 /// Where and how to reach the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +150,7 @@ impl OpenAiProvider {
                 Ok(r) if r.status().is_success() => return Ok(r),
                 Ok(r) => {
                     let status = r.status().as_u16();
-                    let body = r.text().await.unwrap_or_default();
+                    let body = error_text(r).await;
                     if (status == 429 || status >= 500) && attempt < self.cfg.retries {
                         tracing::debug!(status, attempt, "model API busy; retrying");
                         true
@@ -286,10 +294,12 @@ impl LlmProvider for OpenAiProvider {
 
     async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let resp = self.post(&self.body(&req, false), false).await?;
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| LlmError::InvalidResponse(e.to_string()))?;
+        let bytes = read_limited(resp, MAX_ANSWER).await.map_err(|e| match e {
+            BodyError::TooLarge(n) => {
+                LlmError::InvalidResponse(format!("the answer is larger than {n} bytes"))
+            }
+            e => LlmError::InvalidResponse(e.to_string()),
+        })?;
         let w: WireResponse = serde_json::from_slice(&bytes).map_err(|e| {
             // The start of the body says what came back; all of it could be megabytes.
             let head = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
@@ -341,7 +351,7 @@ fn async_stream(
         done: bool,
     }
     let st = St {
-        parser: SseParser::new(),
+        parser: SseParser::with_max_event(MAX_ANSWER),
         bytes: None,
         queue: Default::default(),
         text: String::new(),
@@ -559,4 +569,17 @@ impl crate::embed::Embedder for OpenAiEmbedder {
         }
         Ok(out)
     }
+}
+
+/// The start of an error answer's body, as text: at most [`MAX_ERROR_TEXT`] bytes are read.
+async fn error_text(mut r: reqwest::Response) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < MAX_ERROR_TEXT {
+        match r.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    buf.truncate(MAX_ERROR_TEXT);
+    String::from_utf8_lossy(&buf).into_owned()
 }

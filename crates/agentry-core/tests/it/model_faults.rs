@@ -28,6 +28,10 @@ enum Answer {
     BadCalls,
     /// SSE headers and one chunk, then silence.
     StreamThenStall,
+    /// 200 with a body that never ends, as JSON or as one event of a stream.
+    Endless {
+        stream: bool,
+    },
 }
 
 struct Endpoint {
@@ -75,6 +79,23 @@ async fn endpoint(script: Vec<Answer>) -> Endpoint {
                     {"id": "b", "type": "function",
                      "function": {"name": "lookup", "arguments": "{name: Hamlet"}}]},
                 "finish_reason": "tool_calls"}]})),
+            Answer::Endless { stream } => {
+                let (ct, start) = if stream {
+                    ("text/event-stream", "data: {")
+                } else {
+                    ("application/json", "{")
+                };
+                let chunks = futures_util::stream::once(async move {
+                    Ok::<_, std::io::Error>(bytes::Bytes::from(start))
+                })
+                .chain(futures_util::stream::repeat_with(|| {
+                    Ok(bytes::Bytes::from(vec![b' '; 64 << 10]))
+                }));
+                Response::builder()
+                    .header("content-type", ct)
+                    .body(Body::from_stream(chunks))
+                    .unwrap()
+            }
             Answer::StreamThenStall => {
                 let first = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n";
                 let chunks = futures_util::stream::once(async move {
@@ -192,6 +213,31 @@ async fn garbage_from_the_model_is_a_clear_error() {
         let err = provider(&e.base).chat(ask()).await.unwrap_err();
         assert!(matches!(err, LlmError::InvalidResponse(_)), "{raw}: {err}");
     }
+}
+
+/// A model server that never stops answering is cut off at the provider's limit (64 MiB),
+/// streamed or not, with a clear error: it cannot make the agent hold more.
+#[tokio::test]
+async fn an_answer_that_never_ends_is_cut_off() {
+    let e = endpoint(vec![Answer::Endless { stream: false }]).await;
+    let err = tokio::time::timeout(Duration::from_secs(60), provider(&e.base).chat(ask()))
+        .await
+        .expect("the call ends")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::InvalidResponse(m) if m.contains("larger than")),
+        "{err}"
+    );
+    let e = endpoint(vec![Answer::Endless { stream: true }]).await;
+    let p = provider(&e.base);
+    let items: Vec<_> =
+        tokio::time::timeout(Duration::from_secs(60), p.chat_stream(ask()).collect())
+            .await
+            .expect("the stream ends");
+    assert!(
+        matches!(items.last(), Some(Err(LlmError::InvalidResponse(m))) if m.contains("larger than")),
+        "{items:?}"
+    );
 }
 
 /// Malformed tool calls (a tool that does not exist, arguments that are not JSON) become
