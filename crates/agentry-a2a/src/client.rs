@@ -427,18 +427,23 @@ async fn read_body(
     })
 }
 
-/// The start of an error answer's body, as text, for [`A2aError::Http`]: at most
-/// [`MAX_ERROR_TEXT`] bytes are read.
-async fn error_text(mut resp: reqwest::Response) -> String {
+/// The start of a body as text, at most `max` bytes of it read (the rest is not): what an
+/// error message quotes of an error answer.
+pub async fn read_prefix(mut resp: reqwest::Response, max: usize) -> String {
     let mut buf = Vec::new();
-    while buf.len() < MAX_ERROR_TEXT {
+    while buf.len() < max {
         match resp.chunk().await {
             Ok(Some(c)) => buf.extend_from_slice(&c),
             _ => break,
         }
     }
-    buf.truncate(MAX_ERROR_TEXT);
+    buf.truncate(max);
     String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The start of an error answer's body, for [`A2aError::Http`].
+async fn error_text(resp: reqwest::Response) -> String {
+    read_prefix(resp, MAX_ERROR_TEXT).await
 }
 
 fn authorize(req: reqwest::RequestBuilder, auth: &Auth) -> reqwest::RequestBuilder {

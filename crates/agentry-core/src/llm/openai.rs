@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentry_a2a::client::{BodyError, read_limited};
+use agentry_a2a::client::{BodyError, read_limited, read_prefix};
 use agentry_a2a::sse::SseParser;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -150,7 +150,7 @@ impl OpenAiProvider {
                 Ok(r) if r.status().is_success() => return Ok(r),
                 Ok(r) => {
                     let status = r.status().as_u16();
-                    let body = error_text(r).await;
+                    let body = read_prefix(r, MAX_ERROR_TEXT).await;
                     if (status == 429 || status >= 500) && attempt < self.cfg.retries {
                         tracing::debug!(status, attempt, "model API busy; retrying");
                         true
@@ -569,17 +569,4 @@ impl crate::embed::Embedder for OpenAiEmbedder {
         }
         Ok(out)
     }
-}
-
-/// The start of an error answer's body, as text: at most [`MAX_ERROR_TEXT`] bytes are read.
-async fn error_text(mut r: reqwest::Response) -> String {
-    let mut buf = Vec::new();
-    while buf.len() < MAX_ERROR_TEXT {
-        match r.chunk().await {
-            Ok(Some(c)) => buf.extend_from_slice(&c),
-            _ => break,
-        }
-    }
-    buf.truncate(MAX_ERROR_TEXT);
-    String::from_utf8_lossy(&buf).into_owned()
 }
