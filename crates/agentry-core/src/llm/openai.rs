@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentry_a2a::client::{BodyError, read_limited, read_prefix};
+use agentry_a2a::client::{read_limited, read_prefix};
 use agentry_a2a::sse::SseParser;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -294,12 +294,10 @@ impl LlmProvider for OpenAiProvider {
 
     async fn chat(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let resp = self.post(&self.body(&req, false), false).await?;
-        let bytes = read_limited(resp, MAX_ANSWER).await.map_err(|e| match e {
-            BodyError::TooLarge(n) => {
-                LlmError::InvalidResponse(format!("the answer is larger than {n} bytes"))
-            }
-            e => LlmError::InvalidResponse(e.to_string()),
-        })?;
+        // BodyError says which: "the answer is larger than N bytes", or why the read failed.
+        let bytes = read_limited(resp, MAX_ANSWER)
+            .await
+            .map_err(|e| LlmError::InvalidResponse(e.to_string()))?;
         let w: WireResponse = serde_json::from_slice(&bytes).map_err(|e| {
             // The start of the body says what came back; all of it could be megabytes.
             let head = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
