@@ -2,7 +2,9 @@
 //!
 //! What a peer streams is held only up to one event's limit ([`SseParser::with_max_event`]),
 //! and each byte is searched for an event's end once, however the stream is cut into chunks:
-//! a peer cannot make a client hold or rescan without bound.
+//! a peer cannot make a client hold or rescan without bound. Lines may end with CRLF, LF or
+//! a lone CR, and a leading byte order mark is skipped, as the SSE spec allows: line ends
+//! are made `\n` as bytes arrive, so the rest of the parser sees one kind.
 
 /// The default limit of one event (32 MiB, as the A2A client's answers).
 pub const DEFAULT_MAX_EVENT: usize = 32 << 20;
@@ -15,7 +17,15 @@ pub struct SseParser {
     /// How much of `buf` was searched for an event's end without finding one.
     scanned: usize,
     max_event: usize,
+    /// The last chunk ended with a CR (already written as `\n`): an LF starting the next
+    /// one is the rest of that CRLF.
+    after_cr: bool,
+    /// Whether the stream's start was checked for a byte order mark.
+    bom_checked: bool,
 }
+
+/// UTF-8's byte order mark, which may open a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 impl Default for SseParser {
     fn default() -> Self {
@@ -43,17 +53,28 @@ impl SseParser {
             buf: Vec::new(),
             scanned: 0,
             max_event,
+            after_cr: false,
+            bom_checked: false,
         }
     }
 
     /// Feeds a chunk; returns the payloads of the events it completed, or an error once the
     /// event being read is larger than the limit (what was buffered is dropped).
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, EventTooLarge> {
-        self.buf.extend_from_slice(chunk);
+        self.append(chunk);
         let mut out = Vec::new();
+        if !self.bom_checked {
+            if self.buf.len() < BOM.len() && BOM.starts_with(&self.buf) {
+                return Ok(out); // Too little to tell yet.
+            }
+            if self.buf.starts_with(BOM) {
+                self.buf.drain(..BOM.len());
+            }
+            self.bom_checked = true;
+        }
         let mut start = 0;
-        // A separator cut by the chunk's start began at most two bytes before it.
-        let mut from = self.scanned.saturating_sub(2);
+        // A separator cut by the chunk's start began at most one byte before it.
+        let mut from = self.scanned.saturating_sub(1);
         while let Some((end, sep)) = find_event_end(&self.buf, from.max(start)) {
             if let Some(data) = parse_block(&self.buf[start..end]) {
                 out.push(data);
@@ -73,6 +94,27 @@ impl SseParser {
         Ok(out)
     }
 
+    /// Appends a chunk with its line ends (CRLF, CR, LF) written as `\n`.
+    fn append(&mut self, mut chunk: &[u8]) {
+        if self.after_cr && !chunk.is_empty() {
+            self.after_cr = false;
+            if chunk[0] == b'\n' {
+                chunk = &chunk[1..];
+            }
+        }
+        let mut parts = chunk.split(|&b| b == b'\r');
+        if let Some(first) = parts.next() {
+            self.buf.extend_from_slice(first);
+        }
+        for part in parts {
+            // Each part after the first followed a CR.
+            self.buf.push(b'\n');
+            self.buf
+                .extend_from_slice(part.strip_prefix(b"\n").unwrap_or(part));
+        }
+        self.after_cr = chunk.last() == Some(&b'\r');
+    }
+
     /// Bytes of an event that has not been terminated yet (a truncated stream leaves some).
     pub fn pending(&self) -> usize {
         self.buf.iter().filter(|b| !b.is_ascii_whitespace()).count()
@@ -80,16 +122,13 @@ impl SseParser {
 }
 
 /// Where the first event at or after `from` ends (its blank line's first `\n`), and the
-/// separator's length.
+/// separator's length (line ends are all `\n` by then).
 fn find_event_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
     let mut i = from;
     while let Some(n) = buf.get(i..)?.iter().position(|&b| b == b'\n') {
         i += n;
         if buf.get(i + 1) == Some(&b'\n') {
             return Some((i, 2));
-        }
-        if buf.get(i + 1) == Some(&b'\r') && buf.get(i + 2) == Some(&b'\n') {
-            return Some((i, 3));
         }
         i += 1;
     }
@@ -100,7 +139,6 @@ fn parse_block(block: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(block);
     let mut data: Option<String> = None;
     for line in text.split('\n') {
-        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.starts_with(':') {
             continue;
         }
@@ -157,6 +195,27 @@ mod tests {
         }
     }
 
+    /// The SSE spec's three line ends, mixed in one stream and cut anywhere, and a byte order
+    /// mark at the start (skipped there, kept anywhere else).
+    #[test]
+    fn lone_cr_line_ends_and_a_leading_bom() {
+        let stream = &b"\xEF\xBB\xBFdata: a\rdata: b\r\rdata: c\r\n\ndata: d\n\r: ka\r\rdata: \xEF\xBB\xBFe\n\n"[..];
+        for cut in 0..=stream.len() {
+            for cut2 in cut..=stream.len() {
+                let mut p = SseParser::new();
+                let mut got = all(&mut p, &stream[..cut]);
+                got.extend(all(&mut p, &stream[cut..cut2]));
+                got.extend(all(&mut p, &stream[cut2..]));
+                assert_eq!(got, ["a\nb", "c", "d", "\u{feff}e"], "cut at {cut}, {cut2}");
+            }
+        }
+        // A CR then an LF in the next chunk is one line end, not a blank line.
+        let mut p = SseParser::new();
+        assert!(all(&mut p, b"data: x\r").is_empty());
+        assert!(all(&mut p, b"\ndata: y\r").is_empty());
+        assert_eq!(all(&mut p, b"\r"), ["x\ny"]);
+    }
+
     /// An event longer than the limit is refused as it grows, whatever the chunks; events
     /// within it pass even when one chunk holds more than the limit.
     #[test]
@@ -182,7 +241,8 @@ mod tests {
                 prop_oneof![
                     Just(&b"\n"[..]), Just(&b"\r\n"[..]), Just(&b"data: "[..]),
                     Just(&b"data:x"[..]), Just(&b": ka"[..]), Just(&b"event: e"[..]),
-                    Just(&b"\r"[..]), Just(&b"\xff"[..]),
+                    Just(&b"\r"[..]), Just(&b"\xff"[..]), Just(&b"\xEF\xBB\xBF"[..]),
+                    Just(&b"\xEF"[..]),
                 ],
                 0..40,
             ),
