@@ -334,7 +334,10 @@ fn decode_entities(s: &str) -> String {
     while let Some(amp) = rest.find('&') {
         out.push_str(&rest[..amp]);
         rest = &rest[amp..];
-        let end = rest[..rest.len().min(12)].find(';');
+        // By bytes: 12 bytes in may fall inside a character, and a ';' never does.
+        let end = rest.as_bytes()[..rest.len().min(12)]
+            .iter()
+            .position(|&b| b == b';');
         let decoded = end.and_then(|e| {
             let ent = &rest[1..e];
             let c = match ent {
@@ -454,9 +457,13 @@ fn docx(bytes: &[u8]) -> Result<Parsed, RagError> {
                 let p = std::mem::take(&mut para);
                 let level = match style.take().as_deref() {
                     Some("Title") => Some(1),
-                    Some(s) if s.to_ascii_lowercase().starts_with("heading") => {
-                        s[7..].parse::<usize>().ok().map(|n| n + 1)
-                    }
+                    // Word's levels are 1-9; a larger number is no heading (and `n + 1`
+                    // must not overflow on a crafted file).
+                    Some(s) if s.to_ascii_lowercase().starts_with("heading") => s[7..]
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=9).contains(n))
+                        .map(|n| n + 1),
                     _ => None,
                 };
                 if p.trim().is_empty() {
@@ -529,6 +536,14 @@ mod tests {
         assert!(!p.text.contains("var x"));
         let titles: Vec<_> = p.sections.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles, ["Hamlet", "Hamlet > Plot"]);
+    }
+
+    /// An `&` that starts no entity, with a multibyte character where an entity's `;` could
+    /// be: ingesting such a page used to panic (a slice inside `語`).
+    #[test]
+    fn a_bare_ampersand_before_multibyte_text() {
+        assert_eq!(html("<p>AT&T: 日本語</p>").text, "AT&T: 日本語\n");
+        assert_eq!(decode_entities("&amp;日本語 &#x65E5;"), "&日本語 日");
     }
 
     #[test]

@@ -12,11 +12,9 @@ use agentry_specialists::pptx::{Bullet, Deck, Layout, Slide, write};
 use agentry_specialists::rag::KnowledgeBase;
 use agentry_specialists::rag::parse::{Format, parse};
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-formats-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("formats-{name}"))
 }
 
 fn docx(paragraphs: &[(&str, &str)]) -> Vec<u8> {
@@ -191,5 +189,125 @@ async fn a_folder_of_mixed_documents_is_ingested_and_searchable() {
         let hits = kb.search("misc", "herring catches", 1).await.unwrap();
         assert_eq!(hits[0].document, "report.pdf");
         assert_eq!(hits[0].page, Some(2));
+    }
+}
+
+/// Whether a parsed document keeps its promises: sections in order, not overlapping, inside
+/// the text and on character boundaries; chunks the same, each holding exactly the text at
+/// its offsets (what a citation quotes).
+fn well_formed(p: &agentry_specialists::rag::parse::Parsed) -> Result<(), String> {
+    let mut at = 0;
+    for s in &p.sections {
+        if s.start < at || s.end < s.start || p.text.get(s.start..s.end).is_none() {
+            return Err(format!(
+                "section {s:?} after {at} in {} bytes",
+                p.text.len()
+            ));
+        }
+        at = s.end;
+    }
+    for max in [64, 200, 1000] {
+        for c in agentry_specialists::rag::chunk::chunk(p, max) {
+            if p.text.get(c.start..c.end) != Some(c.text.as_str()) {
+                return Err(format!("chunk {c:?} is not the text at its offsets"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Pieces that exercise the text formats' parsers: headings of each kind, tags, entities,
+/// comments and scripts cut anywhere, multibyte characters next to markup, every line end.
+fn document_piece() -> impl proptest::strategy::Strategy<Value = &'static str> {
+    proptest::sample::select(vec![
+        "# ",
+        "## ",
+        "###### ",
+        "Title\n",
+        "=====\n",
+        "---\n",
+        "```\n",
+        "ACT I.\n",
+        "SCENE II. ",
+        "<h1>",
+        "</h1>",
+        "<h2 class=x>",
+        "<p>",
+        "</p>",
+        "<br/>",
+        "<title>",
+        "</title>",
+        "<script>",
+        "</script>",
+        "<!--",
+        "-->",
+        "<",
+        ">",
+        "&amp;",
+        "&#233;",
+        "&#x1F600;",
+        "&#99999999;",
+        "&",
+        ";",
+        "&nbsp",
+        "é",
+        "日本",
+        "😀",
+        "\u{200b}",
+        "\n",
+        "\r\n",
+        "\r",
+        "\n\n",
+        " ",
+        "word",
+        ".",
+        "Hamlet. ",
+        "\t",
+        "\0",
+        "\u{feff}",
+    ])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+    /// No text, Markdown or HTML file makes ingestion panic, and what it makes of one can be
+    /// cited at its offsets.
+    #[test]
+    fn no_text_document_breaks_parsing_or_chunking(
+        pieces in proptest::collection::vec(document_piece(), 0..120),
+    ) {
+        let doc: String = pieces.concat();
+        for format in [Format::Text, Format::Markdown, Format::Html] {
+            let p = parse(doc.as_bytes(), format, "doc").unwrap();
+            proptest::prop_assert!(well_formed(&p).is_ok(), "{format:?} of {doc:?}: {:?}", well_formed(&p));
+        }
+    }
+
+    /// Arbitrary bytes as a DOCX, and a real DOCX zip holding arbitrary WordprocessingML:
+    /// an error or a document, never a panic.
+    #[test]
+    fn no_docx_breaks_parsing(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        pieces in proptest::collection::vec(proptest::sample::select(vec![
+            "<w:p>", "</w:p>", "<w:r>", "</w:r>", "<w:t>", "</w:t>", "<w:t xml:space=\"preserve\">",
+            "<w:pPr><w:pStyle w:val=\"Heading1\"/></w:pPr>", "<w:pStyle w:val=\"Title\"/>",
+            "<w:pStyle w:val=\"Heading18446744073709551615\"/>", "<w:pStyle w:val=\"heading\"/>",
+            "<w:tab/>", "<w:br/>", "&amp;", "&bogus;", "text", "é", "<", ">", "\"", "<w:body>",
+        ]), 0..60),
+    ) {
+        let _ = parse(&bytes, Format::Docx, "x.docx");
+        let body: String = pieces.concat();
+        let z = {
+            let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let o = zip::write::SimpleFileOptions::default();
+            z.start_file("word/document.xml", o).unwrap();
+            z.write_all(format!(
+                r#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>{body}</w:body></w:document>"#
+            ).as_bytes()).unwrap();
+            z.finish().unwrap().into_inner()
+        };
+        if let Ok(p) = parse(&z, Format::Docx, "x.docx") {
+            proptest::prop_assert!(well_formed(&p).is_ok(), "{body:?}: {:?}", well_formed(&p));
+        }
     }
 }
