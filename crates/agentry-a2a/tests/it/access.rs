@@ -52,14 +52,10 @@ fn message(text: &str) -> Value {
 
 #[tokio::test]
 async fn tasks_belong_to_the_caller_that_made_them() {
+    let dir = agentry_testkit::Scratch::new("owners");
     for store in [
         std::sync::Arc::new(MemoryStore::default()) as std::sync::Arc<dyn TaskStore>,
-        std::sync::Arc::new(
-            SqliteStore::open(
-                std::env::temp_dir().join(format!("agentry-owners-{}.db", agentry_a2a::new_id())),
-            )
-            .unwrap(),
-        ),
+        std::sync::Arc::new(SqliteStore::open(dir.join("tasks.db")).unwrap()),
     ] {
         let s = two_callers(store.clone()).await;
         let sent = rpc(&s.base, ALICE, "message/send", message("alice's secret")).await;

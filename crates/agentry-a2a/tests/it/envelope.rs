@@ -76,9 +76,13 @@ async fn server(
     common::serve_on(listener, svc, config).await
 }
 
-fn sqlite() -> (Arc<dyn TaskStore>, std::path::PathBuf) {
-    let path = std::env::temp_dir().join(format!("agentry-envelope-{}.db", agentry_a2a::new_id()));
-    (Arc::new(SqliteStore::open(&path).unwrap()), path)
+/// A SQLite store in a scratch folder, removed when the test passes (keep the folder).
+fn sqlite() -> (Arc<dyn TaskStore>, agentry_testkit::Scratch) {
+    let dir = agentry_testkit::Scratch::new("envelope");
+    (
+        Arc::new(SqliteStore::open(dir.join("tasks.db")).unwrap()),
+        dir,
+    )
 }
 
 /// A v0.3 `message/send` params with the envelope in the message's metadata.
@@ -124,7 +128,7 @@ fn task_id(answer: &Value) -> String {
 
 #[tokio::test]
 async fn a_repeated_request_gets_the_first_task_on_every_binding() {
-    let (sqlite, path) = sqlite();
+    let (sqlite, _dir) = sqlite();
     for store in [
         Arc::new(MemoryStore::default()) as Arc<dyn TaskStore>,
         sqlite,
@@ -221,7 +225,6 @@ async fn a_repeated_request_gets_the_first_task_on_every_binding() {
         assert_ne!(task_id(&fresh), id);
         assert_eq!(agent.runs("pay"), 2);
     }
-    let _ = std::fs::remove_file(path);
 }
 
 /// `n` blocking sends of the request "ship" under one idempotency key, all at once.
@@ -249,7 +252,7 @@ async fn retries_while_the_first_runs_start_nothing() {
         gate: Some(gate.clone()),
         ..Default::default()
     };
-    let (store, path) = sqlite();
+    let (store, _dir) = sqlite();
     let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
     // 16 blocking sends of one request at once: one runs; all wait for it and get its task.
     let sends = keyed_sends(&s.base, "once", 16);
@@ -273,7 +276,6 @@ async fn retries_while_the_first_runs_start_nothing() {
     ids.dedup();
     assert_eq!(ids, vec![task_id(&running)]);
     assert_eq!(agent.runs("ship"), 1);
-    let _ = std::fs::remove_file(path);
 }
 
 /// Counts its runs and, past a gate, answers with a direct message (no task).
@@ -305,7 +307,7 @@ async fn retries_of_a_direct_answer_while_it_runs_start_nothing() {
         runs: Arc::default(),
         gate: Arc::new(Semaphore::new(0)),
     };
-    let (store, path) = sqlite();
+    let (store, _dir) = sqlite();
     let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
     let sends = keyed_sends(&s.base, "direct-once", 8);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -318,7 +320,6 @@ async fn retries_of_a_direct_answer_while_it_runs_start_nothing() {
         assert_eq!(r["result"]["parts"][0]["text"], "did ship", "{r}");
     }
     assert_eq!(*agent.runs.lock().unwrap(), 1);
-    let _ = std::fs::remove_file(path);
 }
 
 /// The in-memory store keeps the newest finished tasks only, and idempotency keys longer:
@@ -377,7 +378,7 @@ async fn a_repeat_whose_task_the_memory_store_dropped_is_refused_not_run_again()
 
 #[tokio::test]
 async fn keys_expire_are_scoped_to_the_caller_and_survive_a_restart() {
-    let (store, path) = sqlite();
+    let (store, _dir) = sqlite();
     let config = ServerConfig {
         idempotency_window: Duration::from_millis(400),
         ..Default::default()
@@ -458,7 +459,6 @@ async fn keys_expire_are_scoped_to_the_caller_and_survive_a_restart() {
     );
     assert_ne!(later, a1);
     assert_eq!(agent2.runs("x"), 1);
-    let _ = std::fs::remove_file(path);
 }
 
 /// Access decisions as they were recorded.
@@ -749,7 +749,7 @@ async fn retried_sends_under_faults_never_run_twice() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
-    let (store, path) = sqlite();
+    let (store, _dir) = sqlite();
     let agent = Counting::default();
     let s = server(agent.clone(), store, ServerConfig::default(), None, None).await;
     let proxy = lossy_proxy(s.addr).await;
@@ -819,14 +819,13 @@ async fn retried_sends_under_faults_never_run_twice() {
     assert!(attempts > requests * 2, "the proxy dropped connections");
     assert_eq!(runs.len(), requests);
     assert!(twice.is_empty(), "ran more than once: {twice:?}");
-    let _ = std::fs::remove_file(path);
 }
 
 /// A request whose task was cut short by a server that stopped: its repeat on the restarted
 /// server runs it again on the same task (a finished or still running one it would not).
 #[tokio::test]
 async fn a_repeat_of_a_request_cut_short_by_a_restart_runs_it_again() {
-    let (store, path) = sqlite();
+    let (store, _dir) = sqlite();
     let stuck = Counting {
         gate: Some(Arc::new(Semaphore::new(0))),
         ..Default::default()
@@ -867,5 +866,4 @@ async fn a_repeat_of_a_request_cut_short_by_a_restart_runs_it_again() {
     )
     .await;
     assert_eq!((task_id(&r), agent.runs("book")), (first, 1));
-    let _ = std::fs::remove_file(path);
 }

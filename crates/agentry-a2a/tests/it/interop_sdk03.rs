@@ -21,7 +21,8 @@ async fn python_sdk_client_drives_our_server() {
     };
     for (binding, name) in [("jsonrpc", "JSON-RPC 0.3"), ("rest", "HTTP+JSON 0.3")] {
         let cell = common::MatrixCell::new(PEER, "their client -> agentry server", name);
-        let db = std::env::temp_dir().join(format!("agentry-interop-{}.db", agentry_a2a::new_id()));
+        let dir = agentry_testkit::Scratch::new("interop");
+        let db = dir.join("tasks.db");
         let server = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
         let script = common::repo_root().join("tests/interop/sdk03_client_checks.py");
         let out = tokio::process::Command::new(&python)
@@ -39,7 +40,6 @@ async fn python_sdk_client_drives_our_server() {
             "Python SDK client checks failed:\n{stdout}"
         );
         assert!(stdout.contains(" 0 failed"), "{stdout}");
-        let _ = std::fs::remove_file(&db);
         cell.pass();
     }
 }

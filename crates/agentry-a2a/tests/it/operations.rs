@@ -34,7 +34,8 @@ fn send_03(text: &str, message_id: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_and_metrics_count_requests_streams_and_tasks() {
-    let db = std::env::temp_dir().join(format!("agentry-ops-{}.db", agentry_a2a::new_id()));
+    let dir = agentry_testkit::Scratch::new("ops");
+    let db = dir.join("tasks.db");
     let store: Arc<dyn TaskStore> = Arc::new(SqliteStore::open(&db).unwrap());
     let (listener, url) = common::bind().await;
     let svc = AgentService::new(
@@ -182,7 +183,6 @@ async fn probes_and_metrics_count_requests_streams_and_tasks() {
     assert!(waiting.is_some_and(|n| n <= 1.0), "{m}");
     // No bus here: no bus figures.
     assert!(!m.contains("a2a_bus_errors_total{"), "{m}");
-    let _ = std::fs::remove_file(&db);
 }
 
 #[tokio::test]

@@ -14,7 +14,8 @@ use futures_util::StreamExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_survive_a_restart() {
-    let db = std::env::temp_dir().join(format!("agentry-restart-{}.db", agentry_a2a::new_id()));
+    let dir = agentry_testkit::Scratch::new("restart");
+    let db = dir.join("tasks.db");
     let (task, hook_id) = {
         let s = common::conformance_server(Arc::new(SqliteStore::open(&db).unwrap())).await;
         let c = A2aClient::discover(&s.base, ClientConfig::default())
@@ -106,7 +107,8 @@ async fn graceful_shutdown_finishes_open_streams() {
 /// message sent again runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_orphaned_by_a_dead_process_are_not_working_forever() {
-    let db = std::env::temp_dir().join(format!("agentry-orphan-{}.db", agentry_a2a::new_id()));
+    let dir = agentry_testkit::Scratch::new("orphan");
+    let db = dir.join("tasks.db");
     // What a process killed mid-turn leaves behind: tasks stored as working and submitted.
     let mut ids = Vec::new();
     {
@@ -163,5 +165,4 @@ async fn tasks_orphaned_by_a_dead_process_are_not_working_forever() {
             .contains("echo: long job"),
         "{t:?}"
     );
-    let _ = std::fs::remove_file(&db);
 }

@@ -121,8 +121,7 @@ async fn serve(agent: Agent) -> (String, tokio::sync::oneshot::Sender<()>) {
 
 #[test]
 fn configs_load_from_toml_and_yaml_and_bad_ones_are_clear() {
-    let dir = std::env::temp_dir().join(format!("agentry-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("cfg");
     std::fs::write(dir.join("a.yaml"), "name: y\ndescription: d\ntools: [lookup]\nmodel:\n  provider: scripted\n  transcript: t.json\n").unwrap();
     let y = AgentConfig::from_file(dir.join("a.yaml")).unwrap();
     assert_eq!(y.tools, ["lookup"]);
@@ -631,7 +630,8 @@ fn lookup_rig() -> (
 async fn a_served_run_resumes_from_its_sqlite_checkpoint_after_a_restart() {
     use agentry_a2a::store::{SqliteStore, TaskStore};
     use agentry_core::runs::{Checkpoints, RunStore, SqliteRunStore};
-    let db = std::env::temp_dir().join(format!("agentry-resume-{}.db", agentry_a2a::new_id()));
+    let dir = agentry_testkit::Scratch::new("resume");
+    let db = dir.join("agent.db");
     let (factory, lookups, script) = lookup_rig();
 
     // First server: the run looks up, then hangs on its second model call ("crashes").
@@ -783,7 +783,8 @@ async fn files_from_tools_become_artifacts_and_data_reaches_the_stream() {
 #[tokio::test]
 async fn a_conversation_survives_a_restart_with_its_run_store() {
     use agentry_core::runs::{Checkpoints, SqliteRunStore};
-    let db = std::env::temp_dir().join(format!("agentry-memory-{}.db", agentry_a2a::new_id()));
+    let dir = agentry_testkit::Scratch::new("memory");
+    let db = dir.join("agent.db");
     let in_context = |text: &str| agentry_core::a2a::Ask {
         text: text.into(),
         context_id: Some("ctx-1".into()),
@@ -820,8 +821,6 @@ async fn a_conversation_survives_a_restart_with_its_run_store() {
             "Where is he from?"
         ]
     );
-
-    let _ = std::fs::remove_file(&db);
 }
 
 /// A trigger's instructions, given by the server's admission hook for a request that names

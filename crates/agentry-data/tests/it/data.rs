@@ -22,11 +22,9 @@ fn data() -> Option<PathBuf> {
     None
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-data-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("data-{name}"))
 }
 
 fn loc(p: &Path) -> String {
@@ -86,7 +84,7 @@ async fn penguins_csv_grouped_described_and_charted() {
     let access = DataAccess::default()
         .with_folder(d.join("penguins"))
         .unwrap();
-    let agent = DataSpecialist::new(DataSettings::new(dir.clone(), access));
+    let agent = DataSpecialist::new(DataSettings::new(dir.to_path_buf(), access));
     let request = json!({
         "source": "penguins.csv",
         "sql": "SELECT species, count(*) AS n FROM penguins GROUP BY species ORDER BY n DESC",

@@ -61,17 +61,14 @@ proptest! {
 
     #[test]
     fn no_statement_writes_or_crashes(sql in statement()) {
-        let dir = std::env::temp_dir().join(format!("agentry-data-prop-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = agentry_testkit::Scratch::new("data-prop");
         let db = dir.join("t.db");
         let csv = dir.join("t.csv");
-        if !db.exists() {
-            let c = rusqlite::Connection::open(&db).unwrap();
-            c.execute_batch("CREATE TABLE t(id INTEGER, name TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');").unwrap();
-        }
-        if !csv.exists() {
-            std::fs::write(&csv, "id,name\n1,a\n2,b\n").unwrap();
-        }
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch("CREATE TABLE t(id INTEGER, name TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b');")
+            .unwrap();
+        std::fs::write(&csv, "id,name\n1,a\n2,b\n").unwrap();
         let (db_before, csv_before) = (digest(&db), digest(&csv));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         for path in [&db, &csv] {
@@ -117,8 +114,7 @@ static CPU_QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn a_dropped_query_stops_its_engine() {
     let _quiet = CPU_QUIET.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = std::env::temp_dir().join(format!("agentry-data-drop-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("data-drop");
     let db = dir.join("t.db");
     let csv = dir.join("t.csv");
     if !db.exists() {
@@ -180,8 +176,7 @@ fn a_deep_expression_is_answered_and_an_endless_one_refused() {
 }
 
 async fn deep_expression() {
-    let dir = std::env::temp_dir().join(format!("agentry-data-deep-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = agentry_testkit::Scratch::new("data-deep");
     let csv = dir.join("ok.csv");
     std::fs::write(&csv, "a,b\n1,2\n3,4\n").unwrap();
     let source = agentry_data::Source::parse(&csv.display().to_string()).unwrap();
@@ -197,5 +192,4 @@ async fn deep_expression() {
     let endless = format!("SELECT {} AS s FROM ok", vec!["a"; 1001].join("+"));
     let e = source.query(&endless, 10).await.unwrap_err();
     assert!(e.to_string().contains("too long"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -319,11 +319,9 @@ pub(crate) fn by_task(r: &Results) -> HashMap<String, Vec<f64>> {
     out
 }
 
-pub(crate) fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-eval-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+pub(crate) fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("eval-{name}"))
 }
 
 pub(crate) fn assert_tau2_agrees(dir: &std::path::Path, ours: &Results) {
@@ -550,7 +548,7 @@ async fn an_agent_on_the_official_python_sdk_is_evaluated_over_both_generations(
             limits: Limits::default(),
             max_retries: 1,
             seed: 300,
-            save_to: Some(dir.clone()),
+            save_to: Some(dir.to_path_buf()),
         };
         let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
             .await
@@ -594,7 +592,7 @@ async fn an_agent_on_the_official_python_sdk_is_evaluated_over_both_generations(
         limits: Limits::default(),
         max_retries: 1,
         seed: 300,
-        save_to: Some(dir.clone()),
+        save_to: Some(dir.to_path_buf()),
     };
     let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
         .await
@@ -631,7 +629,7 @@ async fn tools_given_as_data_parts_are_called_with_data_parts() {
         limits: Limits::default(),
         max_retries: 0,
         seed: 300,
-        save_to: Some(dir.clone()),
+        save_to: Some(dir.to_path_buf()),
     };
     let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
         .await
@@ -679,7 +677,7 @@ async fn tools_served_over_mcp_are_observed_and_scored() {
         limits: Limits::default(),
         max_retries: 0,
         seed: 300,
-        save_to: Some(dir.clone()),
+        save_to: Some(dir.to_path_buf()),
     };
     let results = run(cfg, Arc::new(agent), Arc::new(script(&tasks)), None, |_| {})
         .await

@@ -70,11 +70,9 @@ fn ready() -> Option<PathBuf> {
     Some(plays)
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-deck-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("deck-{name}"))
 }
 
 /// One bullet as shown: `Label: “quote …” (Speaker) [n]`.
@@ -399,7 +397,6 @@ async fn decks_about_two_plays_pass_the_rubric() {
             .unwrap()
             .is_none()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,7 +454,6 @@ async fn a_deck_about_technical_documents_passes_the_rubric() {
     // Main points come from different sections, each labelled by its section.
     let sections: HashSet<String> = labels(&outline.slides[1]).into_iter().collect();
     assert!(sections.len() >= 4, "{sections:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The rubric itself fails a bad deck: a misquote, a long bullet, a repeat, a title that

@@ -49,11 +49,9 @@ pub(crate) fn inspect(py: &Path, deck: &Path) -> Value {
     serde_json::from_slice::<Value>(&out.stdout).unwrap()[0].clone()
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-pptx-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("pptx-{name}"))
 }
 
 #[tokio::test]

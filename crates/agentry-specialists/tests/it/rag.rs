@@ -26,11 +26,9 @@ fn embedder() -> Arc<dyn DynEmbedder> {
     agentry_local::provider::shared_embedder(None).expect("embedder loads")
 }
 
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentry-rag-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder for one test: removed when it passes, kept when it fails.
+fn tempdir(name: &str) -> agentry_testkit::Scratch {
+    agentry_testkit::Scratch::new(&format!("rag-{name}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
