@@ -361,6 +361,13 @@ async fn write_metrics(ops: &Ops, out: &mut String) -> std::fmt::Result {
             |a: &AgentOps| a.store.write_errors(),
         ),
         (
+            "a2a_idempotency_keys_evicted_total",
+            "counter",
+            "Idempotency keys the agent's task store forgot before their window ended, to \
+             stay under its cap (the memory store's 100,000): a retry under one runs again.",
+            |a: &AgentOps| a.store.keys_evicted_early(),
+        ),
+        (
             "a2a_bus_errors_total",
             "counter",
             "Task events and queued turns the agent's bus (NATS) failed to send, take or \
@@ -467,5 +474,9 @@ mod tests {
         );
         assert_eq!(line(r#"a2a_tasks{agent="a \"b\"",state="completed"}"#), "0");
         assert_eq!(line(r#"a2a_store_up{agent="a \"b\""}"#), "1");
+        assert_eq!(
+            line(r#"a2a_idempotency_keys_evicted_total{agent="a \"b\""}"#),
+            "0"
+        );
     }
 }

@@ -28,6 +28,8 @@ struct Inner {
     /// server, also the order they expire in, so the oldest is evicted first in O(1) and
     /// without looking it up.
     key_order: VecDeque<(u128, i64)>,
+    /// Claims forgotten before they expired because the map was full.
+    evicted_early: u64,
 }
 
 /// A claim as kept: the task and the request's [`Fingerprint::hash128`].
@@ -218,6 +220,10 @@ impl TaskStore for MemoryStore {
         Box::pin(async move { Ok(deleted) })
     }
 
+    fn keys_evicted_early(&self) -> Option<u64> {
+        Some(self.lock().evicted_early)
+    }
+
     fn fingerprint(&self, request: &crate::model::Message) -> super::Fingerprint {
         // Its hash is all this store keeps: made from the request as it is.
         super::Fingerprint::hashed_of(request)
@@ -278,6 +284,17 @@ impl TaskStore for MemoryStore {
                     && g.keys.get(&old).is_some_and(|(_, u)| *u == until)
                 {
                     g.keys.remove(&old);
+                    if until > now {
+                        g.evicted_early += 1;
+                        if g.evicted_early == 1 {
+                            tracing::warn!(
+                                "the memory store holds {MAX_KEYS} idempotency keys and now \
+                                 forgets the oldest before their window ends: a retry under \
+                                 one runs again (a durable store keeps every key for its \
+                                 window; a2a_idempotency_keys_evicted_total counts them)"
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -316,6 +333,43 @@ mod tests {
         ] {
             assert_eq!(TaskRef::of(id).id(), id);
         }
+    }
+
+    /// Past the cap, the oldest claims are forgotten and counted as early (what an operator
+    /// sees in `/metrics`), unlike claims that had expired anyway.
+    #[tokio::test]
+    async fn claims_forgotten_at_the_cap_are_counted() {
+        let store = MemoryStore::default();
+        let claim = KeyClaim {
+            task_id: "t".into(),
+            fingerprint: "f".into(),
+        };
+        let now = crate::time::now_unix_millis();
+        let later = now + 60_000;
+        store.claim_key("s", "old", &claim, now - 1).await.unwrap();
+        for i in 0..MAX_KEYS + 2 {
+            store
+                .claim_key("s", &i.to_string(), &claim, later)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store.keys_evicted_early(),
+            Some(2),
+            "keys 0 and 1, not the expired one"
+        );
+        let last = (MAX_KEYS + 1).to_string();
+        assert!(
+            store
+                .claim_key("s", &last, &claim, later)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(
+            store.claim_key("s", "0", &claim, later).await.unwrap(),
+            None
+        );
     }
 
     /// A key claimed again after its claim expired is in the claim order twice: the older

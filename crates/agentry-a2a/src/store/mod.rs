@@ -312,6 +312,13 @@ pub trait TaskStore: Send + Sync + 'static {
     fn write_errors(&self) -> Option<u64> {
         None
     }
+
+    /// Idempotency keys forgotten before their window ended, to keep the store under a cap
+    /// (a retry under such a key runs again), for `/metrics`; `None` for a store without a
+    /// cap on keys (the default).
+    fn keys_evicted_early(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A task left by a replica that died: its id and owner ([`Task::owner`]).
