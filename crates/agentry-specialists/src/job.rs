@@ -60,6 +60,10 @@ pub fn understand(task: &str) -> Request {
         }
     }
     // The topic: after "about"/"on"/"of", up to a trailing "based on ..."/"from ..."/"using ...".
+    // Markers are found in an ASCII-lowercased copy, whose offsets are the task's (a full
+    // lowercasing changes lengths: `İ` grows, `ẞ` shrinks, and an offset from it would cut
+    // the task in the wrong place or inside a character).
+    let lower = task.to_ascii_lowercase();
     let mut topic = task.trim().to_owned();
     for marker in [
         " about ",
@@ -73,7 +77,7 @@ pub fn understand(task: &str) -> Request {
             break;
         }
     }
-    let tl = topic.to_lowercase();
+    let tl = topic.to_ascii_lowercase();
     for end in [" based on", " from ", " using ", " with ", " for "] {
         if let Some(i) = tl.find(end) {
             topic.truncate(i);
@@ -307,6 +311,36 @@ mod tests {
                 slides: Some(5)
             }
         );
+    }
+
+    /// Letters whose lowercase is longer or shorter than they are, before the topic: the
+    /// topic is still found (it used to be cut in the wrong place, or inside a character).
+    #[test]
+    fn case_changes_that_change_lengths_do_not_move_the_topic() {
+        for task in [
+            "İstanbul İİİ: a presentation about Hamlet",
+            "ẞẞẞẞẞẞẞẞẞẞ presentation about Hamlet based on our documents",
+            "ẞẞẞẞẞẞẞẞ presentation ÜBER about Hamlet from ÄÖ files",
+        ] {
+            let r = understand(task);
+            assert_eq!(r.topic, "Hamlet", "{task}");
+            assert_eq!(r.slides, Some(5));
+        }
+    }
+
+    proptest::proptest! {
+        /// Any request reads as a topic, never a panic.
+        #[test]
+        fn any_request_has_a_topic(
+            pieces in proptest::collection::vec(proptest::sample::select(vec![
+                "İ", "ẞ", "Σ", "ﬁ", "日本", " about ", " on ", " of ", " based on", " from ",
+                " for ", "presentation", " 3 slides", "\"", ".", "?", " ", "Hamlet",
+            ]), 0..24),
+        ) {
+            let task: String = pieces.concat();
+            let r = understand(&task);
+            proptest::prop_assert!(!r.topic.is_empty() || task.trim().is_empty());
+        }
     }
 
     #[test]
