@@ -35,11 +35,11 @@ fn peers() -> Option<(PathBuf, PathBuf, PathBuf)> {
     None
 }
 
-/// Three real sources: a knowledge graph, a folder, and an echo server.
-fn config(tag: &str) -> Option<ResearcherConfig> {
+/// Three real sources: a knowledge graph, a folder, and an echo server; with the folder
+/// they work in (removed when the test passes).
+fn config(tag: &str) -> Option<(ResearcherConfig, agentry_testkit::Scratch)> {
     let (mem, fs, py) = peers()?;
-    let dir = std::env::temp_dir().join(format!("agentry-research-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = agentry_testkit::Scratch::new(&format!("research-{tag}"));
     std::fs::create_dir_all(dir.join("library")).unwrap();
     std::fs::write(
         dir.join("library/elsinore-notes.txt"),
@@ -73,7 +73,7 @@ fn config(tag: &str) -> Option<ResearcherConfig> {
         ],
     );
     let args = |v: serde_json::Value| v.as_object().cloned().unwrap();
-    Some(ResearcherConfig {
+    let config = ResearcherConfig {
         mode: Mode::Direct,
         a2a_url: None,
         timeout_secs: 30.0,
@@ -96,7 +96,8 @@ fn config(tag: &str) -> Option<ResearcherConfig> {
                 arguments: args(json!({"message": "asked: {query}"})),
             },
         ],
-    })
+    };
+    Some((config, dir))
 }
 
 fn researcher(cfg: ResearcherConfig) -> Researcher {
@@ -117,7 +118,9 @@ async fn serve(r: Arc<Researcher>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_mode_asks_every_source_at_once() {
-    let Some(cfg) = config("direct") else { return };
+    let Some((cfg, _dir)) = config("direct") else {
+        return;
+    };
     let r = researcher(cfg);
     let reply = r.ask(Ask::text("elsinore")).await.unwrap();
     let d = &reply.data[0];
@@ -142,7 +145,9 @@ async fn direct_mode_asks_every_source_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a2a_mode_delegates_and_falls_back_when_the_server_is_down() {
-    let Some(cfg) = config("a2a") else { return };
+    let Some((cfg, _dir)) = config("a2a") else {
+        return;
+    };
     // The standalone researcher (direct mode) over A2A.
     let standalone = serve(Arc::new(researcher(cfg.clone()))).await;
     let client_cfg = ResearcherConfig {
