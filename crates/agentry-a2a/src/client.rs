@@ -83,8 +83,10 @@ pub struct ClientConfig {
 /// [`ClientConfig::max_response_bytes`]'s default.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 32 << 20;
 
-/// How much of an error's body is kept for [`A2aError::Http`] (the rest is not read).
-const MAX_ERROR_TEXT: usize = 8 << 10;
+/// How much of an error answer's body is kept to quote in an error ([`A2aError::Http`], and
+/// the model providers' errors): enough for any message a server means for people, and the
+/// rest is not read.
+pub const MAX_ERROR_TEXT: usize = 8 << 10;
 
 /// TLS for calls: a CA to trust besides the public roots (agents on a private PKI), and a
 /// client certificate for agents that take them as credentials (mTLS).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentry_a2a::client::{read_limited, read_prefix};
+use agentry_a2a::client::{MAX_ERROR_TEXT, read_limited, read_prefix};
 use agentry_a2a::sse::SseParser;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -14,9 +14,6 @@ use super::*;
 /// The most of a model's answer held (a whole answer, or one event of a stream): far past
 /// any completion, and a server that never stops answering is cut off there.
 const MAX_ANSWER: usize = 64 << 20;
-
-/// How much of an error answer is kept for [`LlmError::Http`].
-const MAX_ERROR_TEXT: usize = 8 << 10;
 
 /// Where and how to reach the server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
