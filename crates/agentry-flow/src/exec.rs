@@ -285,6 +285,15 @@ pub enum FlowError {
         #[source]
         source: serde_json::Error,
     },
+    /// The run's checkpoint parses but does not hold together (edited by hand, or damaged):
+    /// resuming it would run steps with no record of what they did.
+    #[error("the checkpoint of run {run} does not hold together: {reason}")]
+    Inconsistent {
+        /// The run.
+        run: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Runs workflows over an [`AgentRegistry`], checkpointing into a run store.
@@ -415,10 +424,27 @@ impl Engine {
             .get(&checkpoint_key(run_id))
             .await?
             .ok_or_else(|| FlowError::UnknownRun(run_id.to_owned()))?;
-        serde_json::from_str(&body).map_err(|source| FlowError::Corrupt {
+        let state: RunState = serde_json::from_str(&body).map_err(|source| FlowError::Corrupt {
             run: run_id.to_owned(),
             source,
-        })
+        })?;
+        // What the scheduler takes for granted, checked once here: a checkpoint is a file
+        // on the user's disk, and a missing record must be an error, not a panic mid-run.
+        let mut ids = std::collections::HashSet::new();
+        for step in &state.workflow.steps {
+            let reason = if !ids.insert(step.id.as_str()) {
+                format!("step `{}` appears twice", step.id)
+            } else if !state.steps.contains_key(&step.id) {
+                format!("step `{}` has no record", step.id)
+            } else {
+                continue;
+            };
+            return Err(FlowError::Inconsistent {
+                run: run_id.to_owned(),
+                reason,
+            });
+        }
+        Ok(state)
     }
 
     /// Continues a run from its checkpoint; finished steps are kept, unfinished ones run.

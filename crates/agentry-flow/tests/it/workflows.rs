@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentry_core::agent::AgentError;
 use agentry_core::handle::{AgentHandle, Ask, Reply, UpdateStream, single};
 use agentry_core::llm::BoxFuture;
-use agentry_core::runs::SqliteRunStore;
+use agentry_core::runs::{RunStore, SqliteRunStore};
 use agentry_flow::*;
 use serde_json::json;
 
@@ -367,6 +367,63 @@ steps:
             .as_deref()
             .unwrap()
             .contains("timed out")
+    );
+}
+
+/// A checkpoint edited or damaged on disk: unreadable, or readable with a step that has no
+/// record or a step twice. Resuming it is refused with what is wrong, nothing runs.
+#[tokio::test]
+async fn a_checkpoint_that_does_not_hold_together_is_refused() {
+    let store = Arc::new(agentry_core::runs::MemoryRunStore::default());
+    let hangs = agent("hangs", |_, _| async {
+        std::future::pending::<()>().await;
+        Ok(String::new())
+    });
+    let engine = Engine::new(Arc::new(registry(&[hangs.clone()]))).with_store(store.clone());
+    let prepared = engine
+        .prepare(
+            wf(r#"
+name: edited
+steps:
+  - {id: a, agent: hangs, input: x}
+  - {id: b, agent: hangs, depends_on: [a], input: y}
+"#),
+            json!({}),
+        )
+        .unwrap();
+    let run_id = prepared.run_id.clone();
+    let interrupted = tokio::time::timeout(
+        Duration::from_millis(200),
+        engine.execute(prepared, None, None),
+    )
+    .await;
+    assert!(interrupted.is_err(), "the run was interrupted");
+    let key = format!("workflow:{run_id}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&store.get(&key).await.unwrap().unwrap()).unwrap();
+    let calls = hangs.calls.load(Ordering::SeqCst);
+
+    let mut no_record = saved.clone();
+    no_record["steps"].as_object_mut().unwrap().remove("b");
+    let mut twice = saved.clone();
+    let first = twice["workflow"]["steps"][0].clone();
+    twice["workflow"]["steps"]
+        .as_array_mut()
+        .unwrap()
+        .push(first);
+    for (body, expect) in [
+        (no_record.to_string(), "step `b` has no record"),
+        (twice.to_string(), "step `a` appears twice"),
+        ("{\"run_id\": 1".to_owned(), "is unreadable"),
+    ] {
+        store.put(&key, &body).await.unwrap();
+        let e = engine.resume(&run_id, None, None).await.unwrap_err();
+        assert!(e.to_string().contains(expect), "{e}");
+    }
+    assert_eq!(
+        hangs.calls.load(Ordering::SeqCst),
+        calls,
+        "nothing ran again"
     );
 }
 
