@@ -379,7 +379,8 @@ async fn a_checkpoint_that_does_not_hold_together_is_refused() {
         std::future::pending::<()>().await;
         Ok(String::new())
     });
-    let engine = Engine::new(Arc::new(registry(&[hangs.clone()]))).with_store(store.clone());
+    let engine =
+        Engine::new(Arc::new(registry(std::slice::from_ref(&hangs)))).with_store(store.clone());
     let prepared = engine
         .prepare(
             wf(r#"
