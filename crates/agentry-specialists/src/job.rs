@@ -39,7 +39,10 @@ const NUMBERS: [&str; 12] = [
 
 /// Reads the topic and slide count out of a request.
 pub fn understand(task: &str) -> Request {
-    let lower = task.to_lowercase();
+    // Every word looked for is ASCII, so an ASCII-lowercased copy finds them all, and its
+    // offsets are the task's (a full lowercasing changes lengths: `İ` grows, `ẞ` shrinks, and
+    // an offset from it would cut the task in the wrong place or inside a character).
+    let lower = task.to_ascii_lowercase();
     let wants_deck = ["presentation", "slide", "deck", "pptx", "powerpoint"]
         .iter()
         .any(|w| lower.contains(w));
@@ -60,10 +63,6 @@ pub fn understand(task: &str) -> Request {
         }
     }
     // The topic: after "about"/"on"/"of", up to a trailing "based on ..."/"from ..."/"using ...".
-    // Markers are found in an ASCII-lowercased copy, whose offsets are the task's (a full
-    // lowercasing changes lengths: `İ` grows, `ẞ` shrinks, and an offset from it would cut
-    // the task in the wrong place or inside a character).
-    let lower = task.to_ascii_lowercase();
     let mut topic = task.trim().to_owned();
     for marker in [
         " about ",
