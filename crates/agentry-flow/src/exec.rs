@@ -444,6 +444,15 @@ impl Engine {
                 reason,
             });
         }
+        // And what `prepare` checked: a dependency cycle written into the file would leave
+        // its steps pending forever and the run "completed" without them.
+        if let Err(errors) = crate::validate::validate_structure(&state.workflow) {
+            let reasons: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(FlowError::Inconsistent {
+                run: run_id.to_owned(),
+                reason: reasons.join("; "),
+            });
+        }
         Ok(state)
     }
 

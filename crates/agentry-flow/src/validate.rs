@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::registry::AgentRegistry;
 use crate::template::references;
-use crate::workflow::{OnFailure, Workflow};
+use crate::workflow::{OnFailure, Workflow, WorkflowStep};
 
 /// One problem in a workflow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +51,17 @@ fn is_upstream(deps: &BTreeMap<&str, &[String]>, step: &str, target: &str) -> bo
 
 /// Validates `wf` against the agents that exist.
 pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<ValidationError>> {
+    check(wf, Some(agents))
+}
+
+/// Validates what `wf` says of itself (step ids, dependencies, cycles, templates, timeouts),
+/// not which agents exist: what a run resumed from its checkpoint must still satisfy, even
+/// after an agent it already used was removed.
+pub fn validate_structure(wf: &Workflow) -> Result<(), Vec<ValidationError>> {
+    check(wf, None)
+}
+
+fn check(wf: &Workflow, agents: Option<&AgentRegistry>) -> Result<(), Vec<ValidationError>> {
     let mut errors = Vec::new();
     if wf.steps.is_empty() {
         errors.push(err(None, "a workflow needs at least one step".into()));
@@ -72,29 +83,8 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
     }
     for s in &wf.steps {
         let id = Some(s.id.as_str());
-        if !agents.knows(&s.agent) {
-            let known: Vec<String> = agents.describe().into_iter().map(|a| a.name).collect();
-            errors.push(err(
-                id,
-                format!("unknown agent `{}` (known: {})", s.agent, known.join(", ")),
-            ));
-        } else if let (Some(skill), Some(skills)) = (&s.skill, agents.skills(&s.agent))
-            && !skills.is_empty()
-            && !skills.contains(skill)
-        {
-            errors.push(err(
-                id,
-                format!(
-                    "agent `{}` has no skill `{skill}` (skills: {})",
-                    s.agent,
-                    skills.join(", ")
-                ),
-            ));
-        }
-        if let OnFailure::Fallback(f) = &s.on_failure
-            && !agents.knows(f)
-        {
-            errors.push(err(id, format!("unknown fallback agent `{f}`")));
+        if let Some(agents) = agents {
+            check_agents(s, agents, &mut errors);
         }
         for d in &s.depends_on {
             if d == &s.id {
@@ -220,5 +210,34 @@ pub fn validate(wf: &Workflow, agents: &AgentRegistry) -> Result<(), Vec<Validat
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// The checks that depend on which agents exist: the step's agent, its skill, its fallback.
+fn check_agents(s: &WorkflowStep, agents: &AgentRegistry, errors: &mut Vec<ValidationError>) {
+    let id = Some(s.id.as_str());
+    if !agents.knows(&s.agent) {
+        let known: Vec<String> = agents.describe().into_iter().map(|a| a.name).collect();
+        errors.push(err(
+            id,
+            format!("unknown agent `{}` (known: {})", s.agent, known.join(", ")),
+        ));
+    } else if let (Some(skill), Some(skills)) = (&s.skill, agents.skills(&s.agent))
+        && !skills.is_empty()
+        && !skills.contains(skill)
+    {
+        errors.push(err(
+            id,
+            format!(
+                "agent `{}` has no skill `{skill}` (skills: {})",
+                s.agent,
+                skills.join(", ")
+            ),
+        ));
+    }
+    if let OnFailure::Fallback(f) = &s.on_failure
+        && !agents.knows(f)
+    {
+        errors.push(err(id, format!("unknown fallback agent `{f}`")));
     }
 }

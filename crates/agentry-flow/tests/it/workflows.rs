@@ -412,9 +412,12 @@ steps:
         .as_array_mut()
         .unwrap()
         .push(first);
+    let mut cyclic = saved.clone();
+    cyclic["workflow"]["steps"][0]["depends_on"] = json!(["b"]);
     for (body, expect) in [
         (no_record.to_string(), "step `b` has no record"),
         (twice.to_string(), "step `a` appears twice"),
+        (cyclic.to_string(), "dependency cycle among steps: a, b"),
         ("{\"run_id\": 1".to_owned(), "is unreadable"),
     ] {
         store.put(&key, &body).await.unwrap();
