@@ -48,7 +48,7 @@ pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
             .map_err(agentry::Error::from)?;
             let provider = LocalProvider::from_parts(
                 chat.clone(),
-                Some(ToolRouter::new(emb.clone() as Arc<_>)),
+                Some(ToolRouter::new(emb.clone() as Arc<_>).with_reader(chat.clone())),
                 LocalConfig::default(),
             );
             let state = ServeState {

@@ -1,7 +1,7 @@
 //! Tool-choice accuracy of the embedded model in three modes over a suite (by default
 //! `tests/data/tool_choice.json`): prompted (free text, parsed), constrained (grammar over all
 //! tools), routed (grammar over the tools the embedder ranks best); `router` is the embedding
-//! ranking alone.
+//! ranking alone, `reader` that ranking with the chat model reading the close best tools.
 //!   cargo run --release -p agentry-local --example tool_choice [-- MODES [SUITE.json...]]
 //! e.g. `-- router,routed tests/data/tool_choice_mcp.json tests/data/tool_choice_retail.json`.
 //! Mode `openai` asks any OpenAI-compatible server instead (native tool calls): base URL in
@@ -59,9 +59,15 @@ async fn run_suite(
     println!("| mode | right tool | valid calls | right tool, arguments from the request | time |");
     println!("|---|---|---|---|---|");
     for mode in modes.split(',') {
-        if mode == "router" {
-            // The embedding ranking alone: is the right tool first, or in the top two?
+        if mode == "router" || mode == "reader" {
+            // The ranking alone (`reader`: with the chat model reading the close best tools):
+            // is the right tool first, or in the top two?
             let router = ToolRouter::new(embedder.clone() as Arc<_>);
+            let router = if mode == "reader" {
+                router.with_reader(model.clone())
+            } else {
+                router
+            };
             let (mut top1, mut top2) = (0, 0);
             let t0 = std::time::Instant::now();
             for c in &suite.cases {
@@ -82,7 +88,7 @@ async fn run_suite(
                 }
             }
             println!(
-                "| router only (top 1 / top 2) | {top1}/{n} / {top2}/{n} | - | - | {:.1} s |",
+                "| {mode} only (top 1 / top 2) | {top1}/{n} / {top2}/{n} | - | - | {:.1} s |",
                 t0.elapsed().as_secs_f64(),
                 n = suite.cases.len()
             );
@@ -105,12 +111,18 @@ async fn run_suite(
             "constrained" => ToolChoice::Constrained,
             _ => ToolChoice::Routed,
         };
-        let router =
-            (choice == ToolChoice::Routed).then(|| ToolRouter::new(embedder.clone() as Arc<_>));
         let cfg = LocalConfig {
             tool_choice: choice,
             ..Default::default()
         };
+        let router = (choice == ToolChoice::Routed).then(|| {
+            let r = ToolRouter::new(embedder.clone() as Arc<_>);
+            if cfg.route_read {
+                r.with_reader(model.clone())
+            } else {
+                r
+            }
+        });
         let p = LocalProvider::from_parts(model.clone(), router, cfg);
         let r = run_tool_choice(&p, suite).await?;
         print_report(mode, &r);

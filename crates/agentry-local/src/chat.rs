@@ -113,6 +113,11 @@ struct CacheEntry {
 
 const CACHE_SLOTS: usize = 4;
 
+/// Prefix tokens whose KV caches [`ChatModel::continuation_logprob`] keeps (46 KB a token for
+/// SmolLM2-135M: ~94 MB): an agent's tools are read again on every request, and a tool's text
+/// is most of what is read.
+const PREFIX_CACHE_TOKENS: usize = 2048;
+
 /// Tokens left when a grammar starts wrapping up (see `Matcher::closing`).
 const CLOSING_RESERVE: usize = 48;
 
@@ -129,6 +134,8 @@ pub struct ChatModel {
     /// Token ids that end a turn.
     end_ids: Vec<u32>,
     cache: Mutex<VecDeque<CacheEntry>>,
+    /// Scored prefixes, oldest first (see [`PREFIX_CACHE_TOKENS`]).
+    prefixes: Mutex<VecDeque<CacheEntry>>,
     path: PathBuf,
 }
 
@@ -346,6 +353,7 @@ impl ChatModel {
             eos_token: tok_str(eos_id),
             end_ids,
             cache: Mutex::new(VecDeque::new()),
+            prefixes: Mutex::new(VecDeque::new()),
             path: path.to_owned(),
         })
     }
@@ -406,6 +414,70 @@ impl ChatModel {
             .map_err(cerr)?
             .get_ids()
             .to_vec())
+    }
+
+    /// The log-probability of `continuation` after `prefix` (the sum over its tokens), e.g.
+    /// how likely a request is after a tool's description.
+    pub fn continuation_logprob(
+        &self,
+        prefix: &[u32],
+        continuation: &[u32],
+    ) -> Result<f32, LocalError> {
+        if prefix.is_empty() || continuation.is_empty() {
+            return Err(LocalError::Model("empty prefix or continuation".into()));
+        }
+        if prefix.len() + continuation.len() >= MAX_SEQ_LEN {
+            return Err(LocalError::ContextTooLong {
+                tokens: prefix.len() + continuation.len(),
+                max: MAX_SEQ_LEN,
+            });
+        }
+        let cached = {
+            let prefixes = self.prefixes.lock().unwrap_or_else(|p| p.into_inner());
+            prefixes
+                .iter()
+                .find(|e| e.tokens == prefix)
+                .map(|e| (e.model.clone(), e.logits.clone()))
+        };
+        let (mut model, first) = match cached {
+            Some(hit) => hit,
+            None => {
+                let mut model = self.model.clone();
+                model.clear_kv_cache();
+                let first = forward(&mut model, prefix, 0)?;
+                let mut prefixes = self.prefixes.lock().unwrap_or_else(|p| p.into_inner());
+                if prefix.len() <= PREFIX_CACHE_TOKENS
+                    && !prefixes.iter().any(|e| e.tokens == prefix)
+                {
+                    while prefixes.iter().map(|e| e.tokens.len()).sum::<usize>() + prefix.len()
+                        > PREFIX_CACHE_TOKENS
+                    {
+                        prefixes.pop_front();
+                    }
+                    prefixes.push_back(CacheEntry {
+                        tokens: prefix.to_vec(),
+                        model: model.clone(),
+                        logits: first.clone(),
+                    });
+                }
+                (model, first)
+            }
+        };
+        let mut total = log_softmax_at(&first, continuation[0]);
+        if continuation.len() > 1 {
+            let input = Tensor::new(&continuation[..continuation.len() - 1], &Device::Cpu)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(cerr)?;
+            let all = model
+                .forward_all(&input, prefix.len())
+                .and_then(|t| t.to_dtype(candle_core::DType::F32))
+                .and_then(|t| t.to_vec2::<f32>())
+                .map_err(cerr)?;
+            for (row, &next) in all.iter().zip(&continuation[1..]) {
+                total += log_softmax_at(row, next);
+            }
+        }
+        Ok(total)
     }
 
     /// Generates a continuation of `prompt`. `on_text` gets each new piece of text and returns
@@ -664,6 +736,15 @@ fn forward(model: &mut ModelWeights, tokens: &[u32], pos: usize) -> Result<Vec<f
         .and_then(|t| t.to_dtype(candle_core::DType::F32))
         .and_then(|t| t.to_vec1::<f32>())
         .map_err(cerr)
+}
+
+/// `log softmax(logits)[id]`, or negative infinity for an id outside the vocabulary.
+fn log_softmax_at(logits: &[f32], id: u32) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    logits
+        .get(id as usize)
+        .map_or(f32::NEG_INFINITY, |&l| l - max - sum.ln())
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -12,6 +12,9 @@ use serde::Deserialize;
 /// One request and the tool that should serve it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct ToolCase {
+    /// The case's name in its source, when it has one (BFCL's `multi_turn_base_13_turn1`).
+    #[serde(default)]
+    pub id: Option<String>,
     /// What a user asks.
     pub request: String,
     /// The tool that should serve it.

@@ -422,6 +422,30 @@ impl ModelWeights {
         self.output.forward(&last)
     }
 
+    /// Feeds `x` (`(1, seq_len)` token ids) at position `index_pos` on candle's ops; returns
+    /// the logits of every position (`(seq_len, vocab)`), for scoring a given continuation.
+    pub(crate) fn forward_all(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
+        if index_pos + seq_len > MAX_SEQ_LEN {
+            candle_core::bail!(
+                "{} tokens exceed the context of {MAX_SEQ_LEN}",
+                index_pos + seq_len
+            );
+        }
+        let mask = if seq_len == 1 {
+            None
+        } else {
+            Some(self.mask(seq_len, index_pos, x.device())?)
+        };
+        let mut h = self.tok_embeddings.forward(x)?;
+        for layer in &mut self.layers {
+            let attn = layer.attention(&layer.attn_norm.forward(&h)?, mask.as_ref(), index_pos)?;
+            let h1 = (attn + &h)?;
+            h = (layer.mlp(&layer.ffn_norm.forward(&h1)?)? + h1)?;
+        }
+        self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)
+    }
+
     /// The prompt path: many positions at once, bound by arithmetic, not memory. Each weight
     /// matrix is dequantized to `f32` for its product (into one reused buffer; nothing more
     /// stays in memory) and multiplied by gemm; query, key and value come from one product,
