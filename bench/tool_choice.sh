@@ -4,6 +4,8 @@
 # the Berkeley Function Calling Leaderboard's data (PyPI bfcl-eval, scripts/bfcl-suites.py),
 # which nobody here wrote or tuned for.
 #   bash bench/tool_choice.sh                  (router only: ~2 minutes on 2 cores)
+#   MODES=router,reader bash bench/tool_choice.sh   (and with the chat model reading the close
+#                                                    tools, as the routed mode does: ~30 min)
 #   MODES=router,routed bash bench/tool_choice.sh   (the model too: hours; BFCL's live prompts are
 #                                                    long, ~8 s a request on 2 cores)
 #   VERBOSE=1 ...                              (every miss)
