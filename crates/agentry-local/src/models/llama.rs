@@ -407,17 +407,7 @@ impl ModelWeights {
     /// The forward pass on candle's ops: generation (one token), and short prompts.
     pub(crate) fn forward_candle(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
         let (_b, seq_len) = x.dims2()?;
-        let mask = if seq_len == 1 {
-            None
-        } else {
-            Some(self.mask(seq_len, index_pos, x.device())?)
-        };
-        let mut h = self.tok_embeddings.forward(x)?;
-        for layer in &mut self.layers {
-            let attn = layer.attention(&layer.attn_norm.forward(&h)?, mask.as_ref(), index_pos)?;
-            let h1 = (attn + &h)?;
-            h = (layer.mlp(&layer.ffn_norm.forward(&h1)?)? + h1)?;
-        }
+        let h = self.hidden(x, index_pos)?;
         let last = self.norm.forward(&h)?.i((.., seq_len - 1, ..))?;
         self.output.forward(&last)
     }
@@ -432,6 +422,14 @@ impl ModelWeights {
                 index_pos + seq_len
             );
         }
+        let h = self.hidden(x, index_pos)?;
+        self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)
+    }
+
+    /// The layers on candle's ops: the last hidden states of every position, before the
+    /// final norm (`(1, seq_len, dim)`); the KV caches are extended.
+    fn hidden(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
         let mask = if seq_len == 1 {
             None
         } else {
@@ -443,7 +441,7 @@ impl ModelWeights {
             let h1 = (attn + &h)?;
             h = (layer.mlp(&layer.ffn_norm.forward(&h1)?)? + h1)?;
         }
-        self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)
+        Ok(h)
     }
 
     /// The prompt path: many positions at once, bound by arithmetic, not memory. Each weight
