@@ -415,13 +415,6 @@ impl ModelWeights {
     /// Feeds `x` (`(1, seq_len)` token ids) at position `index_pos` on candle's ops; returns
     /// the logits of every position (`(seq_len, vocab)`), for scoring a given continuation.
     pub(crate) fn forward_all(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
-        let (_b, seq_len) = x.dims2()?;
-        if index_pos + seq_len > MAX_SEQ_LEN {
-            candle_core::bail!(
-                "{} tokens exceed the context of {MAX_SEQ_LEN}",
-                index_pos + seq_len
-            );
-        }
         let h = self.hidden(x, index_pos)?;
         self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)
     }
@@ -430,6 +423,12 @@ impl ModelWeights {
     /// final norm (`(1, seq_len, dim)`); the KV caches are extended.
     fn hidden(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
         let (_b, seq_len) = x.dims2()?;
+        if index_pos + seq_len > MAX_SEQ_LEN {
+            candle_core::bail!(
+                "{} tokens exceed the context of {MAX_SEQ_LEN}",
+                index_pos + seq_len
+            );
+        }
         let mask = if seq_len == 1 {
             None
         } else {
