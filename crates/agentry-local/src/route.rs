@@ -166,7 +166,7 @@ impl ToolRouter {
         query: &str,
         tools: &[ToolSpec],
         ranked: &mut [(usize, f32)],
-    ) -> Result<(), EmbedError> {
+    ) -> Result<(), LocalError> {
         let Some(&(_, best)) = ranked.first() else {
             return Ok(());
         };
@@ -200,8 +200,7 @@ impl ToolRouter {
                 .collect()
         })
         .await
-        .map_err(|e| EmbedError::Model(format!("the tool reader stopped: {e}")))?
-        .map_err(|e| EmbedError::Model(format!("the tool reader: {e}")))?;
+        .map_err(|e| LocalError::Model(format!("the tool reader stopped: {e}")))??;
         let top = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         for (r, lp) in ranked.iter_mut().zip(&scores) {
             if lp.is_finite() {
