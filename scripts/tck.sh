@@ -4,7 +4,7 @@
 #   bash scripts/tck.sh [AGENTRY_BINARY]   (default target/debug/agentry)
 # The kits come from $AGENTRY_TCK_DIR, else ../shared/a2a-tck beside the project; without them
 # this says so in one line and passes. TCK 0.3 runs all four categories over JSON-RPC, TCK 1.0
-# the must, should and may levels over JSON-RPC and HTTP+JSON. Fails on any failure or 1.0
+# the must, should and may levels over JSON-RPC, HTTP+JSON and gRPC. Fails on any failure or 1.0
 # prerequisite skip that scripts/tck-expected.txt does not list, and on a listed one that no
 # longer fails (so the list only shrinks).
 # Both kits run twice: against one server, and through the replicated deployment of
@@ -62,11 +62,12 @@ replicated() { # VAR [serve args]
   sleep 1.2   # both replicas past their first health check
   printf -v "$var" %s "$lb"
 }
-# Both kits against one deployment; LABEL prefixes their summary lines.
-kits() { # LABEL PORT03 PORT10
+# Both kits against one deployment; LABEL prefixes their summary lines. TCK 1.0 runs over
+# the bindings in TRANSPORTS (the kit's names).
+kits() { # LABEL PORT03 PORT10 TRANSPORTS
   local label=$1
   A2A_TCK_REPORTS=$out bash "$KITS/run.sh" 0.3 "http://127.0.0.1:$2/" >"$out/$label-tck03.txt" 2>&1
-  A2A_TCK_REPORTS=$out bash "$KITS/run.sh" 1.0 "http://127.0.0.1:$3" >"$out/$label-tck10.txt" 2>&1
+  A2A_TCK_REPORTS=$out A2A_TCK_TRANSPORTS=$4 bash "$KITS/run.sh" 1.0 "http://127.0.0.1:$3" >"$out/$label-tck10.txt" 2>&1
   grep -hE '^TCK ' "$out/$label-tck03.txt" "$out/$label-tck10.txt" \
     | sed "s/ (log: .*)//; s/ (reports: .*)//; s/^/    $label: /"
   if ! grep -qE '^TCK 0.3 mandatory: passed=[1-9]' "$out/$label-tck03.txt" \
@@ -77,7 +78,8 @@ kits() { # LABEL PORT03 PORT10
 status=0
 serve p03 --store memory || exit 1
 serve p10 --store memory --card 1.0 || exit 1
-kits one-server "$p03" "$p10"
+# One server answers all three bindings of 1.0 (gRPC on the same port, HTTP/2).
+kits one-server "$p03" "$p10" jsonrpc,http_json,grpc
 # Through the balancer too, where the machine has the three (CI has; AGENTRY_REQUIRE_POSTGRES
 # and AGENTRY_REQUIRE_NATS make a missing one a failure).
 PG=${AGENTRY_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/test}
@@ -90,7 +92,7 @@ missing=""
 if [ -z "$missing" ]; then
   replicated r03 || exit 1
   replicated r10 --card 1.0 || exit 1
-  kits replicated "$r03" "$r10"
+  kits replicated "$r03" "$r10" jsonrpc,http_json,grpc
 else
   echo "    replicated: SKIPPED, missing:$missing"
   [ -n "${AGENTRY_SKIP_LOG:-}" ] && echo "tck.sh: replicated deployment, missing:$missing" >>"$AGENTRY_SKIP_LOG"

@@ -15,10 +15,11 @@ if ! "$VENV/bin/python" -c 'import a2a, uvicorn, httpx, mockllm, jwt, cryptograp
 fi
 # The A2A 1.0 generation of the official SDKs: PyPI a2a-sdk 1.3.0 (its own virtualenv: it
 # cannot share one with 0.3.26) and npm @a2a-js/sdk 1.3.0, for the interop matrix.
-if ! .venv-a2a1/bin/python -c 'from importlib.metadata import version; assert version("a2a-sdk") == "1.3.0"; import uvicorn, httpx' 2>/dev/null; then
-  echo "==> installing a2a-sdk 1.3.0 into .venv-a2a1"
+# Its gRPC extra (grpcio) drives agentry's gRPC binding.
+if ! .venv-a2a1/bin/python -c 'from importlib.metadata import version; assert version("a2a-sdk") == "1.3.0"; import uvicorn, httpx, grpc' 2>/dev/null; then
+  echo "==> installing a2a-sdk[grpc] 1.3.0 into .venv-a2a1"
   python3 -m venv .venv-a2a1
-  .venv-a2a1/bin/pip install --quiet --disable-pip-version-check 'a2a-sdk[http-server]==1.3.0' 'uvicorn>=0.30' 'httpx>=0.27'
+  .venv-a2a1/bin/pip install --quiet --disable-pip-version-check 'a2a-sdk[http-server,grpc]==1.3.0' 'uvicorn>=0.30' 'httpx>=0.27'
 fi
 if [ ! -f tests/a2a-peers/node_modules/@a2a-js/sdk/package.json ]; then
   echo "==> installing @a2a-js/sdk 1.3.0 (npm)"

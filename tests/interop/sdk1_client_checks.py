@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Drives an agentry A2A server with the official Python SDK client, a2a-sdk 1.x (protocol 1.0).
 
-    python sdk1_client_checks.py BASE_URL [--token TOKEN] [--binding jsonrpc|rest]
+    python sdk1_client_checks.py BASE_URL [--token TOKEN] [--binding jsonrpc|rest|grpc]
 
 The server must run the `conformance` agent with push notifications to loopback allowed and an
 extended card behind TOKEN. The card is read by the SDK's own resolver and the transport chosen
 by its own ClientFactory (which must pick the v1.0 JSON-RPC transport, not the 0.3 compat one);
 every answer is parsed into the SDK's protobuf types, so a field it cannot read fails the check.
+With `--binding grpc` the SDK's gRPC transport (grpcio, `a2a-sdk[grpc]`) dials the card's GRPC
+interface: the same checks, over protobuf and HTTP/2.
 Prints one line per check and "N passed, M failed"; exits non-zero on any failure.
 """
 
@@ -20,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import httpx
 from google.protobuf.json_format import ParseDict
-from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.client.transports.rest import RestTransport
 from a2a.types import (
@@ -113,8 +115,14 @@ async def rpc(http, url, method, params, headers=None):
 
 async def main(base: str, token: str | None, binding: str) -> int:
     hook = start_webhook()
-    wanted = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON"}[binding]
-    transport = {"jsonrpc": JsonRpcTransport, "rest": RestTransport}[binding]
+    wanted = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON", "grpc": "GRPC"}[binding]
+    if binding == "grpc":
+        import grpc
+        from a2a.client.transports.grpc import GrpcTransport
+
+        transport = GrpcTransport
+    else:
+        transport = {"jsonrpc": JsonRpcTransport, "rest": RestTransport}[binding]
     async with httpx.AsyncClient(timeout=30) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
         iface = next(
@@ -123,14 +131,22 @@ async def main(base: str, token: str | None, binding: str) -> int:
             if i.protocol_version.startswith("1.") and i.protocol_binding == wanted
         )
         rpc_url = next(i.url for i in card.supported_interfaces if i.protocol_binding == "JSONRPC")
-        t = transport(http, card, iface.url)
+        if binding == "grpc":
+            t = GrpcTransport(grpc.aio.insecure_channel(iface.url), card)
+        else:
+            t = transport(http, card, iface.url)
 
         async def card_check():
             expect(card.name == "conformance", f"card name {card.name}")
             expect(card.capabilities.streaming, "streaming capability")
             expect(card.capabilities.extended_agent_card, "extendedAgentCard capability")
             factory = ClientFactory(
-                ClientConfig(httpx_client=http, streaming=True, supported_protocol_bindings=[wanted])
+                ClientConfig(
+                    httpx_client=http,
+                    streaming=True,
+                    supported_protocol_bindings=[wanted],
+                    grpc_channel_factory=grpc.aio.insecure_channel if binding == "grpc" else None,
+                )
             )
             client = factory.create(card)
             kind = type(client._transport).__module__ + "." + type(client._transport).__name__
@@ -301,10 +317,22 @@ async def main(base: str, token: str | None, binding: str) -> int:
         async def extended():
             r = (await rpc(http, rpc_url, "GetExtendedAgentCard", {})).json()
             expect("error" in r, f"no credentials must fail: {r}")
-            authed = transport(
-                httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {token}"}), card, iface.url
-            )
-            ext = await authed.get_extended_agent_card(GetExtendedAgentCardRequest())
+            if binding == "grpc":
+                # Credentials are gRPC metadata; without them the call is refused.
+                try:
+                    await t.get_extended_agent_card(GetExtendedAgentCardRequest())
+                    raise AssertionError("the extended card over gRPC without credentials")
+                except AssertionError:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    expect("UNAUTHENTICATED" in str(e), f"refused as {e}")
+                ctx = ClientCallContext(service_parameters={"Authorization": f"Bearer {token}"})
+                ext = await t.get_extended_agent_card(GetExtendedAgentCardRequest(), context=ctx)
+            else:
+                authed = transport(
+                    httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {token}"}), card, iface.url
+                )
+                ext = await authed.get_extended_agent_card(GetExtendedAgentCardRequest())
             expect(ext.name, f"{ext}")
 
         await check("GetExtendedAgentCard needs credentials", extended())
@@ -339,6 +367,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("base")
     ap.add_argument("--token")
-    ap.add_argument("--binding", choices=["jsonrpc", "rest"], default="jsonrpc")
+    ap.add_argument("--binding", choices=["jsonrpc", "rest", "grpc"], default="jsonrpc")
     a = ap.parse_args()
     sys.exit(asyncio.run(main(a.base, a.token, a.binding)))

@@ -9,6 +9,7 @@
 //! - [`v1`]: the v1.0 codec (PascalCase methods onto [`wire::v1`]'s types).
 //! - [`version`]: the `A2A-Version` negotiation between the two.
 //! - [`rest`]: the v1.0 HTTP+JSON binding's wire rules (resources, `google.rpc.Status` errors).
+//! - `grpc` (feature `grpc`): the v1.0 gRPC binding's messages, frames and statuses.
 //! - [`trace`]: W3C trace context in and out, so one trace covers a multi-agent request.
 //! - [`credential`]: a caller's bearer token, held for delegation and never logged.
 //! - [`store`]: task stores (in-memory, SQLite).
@@ -16,7 +17,8 @@
 //!   [`server::AgentExecutor`].
 //! - [`client`] (feature `client`): discover and call any A2A agent.
 //!
-//! Features: `server`, `client`, `sqlite` (all on by default).
+//! Features: `server`, `client`, `sqlite` (all on by default); `grpc` (the gRPC binding on
+//! the server's port).
 #![warn(missing_docs)]
 
 pub mod credential;
@@ -24,6 +26,8 @@ pub mod envelope;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod jsonrpc;
 pub mod model;
 pub mod request;

@@ -546,6 +546,45 @@ pub fn merged_card(c: &AgentCard) -> Value {
     v
 }
 
+/// Declares a v1.0-only interface (`GRPC`: v0.3's gRPC service is another) after those
+/// the card implies, unless it declares that binding already.
+pub fn add_interface(c: &mut AgentCard, url: &str, binding: &str) {
+    if c.supported_interfaces.is_empty() {
+        c.supported_interfaces = interfaces_of(c);
+    }
+    if c.supported_interfaces
+        .iter()
+        .any(|i| i.protocol_binding.eq_ignore_ascii_case(binding))
+    {
+        return;
+    }
+    c.supported_interfaces.push(SupportedInterface {
+        url: url.to_owned(),
+        protocol_binding: binding.to_owned(),
+        protocol_version: crate::version::ProtocolVersion::V1_0.as_str().to_owned(),
+        tenant: String::new(),
+    });
+}
+
+/// The `host:port` a gRPC client dials for an agent at `url` (`http://h:p/...`; the
+/// scheme's port when it names none).
+pub fn grpc_target(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let authority = authority.rsplit('@').next().unwrap_or(authority);
+    let has_port = match authority.rfind(']') {
+        Some(end) => authority[end..].contains(':'),
+        None => authority.contains(':'),
+    };
+    if has_port {
+        authority.to_owned()
+    } else if scheme.eq_ignore_ascii_case("https") {
+        format!("{authority}:443")
+    } else {
+        format!("{authority}:80")
+    }
+}
+
 /// The interfaces a v0.3 card implies, v1.0 first: this crate's server answers both
 /// versions at every interface it declares.
 fn interfaces_of(c: &AgentCard) -> Vec<SupportedInterface> {

@@ -74,7 +74,7 @@ pub(super) fn router(
         let push_supported = svc.card.capabilities.push_notifications == Some(true);
         // One card for both generations (see `v1::merged_card`), declaring the HTTP+JSON
         // binding this server also answers at the same URL.
-        let public = with_rest_interface(svc.card.clone());
+        let public = with_grpc_interface(with_rest_interface(svc.card.clone()), &path);
         let cards = Cards::new(&with_envelope(public), config.card);
         let exts = &svc.card.capabilities.extensions;
         let extensions = exts
@@ -115,7 +115,7 @@ pub(super) fn router(
             cards,
             extended_card: svc
                 .extended_card
-                .map(|c| with_envelope(with_rest_interface(c))),
+                .map(|c| with_envelope(with_grpc_interface(with_rest_interface(c), &path))),
             extensions,
             required_extensions,
             credentials: svc.credentials,
@@ -154,6 +154,11 @@ pub(super) fn router(
         }
         // The JSON-RPC handler reads its body under the limit itself (see `read_body`).
         let rest = super::rest::routes(&path).layer(DefaultBodyLimit::max(config.body_limit));
+        #[cfg(feature = "grpc")]
+        if path.is_empty() {
+            let grpc = super::grpc::routes().layer(DefaultBodyLimit::max(config.body_limit));
+            r = r.merge(grpc);
+        }
         app = app.merge(r.merge(rest).with_state(state));
     }
     let ops = Arc::new(ops);
@@ -231,6 +236,20 @@ fn with_rest_interface(mut card: AgentCard) -> AgentCard {
             transport: "HTTP+JSON".into(),
         });
     }
+    card
+}
+
+/// Declares the gRPC binding (A2A 1.0) for the agent at the server's root, which it serves
+/// (gRPC paths name no agent); its URL is the `host:port` gRPC clients dial.
+fn with_grpc_interface(card: AgentCard, path: &str) -> AgentCard {
+    #[cfg(feature = "grpc")]
+    if path.is_empty() {
+        let mut card = card;
+        let target = v1::grpc_target(&card.url);
+        v1::add_interface(&mut card, &target, "GRPC");
+        return card;
+    }
+    let _ = path;
     card
 }
 

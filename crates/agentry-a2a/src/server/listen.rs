@@ -107,10 +107,7 @@ pub async fn serve_router_tls(
 ) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(CoarseTimer::new(limits.header_read))
-        .header_read_timeout(limits.header_read)
-        .keep_alive(true);
+    let http = http_builder(&limits);
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -158,9 +155,8 @@ pub async fn serve_router_tls(
                         hyper::service::Service::call(&inner, req)
                     },
                 );
-                let _ = watcher
-                    .watch(http.serve_connection(TokioIo::new(stream), svc))
-                    .await;
+                let conn = http.serve_connection(TokioIo::new(stream), svc);
+                let _ = watcher.watch(conn).await;
                 drop(permit);
             });
             continue;
@@ -169,6 +165,9 @@ pub async fn serve_router_tls(
             TokioIo::new(stream),
             TowerToHyperService::new(router.clone()),
         );
+        // The connection made independent of the builder, to run on its own task.
+        #[cfg(feature = "grpc")]
+        let conn = conn.into_owned();
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             // Errors here are the client's (reset, timeout, bad request): nothing to report.
@@ -184,6 +183,30 @@ pub async fn serve_router_tls(
         }
     }
     Ok(())
+}
+
+/// The connections' HTTP: HTTP/1.1 only, or (feature `grpc`) HTTP/1.1 and HTTP/2 on the same
+/// port, told apart by HTTP/2's preface (cleartext h2c, as gRPC clients connect without TLS)
+/// or by ALPN under TLS.
+#[cfg(not(feature = "grpc"))]
+type Http = hyper::server::conn::http1::Builder;
+#[cfg(feature = "grpc")]
+type Http = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+
+fn http_builder(limits: &Limits) -> Http {
+    #[cfg(not(feature = "grpc"))]
+    let mut http = hyper::server::conn::http1::Builder::new();
+    #[cfg(feature = "grpc")]
+    let mut http =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    #[cfg(feature = "grpc")]
+    let mut h1 = http.http1();
+    #[cfg(not(feature = "grpc"))]
+    let h1 = &mut http;
+    h1.timer(CoarseTimer::new(limits.header_read))
+        .header_read_timeout(limits.header_read)
+        .keep_alive(true);
+    http
 }
 
 /// hyper's timer, for the header-read timeout only, at a coarse grain.
@@ -335,10 +358,12 @@ pub fn host_guard(router: axum::Router, hosts: &[String]) -> axum::Router {
         move |req: axum::extract::Request, next: axum::middleware::Next| {
             let hosts = hosts.clone();
             async move {
+                // HTTP/2 (gRPC) carries the host as the request's `:authority`, not a header.
                 let host = req
                     .headers()
                     .get(header::HOST)
                     .and_then(|h| h.to_str().ok())
+                    .or_else(|| req.uri().authority().map(|a| a.as_str()))
                     .map(|h| host_name(h).to_ascii_lowercase());
                 match host {
                     Some(h) if hosts.contains(&h) => next.run(req).await,

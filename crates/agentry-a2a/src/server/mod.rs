@@ -21,6 +21,8 @@ mod access;
 mod admission;
 mod events;
 mod executor;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod handlers;
 mod hub;
 pub mod listen;

@@ -110,13 +110,29 @@ async fn follow(
 /// `StreamResponse` objects (the HTTP+JSON binding), in one protocol version's form.
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
-    JsonRpc { id: Value, version: ProtocolVersion },
+    JsonRpc {
+        id: Value,
+        version: ProtocolVersion,
+    },
     Rest(ProtocolVersion),
+    /// gRPC messages (`StreamResponse`) in the answer's HTTP/2 body, not SSE.
+    #[cfg(feature = "grpc")]
+    Grpc,
+}
+
+/// One item of a stream as its binding writes it.
+enum Item {
+    Sse(Event),
+    /// A framed gRPC message; `None` when the event could not be written (logged).
+    #[cfg(feature = "grpc")]
+    Grpc(Option<axum::body::Bytes>),
 }
 
 impl Frame {
-    fn event(&self, ev: &StreamEvent) -> Event {
+    fn event(&self, ev: &StreamEvent) -> Item {
         let body = match self {
+            #[cfg(feature = "grpc")]
+            Frame::Grpc => return Item::Grpc(super::grpc::stream_item(ev)),
             Frame::JsonRpc {
                 id,
                 version: ProtocolVersion::V0_3,
@@ -132,15 +148,44 @@ impl Frame {
                 serde_json::to_vec(&crate::wire::v03::StreamResponse::from(ev)).unwrap_or_default()
             }
         };
-        Event::default().data(String::from_utf8(body).unwrap_or_default())
+        Item::Sse(Event::default().data(String::from_utf8(body).unwrap_or_default()))
+    }
+
+    #[cfg(feature = "grpc")]
+    fn is_grpc(&self) -> bool {
+        matches!(self, Frame::Grpc)
+    }
+
+    #[cfg(not(feature = "grpc"))]
+    fn is_grpc(&self) -> bool {
+        false
     }
 }
 
-fn sse<S>(events: S, keep_alive: Duration) -> Response
+/// The answer that carries a stream's items: SSE, or a gRPC server stream (`grpc`; HTTP/2
+/// keeps that connection alive, so it gets no keep-alive comments).
+fn sse<S>(grpc: bool, events: S, keep_alive: Duration) -> Response
 where
-    S: Stream<Item = Event> + Send + 'static,
+    S: Stream<Item = Item> + Send + 'static,
 {
-    Sse::new(events.map(Ok::<_, Infallible>))
+    #[cfg(feature = "grpc")]
+    if grpc {
+        return super::grpc::stream_body(events.filter_map(|i| async move {
+            match i {
+                Item::Grpc(b) => b,
+                Item::Sse(_) => None,
+            }
+        }));
+    }
+    let _ = grpc;
+    let events = events.filter_map(|i| async move {
+        match i {
+            Item::Sse(e) => Some(Ok::<_, Infallible>(e)),
+            #[cfg(feature = "grpc")]
+            Item::Grpc(_) => None,
+        }
+    });
+    Sse::new(events)
         .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
         .into_response()
 }
@@ -156,7 +201,11 @@ pub(super) fn error(frame: Frame, e: RpcError) -> Response {
         } => {
             let body = jsonrpc::encode_error(&id, &e);
             let ev = Event::default().data(String::from_utf8(body).unwrap_or_default());
-            sse(stream::iter([ev]), Duration::from_secs(15))
+            sse(
+                false,
+                stream::iter([Item::Sse(ev)]),
+                Duration::from_secs(15),
+            )
         }
         // v1.0 tells a refusal from a stream by the content type (TCK 1.0, STREAM-SUB-003):
         // one JSON-RPC error as `application/json`.
@@ -166,6 +215,9 @@ pub(super) fn error(frame: Frame, e: RpcError) -> Response {
         } => super::handlers::json_body(jsonrpc::encode_error(&id, &v1::error(&e))),
         // Nothing was streamed yet: a plain HTTP error says it best.
         Frame::Rest(_) => super::rest::error(&e),
+        // And a trailers-only status in gRPC.
+        #[cfg(feature = "grpc")]
+        Frame::Grpc => super::grpc::error(&e),
     }
 }
 
@@ -181,7 +233,7 @@ struct Forward {
 
 /// Forwards broadcast events until the final one. A subscriber that lags is sent the current
 /// snapshot instead of the events it missed, so it never holds the agent up.
-fn forward(f: Forward) -> impl Stream<Item = Event> + Send {
+fn forward(f: Forward) -> impl Stream<Item = Item> + Send {
     stream::unfold(f, |mut f| async move {
         if let Some(ev) = f.pending.pop() {
             f.done |= ev.is_final();
@@ -229,6 +281,7 @@ pub(super) fn turn(
         );
     };
     sse(
+        frame.is_grpc(),
         forward(Forward {
             _open: open,
             frame,
@@ -245,7 +298,7 @@ pub(super) fn turn(
 /// gets when the first one's turn is over.
 pub(super) fn snapshot(frame: Frame, task: Task, keep_alive: Duration) -> Response {
     let events = [StreamEvent::Task(task)].map(|ev| frame.event(&ev));
-    sse(stream::iter(events), keep_alive)
+    sse(frame.is_grpc(), stream::iter(events), keep_alive)
 }
 
 /// The stream of `tasks/resubscribe`: the snapshot first, then every change after it. A task
@@ -264,6 +317,7 @@ pub(super) fn resubscribe(
     }
     pending.push(StreamEvent::Task(task));
     sse(
+        frame.is_grpc(),
         forward(Forward {
             _open: open,
             frame,
@@ -305,6 +359,7 @@ pub(super) fn elsewhere(
     keep_alive: Duration,
     open: super::ops::StreamGuard,
 ) -> Response {
+    let grpc = frame.is_grpc();
     let f = Follow {
         _open: open,
         frame,
@@ -346,5 +401,5 @@ pub(super) fn elsewhere(
             }
         }
     });
-    sse(events, keep_alive)
+    sse(grpc, events, keep_alive)
 }

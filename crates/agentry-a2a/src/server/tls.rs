@@ -123,6 +123,9 @@ impl ServerTls {
             .with_single_cert(chain, key)
             .map_err(TlsError::Config)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // gRPC over TLS negotiates HTTP/2 (the listener speaks both when it serves gRPC).
+        #[cfg(feature = "grpc")]
+        config.alpn_protocols.insert(0, b"h2".to_vec());
         Ok(ServerTls {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
         })

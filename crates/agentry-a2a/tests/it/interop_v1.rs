@@ -45,7 +45,12 @@ async fn python_sdk1_client_drives_our_server() {
     };
     let root = common::repo_root();
     let script = root.join("tests/interop/sdk1_client_checks.py");
-    for (binding, name) in [("jsonrpc", "JSON-RPC 1.0"), ("rest", "HTTP+JSON 1.0")] {
+    let mut bindings = vec![("jsonrpc", "JSON-RPC 1.0"), ("rest", "HTTP+JSON 1.0")];
+    // Their gRPC transport (grpcio) against the same server's port, over HTTP/2.
+    if cfg!(feature = "grpc") {
+        bindings.push(("grpc", "gRPC 1.0"));
+    }
+    for (binding, name) in bindings {
         let cell = MatrixCell::new(PY, "their client -> agentry server", name);
         let args = ["--token", common::TOKEN, "--binding", binding];
         run_checks(&python, &script, &root, &args).await;
