@@ -107,7 +107,12 @@ pub async fn serve_router_tls(
 ) -> std::io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
-    let http = http_builder(&limits);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(CoarseTimer::new(limits.header_read))
+        .header_read_timeout(limits.header_read)
+        .keep_alive(true);
+    #[cfg(feature = "grpc")]
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -138,6 +143,8 @@ pub async fn serve_router_tls(
                 graceful.watcher(),
                 router.clone(),
             );
+            #[cfg(feature = "grpc")]
+            let stop = stop_rx.clone();
             let handshake = limits.header_read;
             tokio::spawn(async move {
                 let Ok(Ok((stream, cert))) =
@@ -146,6 +153,8 @@ pub async fn serve_router_tls(
                     drop(permit);
                     return;
                 };
+                #[cfg(feature = "grpc")]
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                 let inner = TowerToHyperService::new(router);
                 let svc = hyper::service::service_fn(
                     move |mut req: hyper::Request<hyper::body::Incoming>| {
@@ -155,29 +164,67 @@ pub async fn serve_router_tls(
                         hyper::service::Service::call(&inner, req)
                     },
                 );
-                let conn = http.serve_connection(TokioIo::new(stream), svc);
-                let _ = watcher.watch(conn).await;
+                #[cfg(feature = "grpc")]
+                if h2 {
+                    h2::serve(TokioIo::new(stream), svc, stop, handshake).await;
+                    drop(permit);
+                    return;
+                }
+                let _ = watcher
+                    .watch(http.serve_connection(TokioIo::new(stream), svc))
+                    .await;
                 drop(permit);
             });
             continue;
         }
-        let conn = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
-        // The connection made independent of the builder, to run on its own task.
+        // HTTP/2 clients (gRPC's) say so with its preface, HTTP/1.1 ones by anything else;
+        // told apart in the connection's task, within the header-read timeout.
         #[cfg(feature = "grpc")]
-        let conn = conn.into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            // Errors here are the client's (reset, timeout, bad request): nothing to report.
-            let _ = conn.await;
-            drop(permit);
-        });
+        {
+            let (http, watcher, router) = (http.clone(), graceful.watcher(), router.clone());
+            let (limit, stop) = (limits.header_read, stop_rx.clone());
+            tokio::spawn(async move {
+                match h2::sniff(&stream, limit).await {
+                    Some(h2::Version::H2) => {
+                        let svc = TowerToHyperService::new(router);
+                        h2::serve(TokioIo::new(stream), svc, stop, limit).await;
+                    }
+                    Some(h2::Version::H1) => {
+                        let svc = TowerToHyperService::new(router);
+                        let conn = http.serve_connection(TokioIo::new(stream), svc);
+                        let _ = watcher.watch(conn).await;
+                    }
+                    None => {}
+                }
+                drop(permit);
+            });
+        }
+        #[cfg(not(feature = "grpc"))]
+        {
+            let conn = http.serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(router.clone()),
+            );
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                // Errors here are the client's (reset, timeout, bad request): nothing to report.
+                let _ = conn.await;
+                drop(permit);
+            });
+        }
     }
     drop(listener);
+    #[cfg(feature = "grpc")]
+    let _ = stop_tx.send(true);
+    // Every connection's slot back: HTTP/1.1 ones through the watcher, HTTP/2 ones by
+    // their own hand (see `h2::Stop`).
+    let all_closed = async {
+        graceful.shutdown().await;
+        let n = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
+        let _ = permits.acquire_many(n).await;
+    };
     tokio::select! {
-        () = graceful.shutdown() => {}
+        () = all_closed => {}
         () = tokio::time::sleep(limits.shutdown_grace) => {
             tracing::info!("shutdown: connections still open after the grace period are dropped");
         }
@@ -185,28 +232,112 @@ pub async fn serve_router_tls(
     Ok(())
 }
 
-/// The connections' HTTP: HTTP/1.1 only, or (feature `grpc`) HTTP/1.1 and HTTP/2 on the same
-/// port, told apart by HTTP/2's preface (cleartext h2c, as gRPC clients connect without TLS)
-/// or by ALPN under TLS.
-#[cfg(not(feature = "grpc"))]
-type Http = hyper::server::conn::http1::Builder;
+/// HTTP/2 beside HTTP/1.1 on one port (feature `grpc`: gRPC needs HTTP/2).
 #[cfg(feature = "grpc")]
-type Http = hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>;
+mod h2 {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
 
-fn http_builder(limits: &Limits) -> Http {
-    #[cfg(not(feature = "grpc"))]
-    let mut http = hyper::server::conn::http1::Builder::new();
-    #[cfg(feature = "grpc")]
-    let mut http =
-        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    #[cfg(feature = "grpc")]
-    let mut h1 = http.http1();
-    #[cfg(not(feature = "grpc"))]
-    let h1 = &mut http;
-    h1.timer(CoarseTimer::new(limits.header_read))
-        .header_read_timeout(limits.header_read)
-        .keep_alive(true);
-    http
+    use hyper_util::rt::{TokioExecutor, TokioTimer};
+    use tokio::net::TcpStream;
+
+    /// Says when the server stops: HTTP/2 connections are not hyper-util's graceful
+    /// watcher's (which cannot also close them when idle), so the listener tells them itself
+    /// and waits for their slots.
+    pub(super) type Stop = tokio::sync::watch::Receiver<bool>;
+
+    /// HTTP/2's connection preface, the first bytes an HTTP/2 client sends.
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    pub(super) enum Version {
+        H1,
+        H2,
+    }
+
+    /// Which HTTP the client speaks, from its first bytes (peeked, not taken): the preface,
+    /// or anything else. `None`: it closed, or sent no verdict within `limit` (a client that
+    /// connects and stalls holds its slot no longer than one that stalls in a request head).
+    pub(super) async fn sniff(stream: &TcpStream, limit: Duration) -> Option<Version> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut buf = [0u8; PREFACE.len()];
+        loop {
+            let n = tokio::time::timeout_at(deadline, stream.peek(&mut buf))
+                .await
+                .ok()?
+                .ok()?;
+            if n == 0 {
+                return None;
+            }
+            if buf[..n] != PREFACE[..n] {
+                return Some(Version::H1);
+            }
+            if n == PREFACE.len() {
+                return Some(Version::H2);
+            }
+            // Part of the preface: peeking again at once would see the same bytes (and a
+            // peek that finds bytes waiting never meets the deadline by itself).
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5).min(limit)).await;
+        }
+    }
+
+    /// Serves one HTTP/2 connection. Like an HTTP/1.1 connection idle past the header-read
+    /// timeout, one on which no request starts for `idle` is asked to close (GOAWAY: the
+    /// streams it has open, a gRPC stream following a task, still run to their end); so is
+    /// every one when the server stops.
+    pub(super) async fn serve<I, S, B>(io: I, svc: S, mut stop: Stop, idle: Duration)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+        S: hyper::service::Service<
+                hyper::Request<hyper::body::Incoming>,
+                Response = hyper::Response<B>,
+            > + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let busy = Arc::new(AtomicBool::new(false));
+        let seen = busy.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            seen.store(true, Ordering::Relaxed);
+            svc.call(req)
+        });
+        let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http.timer(TokioTimer::new())
+            // Headers no larger than an HTTP/1.1 head may be (hyper's default there).
+            .max_header_list_size(64 * 1024)
+            // A peer that stops answering pings is gone (or stalls on purpose, also in
+            // the closing handshake a GOAWAY starts): its connection is dropped.
+            .keep_alive_interval(idle)
+            .keep_alive_timeout(idle);
+        let conn = http.serve_connection(io, svc);
+        tokio::pin!(conn);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + idle, idle);
+        let mut asked = false;
+        loop {
+            tokio::select! {
+                // Errors here are the client's (reset, protocol error): nothing to report.
+                _ = &mut conn => return,
+                // The server stops (the sender dropped counts too).
+                _ = stop.wait_for(|s| *s), if !asked => {
+                    asked = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                _ = tick.tick(), if !asked => {
+                    if !busy.swap(false, Ordering::Relaxed) {
+                        asked = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// hyper's timer, for the header-read timeout only, at a coarse grain.

@@ -286,6 +286,36 @@ async fn half_sent_and_idle_connections_are_closed() {
     assert_eq!(r.status(), 200);
 }
 
+/// The same bounds for HTTP/2 (the gRPC binding's): a preface that never ends, and a
+/// connection that opens HTTP/2 and then asks for nothing, are closed like their HTTP/1.1
+/// kin; until then the idle one is served.
+#[cfg(feature = "grpc")]
+#[tokio::test]
+async fn half_sent_and_idle_http2_connections_are_closed() {
+    let s = limited(Limits {
+        header_read: Duration::from_millis(500),
+        ..Default::default()
+    })
+    .await;
+    let mut half = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    half.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let mut idle = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    // The client preface, then an empty SETTINGS frame (length 0, type 4, no flags, stream 0).
+    idle.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    assert!(
+        !closed_within(&mut idle, Duration::from_millis(200)).await,
+        "an HTTP/2 connection is served until it has been idle for the header-read timeout"
+    );
+    assert!(closed_within(&mut half, Duration::from_secs(5)).await);
+    assert!(closed_within(&mut idle, Duration::from_secs(5)).await);
+    let r = reqwest::get(format!("{}.well-known/agent-card.json", s.base))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
 #[tokio::test]
 async fn connections_beyond_the_cap_wait_for_one_to_close() {
     let s = limited(Limits {

@@ -400,14 +400,15 @@ async fn each_generation_gets_its_card() {
     assert!(asked.get("url").is_some(), "{asked}");
 }
 
-/// `card`, another server's 1.0 card, with its URLs moved to `to`.
+/// `card`, another server's 1.0 card, with its URLs moved to `to` (by their `host:port`,
+/// which is also the gRPC interface's URL).
 fn v1_with_url(card: &Value, from: &str, to: &str) -> Value {
-    serde_json::from_str(
-        &card
-            .to_string()
-            .replace(from.trim_end_matches('/'), to.trim_end_matches('/')),
-    )
-    .unwrap()
+    let authority = |u: &str| {
+        u.trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned()
+    };
+    serde_json::from_str(&card.to_string().replace(&authority(from), &authority(to))).unwrap()
 }
 
 /// HTTP+JSON refusals carry the HTTP status the 1.0 binding maps them to: a body that is not
