@@ -118,6 +118,10 @@ pub enum Binding {
     JsonRpc,
     /// The v1.0 REST binding (`POST /message:send`, `GET /tasks/{id}`, ...).
     HttpJson,
+    /// v1.0's gRPC binding (`lf.a2a.v1.A2AService` over HTTP/2; feature `grpc`, else calls
+    /// over it fail with [`A2aError::InvalidCard`]). Chosen from a card only where it offers
+    /// no JSON binding, or when preferred.
+    Grpc,
 }
 
 impl Binding {
@@ -126,6 +130,7 @@ impl Binding {
         match self {
             Binding::JsonRpc => "JSONRPC",
             Binding::HttpJson => "HTTP+JSON",
+            Binding::Grpc => "GRPC",
         }
     }
 }
@@ -162,6 +167,8 @@ pub struct A2aClient {
     cfg: ClientConfig,
     /// The correlation id every request carries as W3C baggage (see [`Self::with_correlation`]).
     correlation: Option<String>,
+    /// The HTTP/2 client of the gRPC binding, made at its first call.
+    grpc: Arc<std::sync::OnceLock<reqwest::Client>>,
 }
 
 struct Fallback {
@@ -200,11 +207,14 @@ pub fn choose_interface(card: &AgentCard, prefer: Binding) -> Interface {
     let legacy = find(ProtocolVersion::V0_3, Binding::JsonRpc).or_else(|| {
         (card_version == ProtocolVersion::V0_3 && !card.url.is_empty()).then(|| card.url.clone())
     });
-    let other = match prefer {
-        Binding::JsonRpc => Binding::HttpJson,
-        Binding::HttpJson => Binding::JsonRpc,
+    // The JSON bindings before gRPC, unless gRPC is asked for (and built in).
+    let grpc = cfg!(feature = "grpc");
+    let order: &[Binding] = match prefer {
+        Binding::JsonRpc => &[Binding::JsonRpc, Binding::HttpJson, Binding::Grpc],
+        Binding::HttpJson => &[Binding::HttpJson, Binding::JsonRpc, Binding::Grpc],
+        Binding::Grpc => &[Binding::Grpc, Binding::JsonRpc, Binding::HttpJson],
     };
-    for binding in [prefer, other] {
+    for &binding in order.iter().filter(|b| grpc || **b != Binding::Grpc) {
         if let Some(url) = find(ProtocolVersion::V1_0, binding) {
             return Interface {
                 url,
@@ -513,6 +523,7 @@ impl A2aClient {
             card_source: None,
             cfg,
             correlation: None,
+            grpc: Arc::default(),
         })
     }
 
@@ -567,7 +578,11 @@ impl A2aClient {
                 reason: "neither `url` nor a usable `supportedInterfaces` entry".into(),
             });
         }
-        let mut c = Self::new(&chosen.url, cfg)?
+        let url = match chosen.binding {
+            Binding::Grpc => grpc_url(&chosen.url, base),
+            _ => chosen.url.clone(),
+        };
+        let mut c = Self::new(&url, cfg)?
             .with_version(chosen.version)
             .with_binding(chosen.binding);
         c.fallback = chosen.fallback.map(|endpoint| {
@@ -672,16 +687,32 @@ impl A2aClient {
                     .map(|b| serde_json::to_vec(&b).unwrap_or_default());
                 (call.method, url, body)
             }
+            Binding::Grpc => {
+                let (url, body) = grpc_request(endpoint, req)?;
+                (http::Method::POST, url, Some(body.to_vec()))
+            }
+        };
+        let grpc = binding == Binding::Grpc;
+        let http = if grpc {
+            self.grpc_http()?
+        } else {
+            self.http.clone()
         };
         let mut attempt = 0;
         let mut delay = self.cfg.backoff;
         loop {
-            let mut rb = authorize(self.http.request(method.clone(), &url), &self.cfg.auth)
+            let mut rb = authorize(http.request(method.clone(), &url), &self.cfg.auth)
                 .header(version::HEADER, version.as_str());
             if let Some(b) = &body {
-                rb = rb
-                    .header(http::header::CONTENT_TYPE, "application/json")
-                    .body(b.clone());
+                let ct = if grpc {
+                    GRPC_CONTENT_TYPE
+                } else {
+                    "application/json"
+                };
+                rb = rb.header(http::header::CONTENT_TYPE, ct).body(b.clone());
+            }
+            if grpc {
+                rb = rb.header(http::header::TE, "trailers");
             }
             // The callee continues this call's trace (see `crate::trace`).
             if let Some(tp) = crate::trace::current_traceparent() {
@@ -692,9 +723,9 @@ impl A2aClient {
             if let Some(b) = baggage {
                 rb = rb.header(crate::trace::BAGGAGE_HEADER, b);
             }
-            if streaming {
+            if streaming && !grpc {
                 rb = rb.header(http::header::ACCEPT, "text/event-stream");
-            } else {
+            } else if !streaming {
                 rb = rb.timeout(self.cfg.request_timeout);
             }
             let mut wait = jitter(delay);
@@ -777,6 +808,9 @@ impl A2aClient {
     async fn call_once(&self, req: &Request) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
         let (_, version, binding) = self.route();
         let resp = self.post(req, false).await?;
+        if binding == Binding::Grpc {
+            return self.grpc_unary(req, resp).await;
+        }
         let status = resp.status().as_u16();
         let body = self.read_body(resp).await?;
         if binding == Binding::HttpJson {
@@ -997,6 +1031,25 @@ impl A2aClient {
         loop {
             let (_, version, binding) = self.route();
             let resp = self.post(&req, true).await?;
+            if binding == Binding::Grpc {
+                match self.grpc_stream(&req, resp, tx).await? {
+                    GrpcStreamEnd::Done => return Ok(()),
+                    GrpcStreamEnd::Refused(e) => return self.finished_meanwhile(&req, e, tx).await,
+                    GrpcStreamEnd::Cut { task_id, delivered } => {
+                        if delivered > 1 {
+                            resubscribes = 0;
+                        }
+                        match self.after_cut(task_id, resubscribes, tx).await? {
+                            Some(next) => {
+                                resubscribes += 1;
+                                req = next;
+                                continue;
+                            }
+                            None => return Ok(()),
+                        }
+                    }
+                }
+            }
             if binding == Binding::HttpJson && !is_event_stream(&resp) {
                 let status = resp.status().as_u16();
                 let body = self.read_body(resp).await?;
@@ -1082,26 +1135,46 @@ impl A2aClient {
                 continue;
             }
             // The stream closed before its final event.
-            let Some(id) = task_id else {
-                return Err(A2aError::InvalidResponse(
-                    "stream closed before any event".into(),
-                ));
-            };
-            if !self.cfg.auto_resubscribe || resubscribes >= self.cfg.retries.max(1) {
-                return Err(A2aError::InvalidResponse(format!(
-                    "stream closed before the final event of task {id}"
-                )));
+            match self.after_cut(task_id, resubscribes, tx).await? {
+                Some(next) => {
+                    resubscribes += 1;
+                    req = next;
+                }
+                None => return Ok(()),
             }
-            // Resubscribe only while the task still runs.
-            let task = self.get_task(&id, Some(0)).await?;
-            if task.state().ends_turn() {
-                let _ = tx.send(Ok(StreamEvent::final_status(&task))).await;
-                return Ok(());
-            }
-            tracing::debug!(task = %id, "stream closed early; resubscribing");
-            resubscribes += 1;
-            req = Request::Resubscribe(TaskIdParams { id, metadata: None });
         }
+    }
+
+    /// After a stream closed before its final event: the resubscription to send while the
+    /// task still runs (and tries are left), or `None` when its final status was sent
+    /// instead (the turn ended meanwhile).
+    async fn after_cut(
+        &self,
+        task_id: Option<String>,
+        resubscribes: u32,
+        tx: &mpsc::Sender<Result<StreamEvent, A2aError>>,
+    ) -> Result<Option<Request>, A2aError> {
+        let Some(id) = task_id else {
+            return Err(A2aError::InvalidResponse(
+                "stream closed before any event".into(),
+            ));
+        };
+        if !self.cfg.auto_resubscribe || resubscribes >= self.cfg.retries.max(1) {
+            return Err(A2aError::InvalidResponse(format!(
+                "stream closed before the final event of task {id}"
+            )));
+        }
+        // Resubscribe only while the task still runs.
+        let task = self.get_task(&id, Some(0)).await?;
+        if task.state().ends_turn() {
+            let _ = tx.send(Ok(StreamEvent::final_status(&task))).await;
+            return Ok(None);
+        }
+        tracing::debug!(task = %id, "stream closed early; resubscribing");
+        Ok(Some(Request::Resubscribe(TaskIdParams {
+            id,
+            metadata: None,
+        })))
     }
 
     /// A resubscription refused because the task finished in the meantime (servers refuse
@@ -1122,6 +1195,276 @@ impl A2aClient {
             return Ok(());
         }
         Err(e.into())
+    }
+}
+
+/// The content type of gRPC calls.
+const GRPC_CONTENT_TYPE: &str = "application/grpc";
+
+/// Where a card's gRPC interface is dialled: its `host:port` (gRPC's target form) over TLS
+/// when the card came over HTTPS, else over cleartext HTTP/2; a URL with a scheme as it is.
+fn grpc_url(url: &str, base: &str) -> String {
+    if url.contains("://") {
+        return url.to_owned();
+    }
+    let scheme = if base.starts_with("https://") {
+        "https"
+    } else {
+        "http"
+    };
+    format!("{scheme}://{}", url.trim_end_matches('/'))
+}
+
+/// How a gRPC server stream ended.
+#[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+enum GrpcStreamEnd {
+    /// With the task's final event (or the caller dropped the stream).
+    Done,
+    /// Refused before its first event.
+    Refused(RpcError),
+    /// Closed (or failed) before the final event.
+    Cut {
+        task_id: Option<String>,
+        delivered: usize,
+    },
+}
+
+/// A call's URL and framed message on the gRPC binding.
+#[cfg(feature = "grpc")]
+fn grpc_request(endpoint: &str, req: &Request) -> Result<(String, bytes::Bytes), A2aError> {
+    let op = v1::method_of(req);
+    let params = serde_json::to_value(v1::params(req))
+        .map_err(|e| A2aError::InvalidResponse(format!("{op} request: {e}")))?;
+    let body = crate::grpc::request_frame(op, params)?;
+    let url = format!(
+        "{}/{}/{op}",
+        endpoint.trim_end_matches('/'),
+        crate::grpc::SERVICE
+    );
+    Ok((url, body))
+}
+
+#[cfg(not(feature = "grpc"))]
+fn grpc_request(endpoint: &str, _: &Request) -> Result<(String, bytes::Bytes), A2aError> {
+    Err(A2aError::InvalidCard {
+        url: endpoint.to_owned(),
+        reason: "the gRPC binding needs agentry-a2a's `grpc` feature".into(),
+    })
+}
+
+/// A gRPC answer's status, from its headers (a trailers-only answer) or its trailers.
+#[cfg(feature = "grpc")]
+fn grpc_status(h: &http::HeaderMap) -> Option<(i32, String, Option<Vec<u8>>)> {
+    use base64::Engine as _;
+    let code = h.get("grpc-status")?.to_str().ok()?.trim().parse().ok()?;
+    let message = h
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .map(crate::grpc::decode_message)
+        .unwrap_or_default();
+    let details = h
+        .get("grpc-status-details-bin")
+        .and_then(|d| d.to_str().ok())
+        .and_then(|d| {
+            let d = d.trim_end_matches('=');
+            base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(d)
+                .ok()
+        });
+    Some((code, message, details))
+}
+
+impl A2aClient {
+    /// The HTTP/2 client of the gRPC binding (cleartext HTTP/2 without an upgrade, as gRPC
+    /// clients connect; TLS negotiates it), made once.
+    fn grpc_http(&self) -> Result<reqwest::Client, A2aError> {
+        if let Some(c) = self.grpc.get() {
+            return Ok(c.clone());
+        }
+        #[cfg(feature = "grpc")]
+        let built = {
+            let failed = |e: reqwest::Error| A2aError::HttpClient(Box::new(e));
+            let mut b = reqwest::Client::builder()
+                .connect_timeout(self.cfg.connect_timeout)
+                .http2_prior_knowledge();
+            if let Some(tls) = &self.cfg.tls {
+                if let Some(ca) = &tls.ca_pem {
+                    for c in reqwest::Certificate::from_pem_bundle(ca).map_err(failed)? {
+                        b = b.add_root_certificate(c);
+                    }
+                }
+                if let Some(id) = &tls.identity_pem {
+                    b = b.identity(reqwest::Identity::from_pem(id).map_err(failed)?);
+                }
+            }
+            b.build().map_err(failed)?
+        };
+        #[cfg(not(feature = "grpc"))]
+        let built: reqwest::Client = {
+            grpc_request(self.endpoint(), &Request::GetExtendedCard)?;
+            self.http.clone()
+        };
+        Ok(self.grpc.get_or_init(|| built).clone())
+    }
+
+    /// The error a gRPC status stands for (401/403 refusals as the other bindings give them).
+    #[cfg(feature = "grpc")]
+    fn grpc_error(&self, code: i32, message: &str, details: Option<&[u8]>) -> A2aError {
+        use crate::grpc::status;
+        match code {
+            status::UNAUTHENTICATED => refused(401, self.endpoint().to_owned()),
+            status::PERMISSION_DENIED => refused(403, self.endpoint().to_owned()),
+            _ => crate::grpc::error_from(code, message, details).into(),
+        }
+    }
+
+    /// Reads a unary gRPC answer into v1.0 JSON.
+    #[cfg(feature = "grpc")]
+    async fn grpc_unary(
+        &self,
+        req: &Request,
+        resp: reqwest::Response,
+    ) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
+        use http_body_util::BodyExt as _;
+        let op = v1::method_of(req);
+        let http_status = resp.status().as_u16();
+        let resp: http::Response<reqwest::Body> = resp.into();
+        if let Some((code, msg, details)) = grpc_status(resp.headers())
+            && code != crate::grpc::status::OK
+        {
+            return Err(self.grpc_error(code, &msg, details.as_deref()));
+        }
+        if http_status != 200 {
+            return Err(A2aError::Http {
+                status: http_status,
+                url: self.endpoint().to_owned(),
+                body: "not a gRPC answer".into(),
+            });
+        }
+        let mut body = resp.into_body();
+        let mut reader = crate::grpc::FrameReader::new(self.cfg.max_response_bytes);
+        let mut message = None;
+        let read = async {
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| A2aError::InvalidResponse(format!("{op}: {e}")))?;
+                match frame.into_data() {
+                    Ok(data) => {
+                        for m in reader.push(&data)? {
+                            message = Some(m);
+                        }
+                    }
+                    Err(frame) => {
+                        if let Some(t) = frame.trailers_ref()
+                            && let Some((code, msg, details)) = grpc_status(t)
+                            && code != crate::grpc::status::OK
+                        {
+                            return Err(self.grpc_error(code, &msg, details.as_deref()));
+                        }
+                    }
+                }
+            }
+            Ok::<_, A2aError>(())
+        };
+        tokio::time::timeout(self.cfg.request_timeout, read)
+            .await
+            .map_err(|_| A2aError::Timeout {
+                what: format!("{op} over gRPC"),
+                after_ms: self.cfg.request_timeout.as_millis() as u64,
+            })??;
+        let msg = message
+            .ok_or_else(|| A2aError::InvalidResponse(format!("{op} answered no message")))?;
+        Ok((
+            Some(crate::grpc::response_json(op, &msg)?),
+            ProtocolVersion::V1_0,
+        ))
+    }
+
+    #[cfg(not(feature = "grpc"))]
+    async fn grpc_unary(
+        &self,
+        req: &Request,
+        _: reqwest::Response,
+    ) -> Result<(Option<Value>, ProtocolVersion), A2aError> {
+        Err(grpc_request(self.endpoint(), req).unwrap_err())
+    }
+
+    /// Forwards a gRPC server stream's events into `tx`.
+    #[cfg(feature = "grpc")]
+    async fn grpc_stream(
+        &self,
+        req: &Request,
+        resp: reqwest::Response,
+        tx: &mpsc::Sender<Result<StreamEvent, A2aError>>,
+    ) -> Result<GrpcStreamEnd, A2aError> {
+        use http_body_util::BodyExt as _;
+        let op = v1::method_of(req);
+        let resp: http::Response<reqwest::Body> = resp.into();
+        if let Some((code, msg, details)) = grpc_status(resp.headers())
+            && code != crate::grpc::status::OK
+        {
+            return match self.grpc_error(code, &msg, details.as_deref()) {
+                A2aError::Rpc(e) => Ok(GrpcStreamEnd::Refused(e)),
+                other => Err(other),
+            };
+        }
+        let mut body = resp.into_body();
+        let mut reader = crate::grpc::FrameReader::new(self.cfg.max_response_bytes);
+        let (mut task_id, mut delivered) = (None, 0usize);
+        loop {
+            let next = tokio::time::timeout(self.cfg.stream_idle_timeout, body.frame()).await;
+            let frame = match next {
+                Err(_) => {
+                    return Err(A2aError::Timeout {
+                        what: "stream idle (no event)".into(),
+                        after_ms: self.cfg.stream_idle_timeout.as_millis() as u64,
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    tracing::debug!("gRPC stream read failed: {e}");
+                    break;
+                }
+                Ok(Some(Ok(f))) => f,
+            };
+            let data = match frame.into_data() {
+                Ok(d) => d,
+                Err(frame) => {
+                    if let Some(t) = frame.trailers_ref()
+                        && let Some((code, msg, details)) = grpc_status(t)
+                        && code != crate::grpc::status::OK
+                    {
+                        let e = self.grpc_error(code, &msg, details.as_deref());
+                        return match e {
+                            A2aError::Rpc(e) if task_id.is_none() => Ok(GrpcStreamEnd::Refused(e)),
+                            other => Err(other),
+                        };
+                    }
+                    continue;
+                }
+            };
+            for msg in reader.push(&data)? {
+                let json = crate::grpc::response_json(op, &msg)?;
+                let ev = v1::stream_event_from(json)
+                    .map_err(|e| A2aError::InvalidResponse(format!("{op} event: {e}")))?;
+                task_id = task_id.or_else(|| event_task_id(&ev));
+                let is_final = ev.is_final();
+                if tx.send(Ok(ev)).await.is_err() || is_final {
+                    return Ok(GrpcStreamEnd::Done);
+                }
+                delivered += 1;
+            }
+        }
+        Ok(GrpcStreamEnd::Cut { task_id, delivered })
+    }
+
+    #[cfg(not(feature = "grpc"))]
+    async fn grpc_stream(
+        &self,
+        req: &Request,
+        _: reqwest::Response,
+        _: &mpsc::Sender<Result<StreamEvent, A2aError>>,
+    ) -> Result<GrpcStreamEnd, A2aError> {
+        Err(grpc_request(self.endpoint(), req).unwrap_err())
     }
 }
 
@@ -1150,6 +1493,10 @@ fn stream_item(
                 Err(e) => Err(e),
             })
         }
+        // gRPC streams are read by `grpc_stream`, not as SSE.
+        (Binding::Grpc, _) => Err(A2aError::InvalidResponse(
+            "a gRPC stream read as SSE".into(),
+        )),
         (Binding::HttpJson, _) => {
             let ev = match version {
                 ProtocolVersion::V1_0 => {

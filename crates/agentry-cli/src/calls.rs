@@ -23,7 +23,7 @@ pub(crate) struct CallOpts {
     /// Request timeout in seconds.
     #[arg(long, global = true, default_value_t = 60)]
     timeout: u64,
-    /// Preferred binding when the card offers several: jsonrpc or rest (HTTP+JSON).
+    /// Preferred binding when the card offers several: jsonrpc, rest (HTTP+JSON) or grpc.
     #[arg(long, global = true, value_enum, default_value_t = BindingArg::Jsonrpc)]
     binding: BindingArg,
     /// Speak this A2A version instead of the newest both sides support: 1.0 or 0.3.
@@ -35,6 +35,8 @@ pub(crate) struct CallOpts {
 enum BindingArg {
     Jsonrpc,
     Rest,
+    /// A2A 1.0's gRPC binding (HTTP/2).
+    Grpc,
 }
 
 #[derive(Subcommand)]
@@ -119,6 +121,7 @@ fn client_config(opts: &CallOpts) -> Result<ClientConfig, CliError> {
         binding: match opts.binding {
             BindingArg::Jsonrpc => Binding::JsonRpc,
             BindingArg::Rest => Binding::HttpJson,
+            BindingArg::Grpc => Binding::Grpc,
         },
         ..ClientConfig::default()
     })

@@ -212,13 +212,36 @@ pub fn unframe(body: &[u8]) -> Result<&[u8], RpcError> {
     Ok(rest)
 }
 
+/// Writes integral numbers as integers. Protobuf has one number type, a double
+/// (`google.protobuf.Value`, under data parts and metadata), so `{"count": 42}` crosses the
+/// binding as 42.0; the JSON bindings carry it as 42, and so does this one once read back.
+fn integral_numbers(v: &mut Value) {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer below is a double
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64())
+                && f.fract() == 0.0
+                && f.abs() < EXACT
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(integral_numbers),
+        Value::Object(o) => o.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}
+
 /// A request message of `op` (a v1.0 method name, which gRPC's are) as the v1.0 params the
 /// JSON bindings carry.
 pub fn request_json(op: &str, msg: &[u8]) -> Result<Value, RpcError> {
     use proto::*;
     fn read<M: prost::Message + Default + serde::Serialize>(b: &[u8]) -> Result<Value, RpcError> {
         let m = M::decode(b).map_err(|e| RpcError::parse(format!("not a valid message: {e}")))?;
-        serde_json::to_value(&m).map_err(|e| RpcError::invalid_params(e.to_string()))
+        let mut v =
+            serde_json::to_value(&m).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+        integral_numbers(&mut v);
+        Ok(v)
     }
     match op {
         method::SEND | method::STREAM => read::<SendMessageRequest>(msg),
@@ -264,6 +287,112 @@ pub fn stream_frame(item: Value) -> Result<Bytes, RpcError> {
     Ok(frame(&m))
 }
 
+/// v1.0 params of `op` (JSON, as [`crate::v1::params`] writes them) as the method's request
+/// message, framed: what a client sends.
+pub fn request_frame(op: &str, params: Value) -> Result<Bytes, RpcError> {
+    use proto::*;
+    fn write<M: prost::Message + serde::de::DeserializeOwned>(v: Value) -> Result<Bytes, RpcError> {
+        let m: M = serde_json::from_value(v)
+            .map_err(|e| RpcError::invalid_params(format!("not a gRPC request: {e}")))?;
+        Ok(frame(&m))
+    }
+    match op {
+        method::SEND | method::STREAM => write::<SendMessageRequest>(params),
+        method::GET => write::<GetTaskRequest>(params),
+        method::LIST => write::<ListTasksRequest>(params),
+        method::CANCEL => write::<CancelTaskRequest>(params),
+        method::SUBSCRIBE => write::<SubscribeToTaskRequest>(params),
+        method::PUSH_CREATE => write::<TaskPushNotificationConfig>(params),
+        method::PUSH_GET => write::<GetTaskPushNotificationConfigRequest>(params),
+        method::PUSH_LIST => write::<ListTaskPushNotificationConfigsRequest>(params),
+        method::PUSH_DELETE => write::<DeleteTaskPushNotificationConfigRequest>(params),
+        method::EXTENDED_CARD => write::<GetExtendedAgentCardRequest>(params),
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+/// A unary answer's message of `op` as v1.0 JSON: what a client reads.
+pub fn response_json(op: &str, msg: &[u8]) -> Result<Value, RpcError> {
+    use proto::*;
+    fn read<M: prost::Message + Default + serde::Serialize>(b: &[u8]) -> Result<Value, RpcError> {
+        let m = M::decode(b).map_err(|e| {
+            RpcError::new(
+                code::INVALID_AGENT_RESPONSE,
+                format!("not a valid answer: {e}"),
+            )
+        })?;
+        let mut v = serde_json::to_value(&m)
+            .map_err(|e| RpcError::new(code::INVALID_AGENT_RESPONSE, e.to_string()))?;
+        integral_numbers(&mut v);
+        Ok(v)
+    }
+    match op {
+        method::SEND => read::<SendMessageResponse>(msg),
+        method::GET | method::CANCEL => read::<Task>(msg),
+        method::LIST => read::<ListTasksResponse>(msg),
+        method::PUSH_CREATE | method::PUSH_GET => read::<TaskPushNotificationConfig>(msg),
+        method::PUSH_LIST => read::<ListTaskPushNotificationConfigsResponse>(msg),
+        method::PUSH_DELETE => read::<pbjson_types::Empty>(msg),
+        method::EXTENDED_CARD => read::<AgentCard>(msg),
+        method::STREAM | method::SUBSCRIBE => read::<StreamResponse>(msg),
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+/// Messages cut out of a gRPC body as it arrives (a frame may span chunks, a chunk hold
+/// several), each at most `max` bytes.
+#[derive(Debug)]
+pub struct FrameReader {
+    buf: BytesMut,
+    max: usize,
+}
+
+impl FrameReader {
+    /// A reader refusing messages over `max` bytes.
+    pub fn new(max: usize) -> Self {
+        FrameReader {
+            buf: BytesMut::new(),
+            max,
+        }
+    }
+
+    /// Adds `chunk`; returns the messages it completed.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<Bytes>, RpcError> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while self.buf.len() >= 5 {
+            if self.buf[0] != 0 {
+                return Err(RpcError::new(
+                    code::INVALID_AGENT_RESPONSE,
+                    "a compressed gRPC message (none was asked for)",
+                ));
+            }
+            let len =
+                u32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]) as usize;
+            if len > self.max {
+                return Err(RpcError::new(
+                    code::INVALID_AGENT_RESPONSE,
+                    format!(
+                        "a gRPC message of {len} bytes, over the {} allowed",
+                        self.max
+                    ),
+                ));
+            }
+            if self.buf.len() < 5 + len {
+                break;
+            }
+            let mut msg = self.buf.split_to(5 + len);
+            out.push(msg.split_off(5).freeze());
+        }
+        Ok(out)
+    }
+
+    /// Whether bytes of an unfinished message are left (a body cut short).
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
 /// Percent-encodes a status message for the `grpc-message` header (gRPC's rule: bytes
 /// outside printable ASCII, and `%`).
 pub fn encode_message(msg: &str) -> String {
@@ -276,6 +405,31 @@ pub fn encode_message(msg: &str) -> String {
         }
     }
     out
+}
+
+/// A `grpc-message` header's text, percent-decoded.
+pub fn decode_message(msg: &str) -> String {
+    let b = msg.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = (b[i] == b'%')
+            .then(|| b.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(x) => {
+                out.push(x);
+                i += 3;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -405,5 +559,63 @@ mod tests {
             assert_eq!(error_from(s, "why", Some(&details)).code, c, "{c}");
         }
         assert_eq!(encode_message("50% é\n"), "50%25 %C3%A9%0A");
+        assert_eq!(decode_message("50%25 %C3%A9%0A"), "50% é\n");
+        assert_eq!(decode_message("bad %zz and %4"), "bad %zz and %4");
+    }
+
+    #[test]
+    fn integers_in_data_cross_as_integers() {
+        let params = serde_json::json!({"message": {"messageId": "m", "role": "ROLE_USER",
+            "parts": [{"data": {"n": 42, "x": 1.5, "big": 1e300, "list": [0, -3]}}]}});
+        let f = request_frame(method::SEND, params).unwrap();
+        let v = request_json(method::SEND, unframe(&f).unwrap()).unwrap();
+        let data = &v["message"]["parts"][0]["data"];
+        assert_eq!(data["n"].as_i64(), Some(42), "{data}");
+        assert_eq!(data["x"].as_f64(), Some(1.5));
+        assert_eq!(data["big"].as_f64(), Some(1e300));
+        assert_eq!(data["list"], serde_json::json!([0, -3]));
+    }
+
+    #[test]
+    fn frames_are_read_across_chunks() {
+        let a = frame(&proto::GetTaskRequest {
+            id: "a".into(),
+            ..Default::default()
+        });
+        let b = frame(&proto::GetTaskRequest {
+            id: "bb".into(),
+            ..Default::default()
+        });
+        let both = [a.as_ref(), b.as_ref()].concat();
+        for cut in 0..=both.len() {
+            let mut r = FrameReader::new(1024);
+            let mut got = r.push(&both[..cut]).unwrap();
+            got.extend(r.push(&both[cut..]).unwrap());
+            assert_eq!(got.len(), 2, "cut at {cut}");
+            assert_eq!(got[0].as_ref(), &a[5..]);
+            assert_eq!(got[1].as_ref(), &b[5..]);
+            assert!(r.is_empty());
+        }
+        let mut small = FrameReader::new(2);
+        assert!(small.push(&b).is_err(), "over the limit");
+    }
+
+    #[test]
+    fn a_client_request_and_answer_cross_the_binding() {
+        let params = serde_json::json!({"id": "t-9", "historyLength": 2});
+        let f = request_frame(method::GET, params).unwrap();
+        let back = request_json(method::GET, unframe(&f).unwrap()).unwrap();
+        assert_eq!(back["id"], "t-9");
+        assert_eq!(back["historyLength"], 2);
+        let task = proto::Task {
+            id: "t-9".into(),
+            ..Default::default()
+        };
+        let v = response_json(method::GET, &task.encode_to_vec()).unwrap();
+        assert_eq!(v["id"], "t-9");
+        assert_eq!(
+            response_json(method::GET, &[0xff, 0x01]).unwrap_err().code,
+            code::INVALID_AGENT_RESPONSE
+        );
     }
 }

@@ -186,12 +186,17 @@ async fn scenario(c: &A2aClient) -> Vec<String> {
 async fn every_version_and_binding_gives_the_same_transcript() {
     let server = common::conformance_server(Arc::new(MemoryStore::default())).await;
     let mut transcripts = Vec::new();
-    for (version, binding) in [
+    let mut kinds = vec![
         (ProtocolVersion::V1_0, Binding::JsonRpc),
         (ProtocolVersion::V1_0, Binding::HttpJson),
         (ProtocolVersion::V0_3, Binding::JsonRpc),
         (ProtocolVersion::V0_3, Binding::HttpJson),
-    ] {
+    ];
+    // gRPC is 1.0's only (0.3's gRPC service is another package).
+    if cfg!(feature = "grpc") {
+        kinds.push((ProtocolVersion::V1_0, Binding::Grpc));
+    }
+    for (version, binding) in kinds {
         let cfg = ClientConfig {
             binding,
             ..ClientConfig::default()

@@ -102,6 +102,7 @@ fn cell_name(version: ProtocolVersion, binding: Binding) -> String {
     let b = match binding {
         Binding::JsonRpc => "JSON-RPC",
         Binding::HttpJson => "HTTP+JSON",
+        Binding::Grpc => "gRPC",
     };
     format!("{b} {version}")
 }
@@ -218,6 +219,38 @@ async fn our_client_drives_python_sdk1_server() {
         drive_message_echo(&client_for(&peer, version, binding).await).await;
         cell.pass();
     }
+}
+
+/// Our client over gRPC against the SDK's own gRPC server (grpcio), on its own port as that
+/// SDK serves it: the card's GRPC interface is picked when gRPC is preferred.
+#[cfg(feature = "grpc")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_client_drives_python_sdk1_server_over_grpc() {
+    let Some(python) = common::interop1_python() else {
+        return;
+    };
+    let cell = MatrixCell::new(
+        PY,
+        "agentry client -> their server",
+        &cell_name(ProtocolVersion::V1_0, Binding::Grpc),
+    );
+    for mode in ["task", "message"] {
+        let mut cmd = python_peer(&python);
+        cmd.env("A2A_GRPC_PORT", common::free_port().to_string());
+        let peer = start_peer(cmd, mode).await;
+        let client = client_for(&peer, ProtocolVersion::V1_0, Binding::Grpc).await;
+        assert!(
+            client.endpoint().starts_with("http://127.0.0.1:"),
+            "{}",
+            client.endpoint()
+        );
+        if mode == "task" {
+            drive_task_echo(&client, ProtocolVersion::V1_0).await;
+        } else {
+            drive_message_echo(&client).await;
+        }
+    }
+    cell.pass();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
