@@ -453,6 +453,53 @@ async fn every_decision_is_recorded_on_both_bindings() {
     assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
+/// gRPC answers to the same credentials and records the same decisions: a call without a
+/// token is UNAUTHENTICATED (our client reports it as the other bindings' 401) and never
+/// reaches the agent; with one it runs, under the same caller.
+#[cfg(feature = "grpc")]
+#[tokio::test]
+async fn grpc_calls_are_authenticated_and_recorded() {
+    use agentry_a2a::client::{A2aClient, Auth, Binding, ClientConfig};
+    let log = std::sync::Arc::new(Recorded::default());
+    let (server, turns) = audited(log.clone()).await;
+    let cfg = |auth| ClientConfig {
+        binding: Binding::Grpc,
+        auth,
+        ..ClientConfig::default()
+    };
+    let anonymous = A2aClient::discover(&server.base, cfg(Auth::None))
+        .await
+        .unwrap();
+    assert_eq!(anonymous.binding(), Binding::Grpc);
+    let params = || {
+        agentry_a2a::model::MessageSendParams::new(agentry_a2a::model::Message::text(
+            agentry_a2a::model::Role::User,
+            "hi",
+        ))
+    };
+    let e = anonymous.send_message(params()).await.unwrap_err();
+    assert!(
+        matches!(e, agentry_a2a::A2aError::Unauthorized { .. }),
+        "{e:?}"
+    );
+    assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let alice = A2aClient::discover(&server.base, cfg(Auth::Bearer(ALICE.into())))
+        .await
+        .unwrap();
+    alice.send_message(params()).await.unwrap();
+    assert_eq!(turns.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let seen = log.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert!(!seen[0].allowed && seen[0].caller.is_none());
+    assert!(
+        seen[1].allowed
+            && seen[1]
+                .caller
+                .as_deref()
+                .is_some_and(|c| c.starts_with("bearer:"))
+    );
+}
+
 /// A decision that cannot be recorded refuses the request: the agent never runs.
 #[tokio::test]
 async fn a_decision_that_cannot_be_recorded_refuses_the_request() {
