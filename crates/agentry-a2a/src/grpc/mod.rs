@@ -435,6 +435,91 @@ pub fn decode_message(msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever bytes a peer sends as a message, of any method, reading them is an
+        /// answer or an error, never a panic; and so is reading them as a stream of frames.
+        #[test]
+        fn no_bytes_break_the_decoders(
+            bytes in proptest::collection::vec(any::<u8>(), 0..512),
+            op in proptest::sample::select(method::ALL.to_vec()),
+        ) {
+            let _ = request_json(op, &bytes);
+            let _ = response_json(op, &bytes);
+            let _ = unframe(&bytes);
+            let mut r = FrameReader::new(256);
+            let _ = r.push(&bytes);
+            let _ = Status::decode(bytes.as_slice());
+        }
+
+        /// The same for valid messages with bytes changed: most still decode, into values
+        /// (timestamps, structs, enums) the JSON side must take or refuse without a panic.
+        #[test]
+        fn no_changed_message_breaks_the_decoders(
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+            op in proptest::sample::select(method::ALL.to_vec()),
+        ) {
+            let mut bytes = sample_send().encode_to_vec();
+            for (at, b) in flips {
+                let i = at % bytes.len();
+                bytes[i] = b;
+            }
+            if let Ok(v) = request_json(op, &bytes) {
+                let _ = crate::v1::decode_value(op, v);
+            }
+            let _ = response_json(op, &bytes);
+        }
+    }
+
+    /// A send with a part of each kind, metadata and a push config.
+    fn sample_send() -> proto::SendMessageRequest {
+        let mut data = std::collections::HashMap::new();
+        data.insert(
+            "n".to_owned(),
+            pbjson_types::Value {
+                kind: Some(pbjson_types::value::Kind::NumberValue(42.0)),
+            },
+        );
+        let data = pbjson_types::Value {
+            kind: Some(pbjson_types::value::Kind::StructValue(
+                pbjson_types::Struct { fields: data },
+            )),
+        };
+        proto::SendMessageRequest {
+            message: Some(proto::Message {
+                message_id: "m-1".into(),
+                context_id: "c-1".into(),
+                role: proto::Role::User as i32,
+                parts: vec![
+                    proto::Part {
+                        content: Some(proto::part::Content::Text("hello".into())),
+                        ..Default::default()
+                    },
+                    proto::Part {
+                        content: Some(proto::part::Content::Raw(b"raw".to_vec().into())),
+                        filename: "f.txt".into(),
+                        media_type: "text/plain".into(),
+                        ..Default::default()
+                    },
+                    proto::Part {
+                        content: Some(proto::part::Content::Data(data)),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            configuration: Some(proto::SendMessageConfiguration {
+                history_length: Some(3),
+                task_push_notification_config: Some(proto::TaskPushNotificationConfig {
+                    url: "https://example.com/hook".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
 
     #[test]
     fn a_frame_round_trips_and_a_bad_one_is_refused() {
