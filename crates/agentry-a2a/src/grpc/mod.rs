@@ -497,7 +497,7 @@ mod tests {
                         ..Default::default()
                     },
                     proto::Part {
-                        content: Some(proto::part::Content::Raw(b"raw".to_vec().into())),
+                        content: Some(proto::part::Content::Raw(b"raw".to_vec())),
                         filename: "f.txt".into(),
                         media_type: "text/plain".into(),
                         ..Default::default()
