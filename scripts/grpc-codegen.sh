@@ -48,7 +48,7 @@ fn main() {
     prost_build::Config::new()
         .out_dir(&out)
         .compile_well_known_types()
-        .extern_path(".google.protobuf", "::pbjson_types")
+        .extern_path(".google.protobuf", "crate::grpc::wkt")
         .compile_fds(fds.clone())
         .expect("prost generates the messages");
     pbjson_build::Builder::new()
@@ -56,7 +56,7 @@ fn main() {
         .expect("descriptors")
         .out_dir(&out)
         .ignore_unknown_fields()
-        .extern_path(".google.protobuf", "::pbjson_types")
+        .extern_path(".google.protobuf", "crate::grpc::wkt")
         .build(&[".lf.a2a.v1"])
         .expect("pbjson generates the serde impls");
 }

@@ -53,7 +53,7 @@ pub struct Task {
     /// protolint:enable REPEATED_FIELD_NAMES_PLURALIZED
     /// A key/value object to store custom metadata about a task.
     #[prost(message, optional, tag = "6")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// A container for the status of a task
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -67,7 +67,7 @@ pub struct TaskStatus {
     /// ISO 8601 Timestamp when the status was recorded.
     /// Example: "2023-10-27T10:00:00Z"
     #[prost(message, optional, tag = "3")]
-    pub timestamp: ::core::option::Option<::pbjson_types::Timestamp>,
+    pub timestamp: ::core::option::Option<crate::grpc::wkt::Timestamp>,
 }
 /// `Part` represents a container for a section of communication content.
 /// Parts can be purely textual, some sort of file (image, video, etc) or
@@ -76,7 +76,7 @@ pub struct TaskStatus {
 pub struct Part {
     /// Optional. metadata associated with this part.
     #[prost(message, optional, tag = "5")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
     /// An optional `filename` for the file (e.g., "document.pdf").
     #[prost(string, tag = "6")]
     pub filename: ::prost::alloc::string::String,
@@ -102,7 +102,7 @@ pub mod part {
         Url(::prost::alloc::string::String),
         /// Arbitrary structured `data` as a JSON value (object, array, string, number, boolean, or null).
         #[prost(message, tag = "4")]
-        Data(::pbjson_types::Value),
+        Data(crate::grpc::wkt::Value),
     }
 }
 /// `Message` is one unit of communication between client and server. It can be
@@ -130,7 +130,7 @@ pub struct Message {
     pub parts: ::prost::alloc::vec::Vec<Part>,
     /// Optional. Any metadata to provide along with the message.
     #[prost(message, optional, tag = "6")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
     /// The URIs of extensions that are present or contributed to this Message.
     #[prost(string, repeated, tag = "7")]
     pub extensions: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
@@ -155,7 +155,7 @@ pub struct Artifact {
     pub parts: ::prost::alloc::vec::Vec<Part>,
     /// Optional. Metadata included with the artifact.
     #[prost(message, optional, tag = "5")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
     /// The URIs of extensions that are present or contributed to this Artifact.
     #[prost(string, repeated, tag = "6")]
     pub extensions: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
@@ -174,7 +174,7 @@ pub struct TaskStatusUpdateEvent {
     pub status: ::core::option::Option<TaskStatus>,
     /// Optional. Metadata associated with the task update.
     #[prost(message, optional, tag = "4")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// A task delta where an artifact has been generated.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -197,7 +197,7 @@ pub struct TaskArtifactUpdateEvent {
     pub last_chunk: bool,
     /// Optional. Metadata associated with the artifact update.
     #[prost(message, optional, tag = "6")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// Defines authentication details, used for push notifications.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -335,7 +335,7 @@ pub struct AgentExtension {
     pub required: bool,
     /// Optional. Extension-specific configuration parameters.
     #[prost(message, optional, tag = "4")]
-    pub params: ::core::option::Option<::pbjson_types::Struct>,
+    pub params: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// Represents a distinct capability or function that an agent can perform.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -380,7 +380,7 @@ pub struct AgentCardSignature {
     pub signature: ::prost::alloc::string::String,
     /// The unprotected JWS header values.
     #[prost(message, optional, tag = "3")]
-    pub header: ::core::option::Option<::pbjson_types::Struct>,
+    pub header: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// A container associating a push notification configuration with a specific task.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -650,7 +650,7 @@ pub struct SendMessageRequest {
     pub configuration: ::core::option::Option<SendMessageConfiguration>,
     /// A flexible key-value map for passing additional context or parameters.
     #[prost(message, optional, tag = "4")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// Represents a request for the `GetTask` method.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -697,7 +697,7 @@ pub struct ListTasksRequest {
     /// Filter tasks which have a status updated after the provided timestamp in ISO 8601 format (e.g., "2023-10-27T10:00:00Z").
     /// Only tasks with a status timestamp time greater than or equal to this value will be returned.
     #[prost(message, optional, tag = "7")]
-    pub status_timestamp_after: ::core::option::Option<::pbjson_types::Timestamp>,
+    pub status_timestamp_after: ::core::option::Option<crate::grpc::wkt::Timestamp>,
     /// Whether to include artifacts in the returned tasks.
     /// Defaults to false to reduce payload size.
     #[prost(bool, optional, tag = "8")]
@@ -730,7 +730,7 @@ pub struct CancelTaskRequest {
     pub id: ::prost::alloc::string::String,
     /// A flexible key-value map for passing additional context or parameters.
     #[prost(message, optional, tag = "3")]
-    pub metadata: ::core::option::Option<::pbjson_types::Struct>,
+    pub metadata: ::core::option::Option<crate::grpc::wkt::Struct>,
 }
 /// Represents a request for the `GetTaskPushNotificationConfig` method.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -42,6 +42,8 @@ pub mod proto {
     include!("lf.a2a.v1.serde.rs");
 }
 
+pub mod wkt;
+
 /// The service's path prefix: a call is `POST /lf.a2a.v1.A2AService/{Method}`.
 pub const SERVICE: &str = "lf.a2a.v1.A2AService";
 
@@ -59,7 +61,7 @@ pub struct Status {
     pub message: String,
     /// Typed details; A2A puts a [`ErrorInfo`] here.
     #[prost(message, repeated, tag = "3")]
-    pub details: Vec<pbjson_types::Any>,
+    pub details: Vec<wkt::Any>,
 }
 
 /// `google.rpc.ErrorInfo`: the A2A error's reason (`TASK_NOT_FOUND`, ...) in the domain
@@ -159,9 +161,9 @@ pub fn status_details(e: &RpcError) -> Vec<u8> {
     Status {
         code: status_of(e.code),
         message: e.message.clone(),
-        details: vec![pbjson_types::Any {
+        details: vec![wkt::Any {
             type_url: ERROR_INFO_TYPE.to_owned(),
-            value: info.encode_to_vec().into(),
+            value: info.encode_to_vec(),
         }],
     }
     .encode_to_vec()
@@ -273,7 +275,7 @@ pub fn response_frame(op: &str, answer: Value) -> Result<Bytes, RpcError> {
         method::LIST => write::<ListTasksResponse>(answer),
         method::PUSH_CREATE | method::PUSH_GET => write::<TaskPushNotificationConfig>(answer),
         method::PUSH_LIST => write::<ListTaskPushNotificationConfigsResponse>(answer),
-        method::PUSH_DELETE => write::<pbjson_types::Empty>(answer),
+        method::PUSH_DELETE => write::<wkt::Empty>(answer),
         method::EXTENDED_CARD => write::<AgentCard>(answer),
         other => Err(RpcError::method_not_found(other)),
     }
@@ -332,7 +334,7 @@ pub fn response_json(op: &str, msg: &[u8]) -> Result<Value, RpcError> {
         method::LIST => read::<ListTasksResponse>(msg),
         method::PUSH_CREATE | method::PUSH_GET => read::<TaskPushNotificationConfig>(msg),
         method::PUSH_LIST => read::<ListTaskPushNotificationConfigsResponse>(msg),
-        method::PUSH_DELETE => read::<pbjson_types::Empty>(msg),
+        method::PUSH_DELETE => read::<wkt::Empty>(msg),
         method::EXTENDED_CARD => read::<AgentCard>(msg),
         method::STREAM | method::SUBSCRIBE => read::<StreamResponse>(msg),
         other => Err(RpcError::method_not_found(other)),
@@ -474,18 +476,7 @@ mod tests {
 
     /// A send with a part of each kind, metadata and a push config.
     fn sample_send() -> proto::SendMessageRequest {
-        let mut data = std::collections::HashMap::new();
-        data.insert(
-            "n".to_owned(),
-            pbjson_types::Value {
-                kind: Some(pbjson_types::value::Kind::NumberValue(42.0)),
-            },
-        );
-        let data = pbjson_types::Value {
-            kind: Some(pbjson_types::value::Kind::StructValue(
-                pbjson_types::Struct { fields: data },
-            )),
-        };
+        let data = wkt::Value::from(serde_json::json!({"n": 42, "list": [1, null, "x"]}));
         proto::SendMessageRequest {
             message: Some(proto::Message {
                 message_id: "m-1".into(),
