@@ -565,6 +565,34 @@ pub(super) enum NotAdmitted {
     Refused(Refusal),
 }
 
+/// Admission, the authorization decision and the audit record of each, in the order the
+/// bindings run them: the admitted request, or why not (a record that could not be written
+/// is `Invalid` too: nothing runs unrecorded).
+pub(super) async fn gate(
+    s: &AgentEndpoint,
+    req: &mut Request,
+    headers: &HeaderMap,
+    present: Present,
+    who: &Caller,
+) -> Result<Admitted, NotAdmitted> {
+    let admitted = match admit(s, req, headers, present, who) {
+        Ok(a) => a,
+        Err(refusal) => {
+            let (no, env) = *refusal;
+            audit_as(s, headers, Some(req), env.as_ref(), who, false, no.reason())
+                .await
+                .map_err(NotAdmitted::Invalid)?;
+            return Err(no);
+        }
+    };
+    let env = admitted.envelope.as_deref();
+    let (allowed, reason) = decide(s, req, headers);
+    audit_as(s, headers, Some(req), env, who, allowed, reason)
+        .await
+        .map_err(NotAdmitted::Invalid)?;
+    Ok(admitted)
+}
+
 impl NotAdmitted {
     pub(super) fn reason(&self) -> String {
         match self {

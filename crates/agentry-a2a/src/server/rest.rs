@@ -304,27 +304,12 @@ async fn call_in(
         Ok(r) => r,
         Err(e) => return error(&e),
     };
-    let admitted = match handlers::admit(s, &mut req, headers, present, &who) {
+    let admitted = match handlers::gate(s, &mut req, headers, present, &who).await {
         Ok(a) => a,
-        Err(refusal) => {
-            let (no, env) = *refusal;
-            let env = env.as_ref();
-            if let Err(e) =
-                handlers::audit_as(s, headers, Some(&req), env, &who, false, no.reason()).await
-            {
-                return error(&e);
-            }
-            return match no {
-                handlers::NotAdmitted::Invalid(e) => error(&e),
-                handlers::NotAdmitted::Refused(why) => refused(&why),
-            };
-        }
+        Err(handlers::NotAdmitted::Invalid(e)) => return error(&e),
+        Err(handlers::NotAdmitted::Refused(why)) => return refused(&why),
     };
     let env = admitted.envelope.as_deref();
-    let (allowed, reason) = handlers::decide(s, &req, headers);
-    if let Err(e) = handlers::audit_as(s, headers, Some(&req), env, &who, allowed, reason).await {
-        return error(&e);
-    }
     span.link(headers, env);
     let dispatched = async move {
         match req {
