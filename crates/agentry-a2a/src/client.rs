@@ -1398,6 +1398,7 @@ impl A2aClient {
     ) -> Result<GrpcStreamEnd, A2aError> {
         use http_body_util::BodyExt as _;
         let op = v1::method_of(req);
+        let http_status = resp.status().as_u16();
         let resp: http::Response<reqwest::Body> = resp.into();
         if let Some((code, msg, details)) = grpc_status(resp.headers())
             && code != crate::grpc::status::OK
@@ -1406,6 +1407,14 @@ impl A2aClient {
                 A2aError::Rpc(e) => Ok(GrpcStreamEnd::Refused(e)),
                 other => Err(other),
             };
+        }
+        // No gRPC at that address (a 404 of a server without the binding, a proxy's page).
+        if http_status != 200 {
+            return Err(A2aError::Http {
+                status: http_status,
+                url: self.endpoint().to_owned(),
+                body: "not a gRPC answer".into(),
+            });
         }
         let mut body = resp.into_body();
         let mut reader = crate::grpc::FrameReader::new(self.cfg.max_response_bytes);

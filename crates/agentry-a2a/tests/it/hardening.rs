@@ -844,3 +844,32 @@ async fn a_peer_cannot_make_the_client_hold_more_than_its_limit() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A gRPC call to an address with no gRPC behind it (here a path no route serves) is an HTTP
+/// error the client names, unary or streamed: its body is not read as gRPC frames.
+#[cfg(feature = "grpc")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_to_no_grpc_service_is_an_http_error() {
+    use agentry_a2a::client::Binding;
+    use agentry_a2a::version::ProtocolVersion;
+    let s = common::echo_server().await;
+    let client = A2aClient::new(&format!("{}nowhere", s.base), ClientConfig::default())
+        .unwrap()
+        .with_version(ProtocolVersion::V1_0)
+        .with_binding(Binding::Grpc);
+    let e = client
+        .send_message(MessageSendParams::new(common::user("hi")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, agentry_a2a::A2aError::Http { status: 404, .. }),
+        "{e:?}"
+    );
+    let mut stream =
+        std::pin::pin!(client.stream_message(MessageSendParams::new(common::user("hi"))));
+    let first = stream.next().await.expect("one item");
+    assert!(
+        matches!(first, Err(agentry_a2a::A2aError::Http { status: 404, .. })),
+        "{first:?}"
+    );
+}
