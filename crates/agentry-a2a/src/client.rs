@@ -255,8 +255,17 @@ pub fn choose_interface(card: &AgentCard, prefer: Binding) -> Interface {
 }
 
 fn build_http(cfg: &ClientConfig) -> Result<reqwest::Client, A2aError> {
+    build_http_with(cfg, reqwest::Client::builder())
+}
+
+/// `b` with the config's timeouts and TLS (the gRPC binding's HTTP/2 client starts from its
+/// own builder).
+fn build_http_with(
+    cfg: &ClientConfig,
+    b: reqwest::ClientBuilder,
+) -> Result<reqwest::Client, A2aError> {
     let failed = |e: reqwest::Error| A2aError::HttpClient(Box::new(e));
-    let mut b = reqwest::Client::builder().connect_timeout(cfg.connect_timeout);
+    let mut b = b.connect_timeout(cfg.connect_timeout);
     if let Some(tls) = &cfg.tls {
         if let Some(ca) = &tls.ca_pem {
             for c in reqwest::Certificate::from_pem_bundle(ca).map_err(failed)? {
@@ -1282,23 +1291,10 @@ impl A2aClient {
             return Ok(c.clone());
         }
         #[cfg(feature = "grpc")]
-        let built = {
-            let failed = |e: reqwest::Error| A2aError::HttpClient(Box::new(e));
-            let mut b = reqwest::Client::builder()
-                .connect_timeout(self.cfg.connect_timeout)
-                .http2_prior_knowledge();
-            if let Some(tls) = &self.cfg.tls {
-                if let Some(ca) = &tls.ca_pem {
-                    for c in reqwest::Certificate::from_pem_bundle(ca).map_err(failed)? {
-                        b = b.add_root_certificate(c);
-                    }
-                }
-                if let Some(id) = &tls.identity_pem {
-                    b = b.identity(reqwest::Identity::from_pem(id).map_err(failed)?);
-                }
-            }
-            b.build().map_err(failed)?
-        };
+        let built = build_http_with(
+            &self.cfg,
+            reqwest::Client::builder().http2_prior_knowledge(),
+        )?;
         #[cfg(not(feature = "grpc"))]
         let built: reqwest::Client = {
             grpc_request(self.endpoint(), &Request::GetExtendedCard)?;

@@ -217,16 +217,10 @@ async fn call_in(
         }
         Err(e) => return error(&e),
     }
-    let who = match handlers::authenticate(s, headers).await {
+    let who = match handlers::authenticate_audited(s, headers).await {
         Ok(who) => who,
-        Err(why) => {
-            let caller = why.caller.as_deref();
-            let reason = why.message.clone();
-            if let Err(e) = handlers::audit(s, headers, None, None, caller, false, reason).await {
-                return error(&e);
-            }
-            return refused(&why);
-        }
+        Err(handlers::NotAdmitted::Invalid(e)) => return error(&e),
+        Err(handlers::NotAdmitted::Refused(why)) => return refused(&why),
     };
     let caller = who.principal.as_deref();
     let active = match handlers::negotiate_extensions(s, headers, present) {

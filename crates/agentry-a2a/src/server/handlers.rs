@@ -565,6 +565,24 @@ pub(super) enum NotAdmitted {
     Refused(Refusal),
 }
 
+/// [`authenticate`], with a refusal recorded in the audit trail before it is answered (a
+/// record that could not be written is `Invalid`: the request is refused all the same).
+pub(super) async fn authenticate_audited(
+    s: &AgentEndpoint,
+    headers: &HeaderMap,
+) -> Result<Caller, NotAdmitted> {
+    match authenticate(s, headers).await {
+        Ok(who) => Ok(who),
+        Err(why) => {
+            let caller = why.caller.as_deref();
+            audit(s, headers, None, None, caller, false, why.message.clone())
+                .await
+                .map_err(NotAdmitted::Invalid)?;
+            Err(NotAdmitted::Refused(why))
+        }
+    }
+}
+
 /// Admission, the authorization decision and the audit record of each, in the order the
 /// bindings run them: the admitted request, or why not (a record that could not be written
 /// is `Invalid` too: nothing runs unrecorded).
