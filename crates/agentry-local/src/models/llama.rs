@@ -10,7 +10,7 @@ use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_nn::Embedding;
 use rayon::prelude::*;
 
-use super::ops::{SharedOut, attend_head, exp, matmul, matmul_strided, rows_mut};
+use super::ops::{SharedOut, attend_head, exp, matmul_expanding, rows_mut};
 
 /// Longest context the rotary tables are built for.
 pub(crate) const MAX_SEQ_LEN: usize = 4096;
@@ -55,9 +55,11 @@ const DENSE_FROM_ROWS: usize = 16;
 /// matrix reads a quarter of the bytes and memory bandwidth decides. A prompt's many tokens at
 /// once are bound by arithmetic instead, where candle's quantized kernel (int8 dot products,
 /// activations quantized too) does 2.5-3x less per second than its `f32` matrix product: the
-/// matrix is then dequantized for that one product (a few milliseconds; nothing more stays in
-/// memory). Measured on SmolLM2-135M, 217-token prompt, 2 threads: 201 -> 524-562 tokens/s,
-/// generation as before (docs/BENCHMARKS.md, "Embedded models").
+/// matrix is then dequantized for that one product, a block of rows at a time by the thread
+/// that multiplies by it ([`product`]; nothing more stays in memory). Measured on
+/// SmolLM2-135M, 217-token prompt, 2 threads: 201 -> 524-562 tokens/s with the whole matrix
+/// dequantized first, 467-480 -> 595-654 on another CPU by blocks, generation as before
+/// (docs/BENCHMARKS.md, "Embedded models").
 #[derive(Debug, Clone)]
 struct Weight(QMatMul);
 
@@ -88,45 +90,100 @@ impl Weight {
         }
     }
 
-    /// The matrix in `f32`, `(outputs, inputs)` row-major, into `out` (exactly that size).
-    /// Q8_0 (what the embedded model is re-quantized to) is expanded here across the pool;
-    /// other types go through candle.
-    fn dequantize_into(&self, out: &mut [f32]) -> Result<()> {
+    /// Where a prompt's product reads the matrix from: Q8_0 (what the embedded model is
+    /// re-quantized to) as it is stored, expanded a block of rows at a time by the product;
+    /// other types dequantized whole through candle first.
+    fn source(&self) -> Result<Source<'_>> {
+        let (n, k) = self.dims()?;
         let t = match &self.0 {
             QMatMul::QTensor(q) if q.dtype() == GgmlDType::Q8_0 => {
-                return dequantize_q8_0(&q.data()?, out);
+                let data = q.data()?;
+                if !k.is_multiple_of(32) || data.len() != n * k / 32 * Q8_0_BLOCK {
+                    candle_core::bail!("Q8_0 data of {} bytes for {n} x {k}", data.len());
+                }
+                return Ok(Source::Q8(data));
             }
             QMatMul::QTensor(q) => q.dequantize(&Device::Cpu)?,
             QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.to_dtype(DType::F32)?,
         };
         let v = t.flatten_all()?.to_vec1::<f32>()?;
-        if v.len() != out.len() {
-            candle_core::bail!("a weight of {} values, {} expected", v.len(), out.len());
+        if v.len() != n * k {
+            candle_core::bail!("a weight of {} values, {} expected", v.len(), n * k);
         }
-        out.copy_from_slice(&v);
-        Ok(())
+        Ok(Source::Dense(v))
     }
 }
 
-/// GGUF's Q8_0: blocks of 34 bytes, a little-endian f16 scale then 32 signed bytes; value =
-/// byte x scale (as candle's `to_float`).
-fn dequantize_q8_0(data: &[u8], out: &mut [f32]) -> Result<()> {
-    const BLOCK: usize = 34;
-    if !data.len().is_multiple_of(BLOCK) || data.len() / BLOCK * 32 != out.len() {
-        candle_core::bail!("Q8_0 data of {} bytes for {} values", data.len(), out.len());
+/// A weight matrix as a prompt's product reads it (see [`Weight::source`]).
+enum Source<'a> {
+    Q8(std::borrow::Cow<'a, [u8]>),
+    Dense(Vec<f32>),
+}
+
+/// `dst[:, col..] = x · wᵀ` (`+=` with `accumulate`), where `w` is `weights` stacked one
+/// under the other (query, key and value; gate and up: one product each), `x` has `m` rows
+/// at `x_stride`, `dst` rows are `dst_stride` apart.
+fn product(
+    (dst, dst_stride, col): (&mut [f32], usize, usize),
+    x: (&[f32], usize),
+    m: usize,
+    weights: &[&Weight],
+    accumulate: bool,
+) -> Result<()> {
+    let (mut parts, mut n, mut k) = (Vec::with_capacity(weights.len()), 0, None);
+    for w in weights {
+        let (rows, inputs) = w.dims()?;
+        if k.replace(inputs).is_some_and(|k| k != inputs) {
+            candle_core::bail!("stacked weights of different widths");
+        }
+        parts.push((n, rows, w.source()?));
+        n += rows;
     }
-    let per_job = 256;
-    out.par_chunks_mut(32 * per_job)
-        .zip(data.par_chunks(BLOCK * per_job))
-        .for_each(|(out, data)| {
-            for (o, b) in out.chunks_exact_mut(32).zip(data.chunks_exact(BLOCK)) {
-                let scale = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
-                for (y, &q) in o.iter_mut().zip(&b[2..]) {
-                    *y = f32::from(q as i8) * scale;
+    let Some(k) = k else { return Ok(()) };
+    // Checked here, not asserted below: the shapes come from the model file.
+    if x.0.len() < m.saturating_sub(1) * x.1 + k || x.1 < k {
+        candle_core::bail!("{m} rows of {k} inputs expected");
+    }
+    if col + n > dst_stride || dst.len() < m.saturating_sub(1) * dst_stride + col + n {
+        candle_core::bail!("weights of {n} outputs for rows of {dst_stride}");
+    }
+    matmul_expanding(
+        (dst, dst_stride, col),
+        x,
+        (m, n, k),
+        accumulate,
+        |r, out| {
+            for (start, rows, src) in &parts {
+                let (lo, hi) = (r.start.max(*start), r.end.min(start + rows));
+                if lo >= hi {
+                    continue;
+                }
+                let out = &mut out[(lo - r.start) * k..(hi - r.start) * k];
+                let (lo, hi) = (lo - start, hi - start);
+                match src {
+                    Source::Q8(d) => {
+                        expand_q8_0(&d[lo * k / 32 * Q8_0_BLOCK..hi * k / 32 * Q8_0_BLOCK], out)
+                    }
+                    Source::Dense(v) => out.copy_from_slice(&v[lo * k..hi * k]),
                 }
             }
-        });
+        },
+    );
     Ok(())
+}
+
+/// Bytes of one GGUF Q8_0 block: a little-endian f16 scale, then 32 signed bytes.
+const Q8_0_BLOCK: usize = 34;
+
+/// Q8_0 blocks into `f32` values (byte x scale, as candle's `to_float`); `out` holds 32 per
+/// block.
+fn expand_q8_0(data: &[u8], out: &mut [f32]) {
+    for (o, b) in out.chunks_exact_mut(32).zip(data.chunks_exact(Q8_0_BLOCK)) {
+        let scale = half::f16::from_le_bytes([b[0], b[1]]).to_f32();
+        for (y, &q) in o.iter_mut().zip(&b[2..]) {
+            *y = f32::from(q as i8) * scale;
+        }
+    }
 }
 
 /// Rotates one head's vector by the angles of its position: pairs `(i, i + d/2)` (NEOX) or
@@ -478,7 +535,6 @@ impl ModelWeights {
             candle_core::bail!("embeddings of {} values for {seq} x {d}", x.len());
         }
         let mut xn = vec![0f32; seq * d];
-        let mut w: Vec<f32> = Vec::new();
         let mut qkv = vec![0f32; seq * qkv_n];
         let mut ctx = vec![0f32; seq * d];
         let mut gate_up = vec![0f32; seq * 2 * inter];
@@ -489,13 +545,8 @@ impl ModelWeights {
             // Attention.
             xn.copy_from_slice(&x);
             rows_mut(&mut xn, d, |_, r| layer.attn_norm.row(r));
-            w.resize(qkv_n * d, 0.0);
-            let (wq, rest) = w.split_at_mut(d * d);
-            let (wk, wv) = rest.split_at_mut(kvd * d);
-            layer.wq.dequantize_into(wq)?;
-            layer.wk.dequantize_into(wk)?;
-            layer.wv.dequantize_into(wv)?;
-            matmul(&mut qkv, &xn, &w, (seq, qkv_n, d), false);
+            let qkv_weights = [&layer.wq, &layer.wk, &layer.wv];
+            product((&mut qkv, qkv_n, 0), (&xn, d), seq, &qkv_weights, false)?;
             let neox = layer.rope_is_neox;
             rows_mut(&mut qkv, qkv_n, |i, r| {
                 let p = pos + i;
@@ -565,27 +616,32 @@ impl ModelWeights {
                 Tensor::from_vec(keys, (1, n_kv, total, hd), &dev)?,
                 Tensor::from_vec(values, (1, n_kv, total, hd), &dev)?,
             ));
-            w.resize(d * d, 0.0);
-            layer.wo.dequantize_into(&mut w)?;
-            matmul(&mut x, &ctx, &w, (seq, d, d), true);
+            product((&mut x, d, 0), (&ctx, d), seq, &[&layer.wo], true)?;
             // Feed-forward: down(silu(gate) * up), the product of the two written over the
             // gate's half of each row.
             xn.copy_from_slice(&x);
             rows_mut(&mut xn, d, |_, r| layer.ffn_norm.row(r));
-            w.resize(2 * inter * d, 0.0);
-            let (wg, wu) = w.split_at_mut(inter * d);
-            layer.gate.dequantize_into(wg)?;
-            layer.up.dequantize_into(wu)?;
-            matmul(&mut gate_up, &xn, &w, (seq, 2 * inter, d), false);
+            let gate_up_weights = [&layer.gate, &layer.up];
+            product(
+                (&mut gate_up, 2 * inter, 0),
+                (&xn, d),
+                seq,
+                &gate_up_weights,
+                false,
+            )?;
             rows_mut(&mut gate_up, 2 * inter, |_, r| {
                 let (g, u) = r.split_at_mut(inter);
                 for (g, u) in g.iter_mut().zip(u.iter()) {
                     *g = *g / (1.0 + exp(-*g)) * u;
                 }
             });
-            w.resize(d * inter, 0.0);
-            layer.down.dequantize_into(&mut w)?;
-            matmul_strided(&mut x, (&gate_up, 2 * inter), &w, (seq, d, inter), true);
+            product(
+                (&mut x, d, 0),
+                (&gate_up, 2 * inter),
+                seq,
+                &[&layer.down],
+                true,
+            )?;
         }
         let last = Tensor::from_slice(&x[(seq - 1) * d..], (1, d), &dev)?;
         self.output.forward(&self.norm.forward(&last)?)
