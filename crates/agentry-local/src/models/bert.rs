@@ -11,7 +11,7 @@
 //! bias and the residual are folded into the products, and four buffers are reused across
 //! layers and batches. candle still reads the weights.
 
-use super::ops::{PARALLEL_ROWS, SharedOut, attend_head, matmul, rows_mut};
+use super::ops::{PARALLEL_ROWS, SharedOut, attend_head, matmul, rows_mut, vectorized};
 use candle_core::{DType, Result};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
@@ -355,7 +355,15 @@ impl BertModel {
     }
 }
 
-fn activate(act: HiddenAct, r: &mut [f32]) {
+vectorized! {
+    /// The activation over a row, compiled for the CPU's vector unit.
+    fn activate(act: HiddenAct, r: &mut [f32]) {
+        activate_lanes(act, r)
+    }
+}
+
+#[inline(always)]
+fn activate_lanes(act: HiddenAct, r: &mut [f32]) {
     match act {
         HiddenAct::Gelu => r
             .iter_mut()
