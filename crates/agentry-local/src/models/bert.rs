@@ -358,22 +358,17 @@ impl BertModel {
 vectorized! {
     /// The activation over a row, compiled for the CPU's vector unit.
     fn activate(act: HiddenAct, r: &mut [f32]) {
-        activate_lanes(act, r)
-    }
-}
-
-#[inline(always)]
-fn activate_lanes(act: HiddenAct, r: &mut [f32]) {
-    match act {
-        HiddenAct::Gelu => r
-            .iter_mut()
-            .for_each(|v| *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2))),
-        HiddenAct::GeluApproximate => r.iter_mut().for_each(|v| {
-            let x = *v;
-            let inner = (2.0 / std::f32::consts::PI).sqrt() * (x + 0.044_715 * x * x * x);
-            *v = 0.5 * x * (1.0 + inner.tanh());
-        }),
-        HiddenAct::Relu => r.iter_mut().for_each(|v| *v = v.max(0.0)),
+        match act {
+            HiddenAct::Gelu => r
+                .iter_mut()
+                .for_each(|v| *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2))),
+            HiddenAct::GeluApproximate => r.iter_mut().for_each(|v| {
+                let x = *v;
+                let inner = (2.0 / std::f32::consts::PI).sqrt() * (x + 0.044_715 * x * x * x);
+                *v = 0.5 * x * (1.0 + inner.tanh());
+            }),
+            HiddenAct::Relu => r.iter_mut().for_each(|v| *v = v.max(0.0)),
+        }
     }
 }
 

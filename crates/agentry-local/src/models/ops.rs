@@ -29,7 +29,7 @@ pub(crate) fn matmul(
 
 /// [`matmul`] with `x`'s rows `x_stride` apart (the first `k` of each are used).
 #[allow(unsafe_code)]
-pub(crate) fn matmul_strided(
+fn matmul_strided(
     dst: &mut [f32],
     (x, x_stride): (&[f32], usize),
     w: &[f32],
@@ -293,45 +293,40 @@ macro_rules! vectorized {
 }
 pub(crate) use vectorized;
 
-vectorized! {
-    /// A row of scores into probabilities in place (the maximum subtracted first).
-    pub(crate) fn softmax(row: &mut [f32]) {
-        softmax_lanes(row)
-    }
-}
-
 /// Lanes of the running maximum and sum: as wide as an AVX-512 register, so the compiler
 /// keeps each in one.
 const LANES: usize = 16;
 
-#[inline(always)]
-fn softmax_lanes(row: &mut [f32]) {
-    // The maximum in lanes too: one running value waits on each comparison in turn, and its
-    // loop does not vectorise.
-    let mut top = [f32::MIN; LANES];
-    let mut chunks = row.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (t, &v) in top.iter_mut().zip(c) {
-            *t = if v > *t { v } else { *t };
+vectorized! {
+    /// A row of scores into probabilities in place (the maximum subtracted first).
+    pub(crate) fn softmax(row: &mut [f32]) {
+        // The maximum in lanes too: one running value waits on each comparison in turn, and its
+        // loop does not vectorise.
+        let mut top = [f32::MIN; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (t, &v) in top.iter_mut().zip(c) {
+                *t = if v > *t { v } else { *t };
+            }
         }
-    }
-    let max = top
-        .iter()
-        .chain(chunks.remainder())
-        .fold(f32::MIN, |m, &v| if v > m { v } else { m });
-    for v in row.iter_mut() {
-        *v = exp(*v - max);
-    }
-    let mut sums = [0f32; LANES];
-    let mut chunks = row.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (s, v) in sums.iter_mut().zip(c) {
-            *s += v;
+        let max = top
+            .iter()
+            .chain(chunks.remainder())
+            .fold(f32::MIN, |m, &v| if v > m { v } else { m });
+        for v in row.iter_mut() {
+            *v = exp(*v - max);
         }
-    }
-    let inv = 1.0 / (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>());
-    for v in row.iter_mut() {
-        *v *= inv;
+        let mut sums = [0f32; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (s, v) in sums.iter_mut().zip(c) {
+                *s += v;
+            }
+        }
+        let inv = 1.0 / (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>());
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
     }
 }
 
