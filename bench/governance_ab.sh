@@ -11,7 +11,8 @@
 # others against.
 #   [ROUNDS=N] bash bench/governance_ab.sh [DURATION_S] [CONNECTIONS]     (needs wrk, taskset)
 #   BENCH_BIN=PATH ...   another build's serve_echo (its mint beside it), no build
-#   BENCH_MODES="jwt jwt+envelope" ...  (the governed servers set beside plain)
+#   BENCH_MODES="jwt jwt+envelope" ...  (the governed servers set beside plain; also
+#   `envelope`: the envelope and a new idempotency key per request, anonymous, no JWT)
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-5}
@@ -45,11 +46,11 @@ declare -a MODE TOKEN KEYED
 start() { # slot mode
   local i=$1 mode=$2 port=${PORTS[$1]} envs=()
   MODE[$i]=$mode TOKEN[$i]="" KEYED[$i]=0
-  if [ "$mode" != plain ]; then
+  if [ "$mode" != plain ] && [ "$mode" != envelope ]; then
     TOKEN[$i]=$("$MINT" "$OUT/ab-jwks-$i.json" "$ISS" "http://127.0.0.1:$port/" 10 2>/dev/null)
     envs=(AGENTRY_BENCH_JWKS="$OUT/ab-jwks-$i.json" AGENTRY_BENCH_ISSUER="$ISS")
   fi
-  [ "$mode" = jwt+envelope ] && KEYED[$i]=1
+  case $mode in jwt+envelope | envelope) KEYED[$i]=1 ;; esac
   env "${envs[@]}" taskset -c 0 "$BIN" "$port" task 2>/dev/null &
   PIDS+=($!)
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done

@@ -15,6 +15,8 @@
 #   bash bench/instructions.sh [DURATION_S]           (needs valgrind: apt-get install -y valgrind)
 #   BENCH_BIN=PATH bash bench/instructions.sh         (another build's serve_echo, to compare)
 #   BENCH_MODES="plain envelope" bash bench/instructions.sh
+#     (modes: plain, jwt, envelope = JWT and the envelope, envelope-only = the envelope and
+#     its key with no JWT, message, bare)
 #   BENCH_PROTO=0.3 bash bench/instructions.sh          (v0.3 message/send requests)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -77,6 +79,7 @@ measure() { # mode
     plain) ;;
     jwt) envs=(AGENTRY_BENCH_JWKS="$OUT/ins-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"); token=$TOKEN ;;
     envelope) envs=(AGENTRY_BENCH_JWKS="$OUT/ins-jwks.json" AGENTRY_BENCH_ISSUER="$ISS"); token=$TOKEN; keyed=1 ;;
+    envelope-only) keyed=1 ;;
     message) serve=message ;;
     bare) serve=bare ;;
     *) echo "unknown mode $mode" >&2; exit 2 ;;
@@ -115,4 +118,5 @@ ratio() { # name, a, b
 echo "==> ratios (user-space instructions)"
 ratio "jwt / plain" jwt plain
 ratio "jwt+envelope / plain" envelope plain
+ratio "envelope-only / plain" envelope-only plain
 ratio "bare / message" bare message
