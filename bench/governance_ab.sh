@@ -13,6 +13,8 @@
 #   BENCH_BIN=PATH ...   another build's serve_echo (its mint beside it), no build
 #   BENCH_MODES="jwt jwt+envelope" ...  (the governed servers set beside plain; also
 #   `envelope`: the envelope and a new idempotency key per request, anonymous, no JWT)
+#   BENCH_STORE=power|process ...  every server on its own SQLite store (the embedded
+#   default) of that durability, instead of the memory store
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-5}
@@ -51,7 +53,12 @@ start() { # slot mode
     envs=(AGENTRY_BENCH_JWKS="$OUT/ab-jwks-$i.json" AGENTRY_BENCH_ISSUER="$ISS")
   fi
   case $mode in jwt+envelope | envelope) KEYED[$i]=1 ;; esac
-  env "${envs[@]}" taskset -c 0 "$BIN" "$port" task 2>/dev/null &
+  local store=()
+  if [ -n "${BENCH_STORE:-}" ]; then
+    rm -f "$OUT/ab-store-$i.db"*
+    store=("$OUT/ab-store-$i.db" "$BENCH_STORE")
+  fi
+  env "${envs[@]}" taskset -c 0 "$BIN" "$port" task "${store[@]}" 2>/dev/null &
   PIDS+=($!)
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/.well-known/agent-card.json" >/dev/null 2>&1 && break; sleep 0.05; done
 }
@@ -95,7 +102,9 @@ pair() { # mode-a mode-b: ROUNDS rounds side by side, prints each and the median
   stop
 }
 
-echo "==> side by side on CPU 0 (wrk -t1 -c$CONN -d${DUR}s each, on CPU 1), v1.0 SendMessage, task echo, memory store"
+STORE_NAME="memory store"
+[ -z "${BENCH_STORE:-}" ] || STORE_NAME="SQLite store (durability $BENCH_STORE)"
+echo "==> side by side on CPU 0 (wrk -t1 -c$CONN -d${DUR}s each, on CPU 1), v1.0 SendMessage, task echo, $STORE_NAME"
 echo "==> A/A: the method's own bias"
 pair plain plain
 for mode in ${BENCH_MODES:-jwt jwt+envelope}; do

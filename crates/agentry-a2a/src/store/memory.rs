@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskStore};
+use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskRef, TaskStore, key_id};
 use crate::model::{PushNotificationConfig, Task};
 
 /// Tasks in a map; finished tasks beyond `max_finished` are evicted oldest first, so a
@@ -38,49 +38,12 @@ struct Claim {
     fingerprint: u128,
 }
 
-/// A task id: one of this server's (a lowercase UUID) as its 128 bits, anything else as is.
-enum TaskRef {
-    Uuid(u128),
-    Other(Box<str>),
-}
-
-impl TaskRef {
-    fn of(id: &str) -> Self {
-        match uuid::Uuid::try_parse(id) {
-            Ok(u) if id.len() == 36 && !id.bytes().any(|b| b.is_ascii_uppercase()) => {
-                TaskRef::Uuid(u.as_u128())
-            }
-            _ => TaskRef::Other(id.into()),
-        }
-    }
-
-    fn id(&self) -> String {
-        match self {
-            TaskRef::Uuid(u) => {
-                let mut buf = uuid::Uuid::encode_buffer();
-                uuid::Uuid::from_u128(*u)
-                    .hyphenated()
-                    .encode_lower(&mut buf)
-                    .to_owned()
-            }
-            TaskRef::Other(s) => s.to_string(),
-        }
-    }
-}
-
 /// The key map's hash: foldhash with a random seed per map (what hashbrown uses by default)
 /// over ids that are already keyed SipHash outputs.
 type KeyHash = foldhash::quality::RandomState;
 
 /// Keys held at most; past it, the oldest claims are forgotten first.
 const MAX_KEYS: usize = 100_000;
-
-/// A caller's key as one map key: 128 bits of keyed SipHash over the pair (each string
-/// hashed with its end marked, so `("a", "bc")` and `("ab", "c")` differ); two pairs meet
-/// with a probability of 2^-128, and nobody outside the process knows the keys.
-fn key_id(scope: &str, key: &str) -> u128 {
-    super::hash128(&(scope, key))
-}
 
 impl Default for MemoryStore {
     fn default() -> Self {

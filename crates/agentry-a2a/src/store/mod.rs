@@ -482,6 +482,43 @@ fn fields_hash(
     (u128::from(a.hash_one(fields)) << 64) | u128::from(b.hash_one(fields))
 }
 
+/// A task id: one of this server's (a lowercase UUID) as its 128 bits, anything else as is.
+pub(crate) enum TaskRef {
+    Uuid(u128),
+    Other(Box<str>),
+}
+
+impl TaskRef {
+    pub(crate) fn of(id: &str) -> Self {
+        match uuid::Uuid::try_parse(id) {
+            Ok(u) if id.len() == 36 && !id.bytes().any(|b| b.is_ascii_uppercase()) => {
+                TaskRef::Uuid(u.as_u128())
+            }
+            _ => TaskRef::Other(id.into()),
+        }
+    }
+
+    pub(crate) fn id(&self) -> String {
+        match self {
+            TaskRef::Uuid(u) => {
+                let mut buf = uuid::Uuid::encode_buffer();
+                uuid::Uuid::from_u128(*u)
+                    .hyphenated()
+                    .encode_lower(&mut buf)
+                    .to_owned()
+            }
+            TaskRef::Other(s) => s.to_string(),
+        }
+    }
+}
+
+/// A caller's key as one map key: 128 bits of keyed SipHash over the pair (each string
+/// hashed with its end marked, so `("a", "bc")` and `("ab", "c")` differ); two pairs meet
+/// with a probability of 2^-128, and nobody outside the process knows the keys.
+pub(crate) fn key_id(scope: &str, key: &str) -> u128 {
+    hash128(&(scope, key))
+}
+
 /// SipHash-1-3 with a 128-bit output, keyed with this process's random keys (from the
 /// thread's CSPRNG, drawn once): one pass over `v` (two 64-bit SipHashes under two keys,
 /// as before, cost twice the hashing for the same 128 bits).

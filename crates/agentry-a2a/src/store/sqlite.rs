@@ -54,6 +54,8 @@ enum Op {
         claim: KeyClaim,
         expires_ms: i64,
         now_ms: i64,
+        /// Its number, in queue order (see `SqliteStore::claims_written`).
+        seq: u64,
     },
     Release {
         scope: String,
@@ -66,96 +68,175 @@ enum Op {
 /// Claims between two sweeps of expired idempotency keys.
 const SWEEP_EVERY: u64 = 1024;
 
-/// Recent claims held in memory at most, beyond which the oldest go (to the table alone)
-/// once their write has long committed.
-const RECENT_CLAIMS: usize = 100_000;
+/// Recent claims held in memory: past it, the oldest whose write the writer has answered go
+/// (to the table alone).
+const RECENT_CLAIMS: usize = if cfg!(test) { 1_000 } else { 100_000 };
 
-/// How old a claim must be before it may leave memory: its queued write committed long ago,
-/// so the table answers for it.
-const RECENT_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(60);
-
-type ClaimId = (String, String);
-
-/// See [`SqliteStore::recent`].
-#[derive(Default)]
+/// See [`SqliteStore::recent`]. A claim kept here holds no allocation of its own for a task
+/// of this server (its id as a number, the request as its hash): before, each kept the
+/// caller's scope and key twice and a copy of the request, and claims left only after a
+/// minute, so under load the map grew past its cap (360 MB after 30 s at 15k keys a second)
+/// and slowed every claim (docs/BENCHMARKS.md).
 struct RecentClaims {
-    map: HashMap<ClaimId, (KeyClaim, i64)>,
-    order: std::collections::VecDeque<(ClaimId, std::time::Instant)>,
+    /// By [`key_id`](super::key_id): the claim, its expiry (Unix ms) and its write's number.
+    map: HashMap<u128, (Kept, i64, u64)>,
+    /// Ids in the order claimed, with their write's number.
+    order: std::collections::VecDeque<(u128, u64)>,
     /// Keys the table may hold that memory does not: those stored before this process
     /// opened the file, and those that left memory since.
     table: TableKeys,
+    /// The number of the last claim queued to be written (from 1; 0: none).
+    queued: u64,
 }
 
-/// A Bloom filter of (scope, key) pairs: "no" is certain, so a key never seen costs no
-/// read of the table (measured: the read was half of what idempotency cost on SQLite);
-/// "maybe" reads it.
+/// A claim as kept in memory: its task, and the request's fingerprint as a hash (a claim
+/// this process made) or as the digest the table holds (one read back from it).
+struct Kept {
+    task: super::TaskRef,
+    fingerprint: super::Fingerprint,
+}
+
+impl Kept {
+    fn of(claim: &KeyClaim, stored: bool) -> Self {
+        Kept {
+            task: super::TaskRef::of(&claim.task_id),
+            fingerprint: if stored {
+                claim.fingerprint.clone()
+            } else {
+                super::Fingerprint::hashed(claim.fingerprint.hash128())
+            },
+        }
+    }
+
+    fn claim(&self) -> KeyClaim {
+        KeyClaim {
+            task_id: self.task.id(),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+}
+
+/// Blocked Bloom filters of key ids: "no" is certain, so a key never seen costs no read of
+/// the table (measured: the read was half of what idempotency cost on SQLite); "maybe"
+/// reads it. A filter holds a fixed number of keys at ~1% false positives; the next is twice
+/// as large, and a filter whose keys have all expired is dropped, so the rate stays low on
+/// a server that runs for weeks (one fixed filter had saturated after a few hundred thousand
+/// keys, and then every claim read the table).
 struct TableKeys {
-    bits: Vec<u64>,
-    hasher: std::collections::hash_map::RandomState,
+    filters: Vec<Filter>,
 }
 
-/// Hash functions per key (about 1% false positives at 10 bits per key).
-const BLOOM_HASHES: u64 = 7;
+struct Filter {
+    /// 512-bit blocks (a cache line each): a key's bits all lie in one block.
+    blocks: Vec<[u64; 8]>,
+    keys: usize,
+    capacity: usize,
+    /// The latest expiry among its keys (Unix ms).
+    until: i64,
+}
 
-impl Default for TableKeys {
-    fn default() -> Self {
-        TableKeys::sized(0)
+/// Bits set per key, within its block (12 to 24 bits of filter per key: under 1% false
+/// positives).
+const BLOOM_BITS: u32 = 7;
+
+impl Filter {
+    fn sized(capacity: usize) -> Self {
+        let capacity = capacity.max(100_000);
+        Filter {
+            blocks: vec![[0; 8]; (capacity * 12 / 512).next_power_of_two()],
+            keys: 0,
+            capacity,
+            until: i64::MIN,
+        }
+    }
+
+    /// The key's block (from its low bits) and its bits in it (nine bits each from its top
+    /// 64): ids are already uniform keyed hashes.
+    fn bits(&self, id: u128) -> (usize, impl Iterator<Item = usize> + use<>) {
+        let block = (id as u64 as usize) & (self.blocks.len() - 1);
+        let high = (id >> 64) as u64;
+        (
+            block,
+            (0..BLOOM_BITS).map(move |i| ((high >> (i * 9)) & 511) as usize),
+        )
+    }
+
+    fn add(&mut self, id: u128) {
+        let (b, bits) = self.bits(id);
+        for bit in bits {
+            self.blocks[b][bit / 64] |= 1 << (bit % 64);
+        }
+    }
+
+    fn may_hold(&self, id: u128) -> bool {
+        let (b, mut bits) = self.bits(id);
+        let block = &self.blocks[b];
+        bits.all(|bit| block[bit / 64] & (1 << (bit % 64)) != 0)
     }
 }
 
 impl TableKeys {
-    /// Room for `n` keys at ~10 bits each (at least 100,000 keys' worth, 128 KiB).
+    /// Room for `n` keys in the first filter (at least 100,000).
     fn sized(n: usize) -> Self {
-        let bits = (n.max(100_000) * 10).next_power_of_two();
         TableKeys {
-            bits: vec![0; bits / 64],
-            hasher: Default::default(),
+            filters: vec![Filter::sized(n)],
         }
     }
 
-    fn positions(&self, id: &ClaimId) -> impl Iterator<Item = usize> + use<> {
-        use std::hash::BuildHasher;
-        let h1 = self.hasher.hash_one((0u8, id));
-        let h2 = self.hasher.hash_one((1u8, id)) | 1;
-        let mask = (self.bits.len() * 64 - 1) as u64;
-        (0..BLOOM_HASHES).map(move |i| (h1.wrapping_add(i.wrapping_mul(h2)) & mask) as usize)
-    }
-
-    fn add(&mut self, id: &ClaimId) {
-        for p in self.positions(id) {
-            self.bits[p / 64] |= 1 << (p % 64);
+    /// Adds a key that expires at `until`; drops the filters whose keys have all expired.
+    fn add(&mut self, id: u128, until: i64, now: i64) {
+        self.filters.retain(|f| f.until > now);
+        if self.filters.last().is_none_or(|f| f.keys >= f.capacity) {
+            let capacity = self.filters.last().map_or(0, |f| f.capacity * 2);
+            self.filters.push(Filter::sized(capacity));
+        }
+        if let Some(f) = self.filters.last_mut() {
+            f.add(id);
+            f.keys += 1;
+            f.until = f.until.max(until);
         }
     }
 
-    fn may_hold(&self, id: &ClaimId) -> bool {
-        self.positions(id)
-            .all(|p| self.bits[p / 64] & (1 << (p % 64)) != 0)
+    fn may_hold(&self, id: u128, now: i64) -> bool {
+        self.filters.iter().any(|f| f.until > now && f.may_hold(id))
     }
 }
 
 impl RecentClaims {
-    fn held(&self, id: &ClaimId, now_ms: i64) -> Option<KeyClaim> {
-        self.map
-            .get(id)
-            .filter(|(_, until)| *until > now_ms)
-            .map(|(c, _)| c.clone())
+    fn new(table: TableKeys) -> Self {
+        RecentClaims {
+            map: HashMap::new(),
+            order: std::collections::VecDeque::new(),
+            table,
+            queued: 0,
+        }
     }
 
-    fn insert(&mut self, id: ClaimId, claim: KeyClaim, until: i64) {
+    fn held(&self, id: u128, now_ms: i64) -> Option<KeyClaim> {
+        self.map
+            .get(&id)
+            .filter(|(_, until, _)| *until > now_ms)
+            .map(|(c, _, _)| c.claim())
+    }
+
+    /// Keeps `kept` under `id` until `until`; `seq` is its write's number (0: none, it came
+    /// from the table). The oldest claims past the cap leave for the table once their write
+    /// was answered (`written`: the writer's last, in queue order).
+    fn insert(&mut self, id: u128, kept: Kept, until: i64, seq: u64, written: u64, now: i64) {
         while self.order.len() >= RECENT_CLAIMS
-            && self
-                .order
-                .front()
-                .is_some_and(|(_, at)| at.elapsed() >= RECENT_MIN_AGE)
+            && self.order.front().is_some_and(|&(_, s)| s <= written)
         {
-            if let Some((old, _)) = self.order.pop_front() {
+            if let Some((old, s)) = self.order.pop_front()
+                && let Some(&(_, old_until, held_seq)) = self.map.get(&old)
+                && held_seq == s
+            {
+                // Its newest claim (a key claimed again is in the order twice).
                 self.map.remove(&old);
-                self.table.add(&old);
+                self.table.add(old, old_until, now);
             }
         }
-        self.order
-            .push_back((id.clone(), std::time::Instant::now()));
-        self.map.insert(id, (claim, until));
+        self.order.push_back((id, seq));
+        self.map.insert(id, (kept, until, seq));
     }
 }
 
@@ -189,6 +270,9 @@ pub struct SqliteStore {
     /// Writes the writer thread failed to apply.
     write_errors: Arc<std::sync::atomic::AtomicU64>,
     claims: std::sync::atomic::AtomicU64,
+    /// The number of the last claim whose write the writer has answered (committed, or
+    /// failed and counted in `write_errors`): claims up to it may leave memory.
+    claims_written: Arc<std::sync::atomic::AtomicU64>,
     /// The idempotency keys this process claimed lately: claims are decided here (one
     /// process writes a store file), so a claim costs no commit of its own; the table is
     /// read for keys not held here (claimed before a restart) and written behind.
@@ -268,7 +352,10 @@ impl SqliteStore {
                  fingerprint TEXT NOT NULL,
                  expires_ms INTEGER NOT NULL,
                  PRIMARY KEY (scope, key)
-             );",
+             );
+             -- The sweep of expired keys (every 1,024 claims) reads only what expired: without
+             -- it each sweep scanned the whole table, and a keyed server slowed as it grew.
+             CREATE INDEX IF NOT EXISTS idempotency_keys_expiry ON idempotency_keys (expires_ms);",
         )
         .map_err(backend)?;
         // Files from before tasks had owners (NULL: no owner) or could be parked (0: not).
@@ -276,24 +363,25 @@ impl SqliteStore {
         add_column(&conn, "parked", "INTEGER NOT NULL DEFAULT 0")?;
         // The keys claimed before this process, for the filter in front of the table.
         let recent = {
+            let now = crate::time::now_unix_millis();
             let mut stmt = conn
-                .prepare("SELECT scope, key FROM idempotency_keys WHERE expires_ms > ?1")
+                .prepare(
+                    "SELECT scope, key, expires_ms FROM idempotency_keys WHERE expires_ms > ?1",
+                )
                 .map_err(backend)?;
             let ids = stmt
-                .query_map([crate::time::now_unix_millis()], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
+                .query_map([now], |r| {
+                    let (scope, key): (String, String) = (r.get(0)?, r.get(1)?);
+                    Ok((super::key_id(&scope, &key), r.get::<_, i64>(2)?))
                 })
                 .map_err(backend)?
-                .collect::<Result<Vec<ClaimId>, _>>()
+                .collect::<Result<Vec<(u128, i64)>, _>>()
                 .map_err(backend)?;
             let mut table = TableKeys::sized(ids.len() * 2);
-            for id in &ids {
-                table.add(id);
+            for (id, until) in ids {
+                table.add(id, until, now);
             }
-            RecentClaims {
-                table,
-                ..Default::default()
-            }
+            RecentClaims::new(table)
         };
         let checkpointer = Connection::open(&path).map_err(backend)?;
         checkpointer
@@ -306,17 +394,20 @@ impl SqliteStore {
             .map_err(|e| StoreError::backend("cannot start the checkpoint thread", e))?;
         let (tx, rx) = pending::channel();
         let write_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let claims_written = Arc::new(std::sync::atomic::AtomicU64::new(0));
         std::thread::Builder::new()
             .name("agentry-sqlite-writer".into())
             .spawn({
                 let errors = write_errors.clone();
-                move || writer_loop(conn, rx, commits, errors)
+                let written = claims_written.clone();
+                move || writer_loop(conn, rx, commits, errors, written)
             })
             .map_err(|e| StoreError::backend("cannot start the writer thread", e))?;
         Ok(SqliteStore {
             writer: tx,
             write_errors,
             claims: std::sync::atomic::AtomicU64::new(0),
+            claims_written,
             recent: Mutex::new(recent),
             readers: Arc::new(Mutex::new(Vec::new())),
             path,
@@ -405,10 +496,18 @@ fn writer_loop(
     rx: pending::Taker<Op, Applied>,
     commits: std::sync::mpsc::SyncSender<()>,
     errors: Arc<std::sync::atomic::AtomicU64>,
+    claims_written: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut batch: Vec<Write> = Vec::with_capacity(MAX_GROUP);
     while rx.take_blocking(MAX_GROUP, &mut batch) {
         let result = commit_group(&mut conn, &batch);
+        // Claims are queued in their numbers' order, so the group's last is its highest.
+        if let Some(seq) = batch.iter().rev().find_map(|w| match &w.write {
+            Op::Claim { seq, .. } => Some(*seq),
+            _ => None,
+        }) {
+            claims_written.store(seq, std::sync::atomic::Ordering::Release);
+        }
         // Full means a checkpoint is already due.
         let _ = commits.try_send(());
         for (w, r) in batch.drain(..).zip(result) {
@@ -494,6 +593,7 @@ fn commit_group(conn: &mut Connection, batch: &[Write]) -> Vec<Applied> {
                         claim,
                         expires_ms,
                         now_ms,
+                        ..
                     } => {
                         expire_key.execute(params![scope, key, now_ms])?;
                         claim_key.execute(params![
@@ -773,16 +873,19 @@ impl TaskStore for SqliteStore {
         use std::sync::atomic::Ordering;
         Box::pin(async move {
             let now_ms = crate::time::now_unix_millis();
-            let id = (scope.to_owned(), key.to_owned());
-            if let Some(held) = self.recent().held(&id, now_ms) {
-                return Ok(Some(held));
-            }
-            // Not claimed in this process lately: maybe before a restart, in the table.
-            let (s, k) = id.clone();
-            let may_be_stored = self.recent().table.may_hold(&id);
+            let id = super::key_id(scope, key);
+            let may_be_stored = {
+                let recent = self.recent();
+                if let Some(held) = recent.held(id, now_ms) {
+                    return Ok(Some(held));
+                }
+                // Not claimed in this process lately: maybe before a restart, in the table.
+                recent.table.may_hold(id, now_ms)
+            };
             let stored = if !may_be_stored {
                 None
             } else {
+                let (s, k) = (scope.to_owned(), key.to_owned());
                 self.read(move |c| {
                     c.query_row(
                         "SELECT task_id, fingerprint, expires_ms FROM idempotency_keys
@@ -803,19 +906,22 @@ impl TaskStore for SqliteStore {
                 })
                 .await?
             };
+            let written = self.claims_written.load(Ordering::Acquire);
             let mut recent = self.recent();
             // A claim of this process may have taken it while the table was read.
-            if let Some(held) = recent.held(&id, now_ms) {
+            if let Some(held) = recent.held(id, now_ms) {
                 return Ok(Some(held));
             }
             if let Some((held, until)) = stored {
-                recent.insert(id, held.clone(), until);
+                recent.insert(id, Kept::of(&held, true), until, 0, written, now_ms);
                 return Ok(Some(held));
             }
-            recent.insert(id, claim.clone(), expires_ms);
-            drop(recent);
+            recent.queued += 1;
+            let seq = recent.queued;
+            recent.insert(id, Kept::of(claim, false), expires_ms, seq, written, now_ms);
             // Written behind: queued now, so it commits before anything the request saves
             // (writes keep call order), and a client that was answered has a durable key.
+            // Queued under the lock, so claims reach the writer in their numbers' order.
             if self.claims.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
                 drop(self.write(Op::SweepKeys(now_ms)));
             }
@@ -825,7 +931,9 @@ impl TaskStore for SqliteStore {
                 claim: claim.clone(),
                 expires_ms,
                 now_ms,
+                seq,
             }));
+            drop(recent);
             Ok(None)
         })
     }
@@ -835,9 +943,7 @@ impl TaskStore for SqliteStore {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.recent()
-            .map
-            .remove(&(scope.to_owned(), key.to_owned()));
+        self.recent().map.remove(&super::key_id(scope, key));
         let done = self.write(Op::Release {
             scope: scope.to_owned(),
             key: key.to_owned(),
@@ -850,17 +956,79 @@ impl TaskStore for SqliteStore {
 mod tests {
     use super::*;
 
-    /// The filter never says "no" for a key it holds (that would run a request twice), and
-    /// says "maybe" for few it does not (each costs one read).
+    /// The filters never say "no" for a key they hold (that would run a request twice), say
+    /// "maybe" for few they do not (each costs one read), stay that way as keys keep coming
+    /// (a new filter when one is full), and forget keys once they have all expired.
     #[test]
     fn the_key_filter_has_no_false_negatives_and_few_false_positives() {
+        let id = |i: u64| super::super::key_id("scope", &format!("key-{i}"));
+        let now = 1_000;
         let mut t = TableKeys::sized(10_000);
-        let id = |i: usize| ("scope".to_owned(), format!("key-{i}"));
-        for i in 0..10_000 {
-            t.add(&id(i));
+        for i in 0..350_000 {
+            // The first 100,000 expire at 2,000, the others later.
+            t.add(id(i), if i < 100_000 { 2_000 } else { 9_000 }, now);
         }
-        assert!((0..10_000).all(|i| t.may_hold(&id(i))));
-        let false_positives = (10_000..20_000).filter(|&i| t.may_hold(&id(i))).count();
-        assert!(false_positives < 200, "{false_positives} of 10,000");
+        assert!(
+            t.filters.len() >= 2,
+            "a full filter is followed by a larger one"
+        );
+        assert!((0..350_000).all(|i| t.may_hold(id(i), now)));
+        let fp = (1_000_000..1_100_000)
+            .filter(|&i| t.may_hold(id(i), now))
+            .count();
+        assert!(fp < 2_000, "{fp} false positives of 100,000");
+        // Past 2,000 the first filter's keys have all expired: it is dropped at the next add.
+        t.add(id(2_000_000), 9_000, 2_500);
+        assert_eq!(t.filters.iter().filter(|f| f.until <= 2_500).count(), 0);
+        assert!((100_000..350_000).all(|i| t.may_hold(id(i), 2_500)));
+    }
+
+    /// Claims past the cap leave memory once written, so memory stays bounded under any
+    /// rate; a retry of one that left still finds its first task (the filter says "maybe",
+    /// the table answers), and a different request under it is still told apart.
+    #[tokio::test]
+    async fn recent_claims_stay_bounded_and_evicted_keys_are_still_held() {
+        use crate::model::{Message, Part, Role};
+        let path = std::env::temp_dir().join(format!("agentry-claims-{}.db", crate::new_id()));
+        let store = SqliteStore::open(&path).unwrap();
+        let until = crate::time::now_unix_millis() + 60_000;
+        let request = |i: usize| Message::new(Role::User, vec![Part::text(format!("req {i}"))]);
+        let claim = |i: usize| KeyClaim {
+            task_id: format!("task-{i}"),
+            fingerprint: store.fingerprint(&request(i)),
+        };
+        let n = RECENT_CLAIMS * 3;
+        for i in 0..n {
+            let (key, mine) = (format!("k{i}"), claim(i));
+            assert_eq!(
+                store.claim_key("alice", &key, &mine, until).await.unwrap(),
+                None
+            );
+            if i % 500 == 499 {
+                // Writes keep call order: once this save is in, so are the claims before it.
+                store
+                    .save(&Task::new(format!("t{i}"), "c".into()))
+                    .await
+                    .unwrap();
+            }
+        }
+        let kept = store.recent().map.len();
+        assert!(
+            kept <= RECENT_CLAIMS + 500,
+            "{kept} claims in memory, cap {RECENT_CLAIMS}"
+        );
+        for i in [0, 1, RECENT_CLAIMS, n - 1] {
+            let (key, again) = (format!("k{i}"), claim(i));
+            let held = store.claim_key("alice", &key, &again, until).await.unwrap();
+            let held = held.expect("the key is still claimed");
+            assert_eq!(held.task_id, format!("task-{i}"));
+            assert_eq!(
+                held.fingerprint, again.fingerprint,
+                "the same request, key {i}"
+            );
+            assert_ne!(held.fingerprint, store.fingerprint(&request(i + 1)));
+        }
+        drop(store);
+        let _ = std::fs::remove_file(&path);
     }
 }
