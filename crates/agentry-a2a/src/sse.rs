@@ -96,7 +96,12 @@ impl SseParser {
 
     /// Appends a chunk with its line ends (CRLF, CR, LF) written as `\n`.
     fn append(&mut self, mut chunk: &[u8]) {
-        if self.after_cr && !chunk.is_empty() {
+        if chunk.is_empty() {
+            // Nothing to add, and a CR that ended the last chunk still waits for its LF (an
+            // empty chunk between the two had made them a blank line: an event of nothing).
+            return;
+        }
+        if self.after_cr {
             self.after_cr = false;
             if chunk[0] == b'\n' {
                 chunk = &chunk[1..];
@@ -214,6 +219,12 @@ mod tests {
         assert!(all(&mut p, b"data: x\r").is_empty());
         assert!(all(&mut p, b"\ndata: y\r").is_empty());
         assert_eq!(all(&mut p, b"\r"), ["x\ny"]);
+        // Likewise with an empty chunk between the CR and the LF (found by the property test
+        // below, kept in proptest-regressions/sse.txt).
+        let mut p = SseParser::new();
+        assert!(all(&mut p, b"data: x\r").is_empty());
+        assert!(all(&mut p, b"").is_empty());
+        assert!(all(&mut p, b"\ndata: y").is_empty());
     }
 
     /// An event longer than the limit is refused as it grows, whatever the chunks; events
