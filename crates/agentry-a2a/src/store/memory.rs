@@ -4,7 +4,9 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::{BoxFuture, KeyClaim, StoreError, TaskPage, TaskQuery, TaskRef, TaskStore, key_id};
+use super::{
+    BoxFuture, KeyClaim, KeyHash, StoreError, TaskPage, TaskQuery, TaskRef, TaskStore, key_id,
+};
 use crate::model::{PushNotificationConfig, Task};
 
 /// Tasks in a map; finished tasks beyond `max_finished` are evicted oldest first, so a
@@ -37,10 +39,6 @@ struct Claim {
     task: TaskRef,
     fingerprint: u128,
 }
-
-/// The key map's hash: foldhash with a random seed per map (what hashbrown uses by default)
-/// over ids that are already keyed SipHash outputs.
-type KeyHash = foldhash::quality::RandomState;
 
 /// Keys held at most; past it, the oldest claims are forgotten first.
 const MAX_KEYS: usize = 100_000;

@@ -519,6 +519,10 @@ pub(crate) fn key_id(scope: &str, key: &str) -> u128 {
     hash128(&(scope, key))
 }
 
+/// The hash of maps keyed by [`key_id`]: foldhash with a random seed per map (what hashbrown
+/// uses by default) over ids that are already keyed SipHash outputs.
+pub(crate) type KeyHash = foldhash::quality::RandomState;
+
 /// SipHash-1-3 with a 128-bit output, keyed with this process's random keys (from the
 /// thread's CSPRNG, drawn once): one pass over `v` (two 64-bit SipHashes under two keys,
 /// as before, cost twice the hashing for the same 128 bits).

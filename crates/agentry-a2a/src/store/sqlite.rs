@@ -79,7 +79,7 @@ const RECENT_CLAIMS: usize = if cfg!(test) { 1_000 } else { 100_000 };
 /// and slowed every claim (docs/BENCHMARKS.md).
 struct RecentClaims {
     /// By [`key_id`](super::key_id): the claim, its expiry (Unix ms) and its write's number.
-    map: HashMap<u128, (Kept, i64, u64)>,
+    map: HashMap<u128, (Kept, i64, u64), super::KeyHash>,
     /// Ids in the order claimed, with their write's number.
     order: std::collections::VecDeque<(u128, u64)>,
     /// Keys the table may hold that memory does not: those stored before this process
@@ -205,7 +205,7 @@ impl TableKeys {
 impl RecentClaims {
     fn new(table: TableKeys) -> Self {
         RecentClaims {
-            map: HashMap::new(),
+            map: HashMap::default(),
             order: std::collections::VecDeque::new(),
             table,
             queued: 0,
@@ -269,7 +269,6 @@ pub struct SqliteStore {
     writer: pending::Writes<Op, Applied>,
     /// Writes the writer thread failed to apply.
     write_errors: Arc<std::sync::atomic::AtomicU64>,
-    claims: std::sync::atomic::AtomicU64,
     /// The number of the last claim whose write the writer has answered (committed, or
     /// failed and counted in `write_errors`): claims up to it may leave memory.
     claims_written: Arc<std::sync::atomic::AtomicU64>,
@@ -406,7 +405,6 @@ impl SqliteStore {
         Ok(SqliteStore {
             writer: tx,
             write_errors,
-            claims: std::sync::atomic::AtomicU64::new(0),
             claims_written,
             recent: Mutex::new(recent),
             readers: Arc::new(Mutex::new(Vec::new())),
@@ -922,7 +920,7 @@ impl TaskStore for SqliteStore {
             // Written behind: queued now, so it commits before anything the request saves
             // (writes keep call order), and a client that was answered has a durable key.
             // Queued under the lock, so claims reach the writer in their numbers' order.
-            if self.claims.fetch_add(1, Ordering::Relaxed) % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            if seq.is_multiple_of(SWEEP_EVERY) {
                 drop(self.write(Op::SweepKeys(now_ms)));
             }
             drop(self.write(Op::Claim {
