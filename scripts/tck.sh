@@ -66,8 +66,9 @@ replicated() { # VAR [serve args]
 # the bindings in TRANSPORTS (the kit's names).
 kits() { # LABEL PORT03 PORT10 TRANSPORTS
   local label=$1
-  A2A_TCK_REPORTS=$out bash "$KITS/run.sh" 0.3 "http://127.0.0.1:$2/" >"$out/$label-tck03.txt" 2>&1
-  A2A_TCK_REPORTS=$out A2A_TCK_TRANSPORTS=$4 bash "$KITS/run.sh" 1.0 "http://127.0.0.1:$3" >"$out/$label-tck10.txt" 2>&1
+  # Each deployment's reports in a folder of its own (the kits name their logs alike).
+  A2A_TCK_REPORTS=$out/$label bash "$KITS/run.sh" 0.3 "http://127.0.0.1:$2/" >"$out/$label-tck03.txt" 2>&1
+  A2A_TCK_REPORTS=$out/$label A2A_TCK_TRANSPORTS=$4 bash "$KITS/run.sh" 1.0 "http://127.0.0.1:$3" >"$out/$label-tck10.txt" 2>&1
   grep -hE '^TCK ' "$out/$label-tck03.txt" "$out/$label-tck10.txt" \
     | sed "s/ (log: .*)//; s/ (reports: .*)//; s/^/    $label: /"
   if ! grep -qE '^TCK 0.3 mandatory: passed=[1-9]' "$out/$label-tck03.txt" \
@@ -112,6 +113,24 @@ unexpected=$(comm -23 "$out/failed.txt" "$out/expected.txt")
 fixed=$(comm -13 "$out/failed.txt" "$out/expected.txt")
 if [ -n "$unexpected" ]; then
   echo "    failed, not expected:"; sed 's/^/      /' <<<"$unexpected"; status=1
+  # Why, from the kits' own logs (a temporary folder a CI run does not keep): each one's
+  # summary line and, for TCK 0.3, the end of pytest's report of it.
+  while read -r id; do
+    echo "    --- $id"
+    grep -hF -- "$id" "$out"/*-tck03.txt "$out"/*-tck10.txt | grep -E '(FAILED|ERROR|PREREQ-SKIP) ' \
+      | cut -c1-600 | sed 's/^/      /'
+    python3 - "${id##*::}" "$out"/*/tck03-*.log <<'PY' | tail -40 | sed 's/^/      /'
+import re, sys
+name, logs = sys.argv[1], sys.argv[2:]
+for log in logs:
+    lines = open(log, errors="replace").read().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^_{3,} .*\b%s\b.* _{3,}$" % re.escape(name), line):
+            end = next((j for j in range(i + 1, len(lines))
+                        if re.match(r"^(_{3,} .* _{3,}|={3,} .*)$", lines[j])), len(lines))
+            print(f"({log})"); print("\n".join(lines[i:end]))
+PY
+  done <<<"$unexpected"
 fi
 if [ -n "$fixed" ]; then
   echo "    listed in scripts/tck-expected.txt but passing now (remove them):"
