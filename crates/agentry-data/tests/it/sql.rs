@@ -142,15 +142,25 @@ fn a_dropped_query_stops_its_engine() {
             {
                 return Err(format!("{}: the query ended by itself?", path.display()));
             }
-            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-            let before = cpu_time();
-            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-            let spent = cpu_time() - before;
-            if spent >= std::time::Duration::from_millis(500) {
-                return Err(format!(
-                    "{}: {spent:?} of CPU in 1.5 s after the drop: the engine still runs",
-                    path.display()
-                ));
+            // Stopped means a second of (almost) no CPU, looked for over ten: on a loaded
+            // machine the engine may reach its next check late (a fixed 300 ms grace failed
+            // once beside a benchmark), but one that still runs spends a share of a core in
+            // every second, however small the share.
+            let mut windows = Vec::new();
+            loop {
+                let before = cpu_time();
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let spent = cpu_time() - before;
+                windows.push(spent);
+                if spent < std::time::Duration::from_millis(200) {
+                    break;
+                }
+                if windows.len() == 10 {
+                    return Err(format!(
+                        "{}: CPU in each second after the drop {windows:?}: the engine still runs",
+                        path.display()
+                    ));
+                }
             }
         }
         Ok(())
