@@ -15,6 +15,8 @@
 #   `envelope`: the envelope and a new idempotency key per request, anonymous, no JWT)
 #   BENCH_STORE=power|process ...  every server on its own SQLite store (the embedded
 #   default) of that durability, instead of the memory store
+# Prints each round's requests and p99 per server, each pair's median ratio and median p99s,
+# and last the p50/p99 of minting a token.
 set -euo pipefail
 cd "$(dirname "$0")"
 DUR=${1:-5}
@@ -80,6 +82,12 @@ requests() { # slot
   esac
   awk '/requests in/ {print $1}' "$f"
 }
+p99() { # slot: that slot's p99 latency of the last round, in ms
+  awk '/A2A_LAT/ {split($4, p, "="); printf "%.2f", p[2] / 1000}' "$OUT/ab-$1.txt"
+}
+median() { # numbers on stdin
+  sort -g | awk '{v[NR]=$1} END {printf "%s", (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
+}
 
 pair() { # mode-a mode-b: ROUNDS rounds side by side, prints each and the median of b/a
   stop
@@ -89,16 +97,20 @@ pair() { # mode-a mode-b: ROUNDS rounds side by side, prints each and the median
   # A keyed server is measured as a long-running one is: its key map full (100,000 claims,
   # each new one evicting the oldest), as bench/governance.sh does.
   if [ "${KEYED[0]}" = 1 ] || [ "${KEYED[1]}" = 1 ]; then both 4 fill; fi
-  local ratios=() r a b
+  local ratios=() p99a=() p99b=() r a b
   for r in $(seq "$ROUNDS"); do
     both "$DUR" "r$r"
     a=$(requests 0) b=$(requests 1)
+    p99a+=("$(p99 0)") p99b+=("$(p99 1)")
     ratios+=("$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.4f", b/a}')")
-    printf '  round %d: %-12s %7d requests  %-12s %7d requests  ratio %s\n' "$r" "$1" "$a" "$2" "$b" "${ratios[-1]}"
+    printf '  round %d: %-12s %7d requests p99 %5s ms  %-12s %7d requests p99 %5s ms  ratio %s\n' \
+      "$r" "$1" "$a" "${p99a[-1]}" "$2" "$b" "${p99b[-1]}" "${ratios[-1]}"
   done
   printf '%s\n' "${ratios[@]}" | sort -g | awk -v a="$1" -v b="$2" \
     '{v[NR]=$1} END {m = (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2;
-      printf "  => %s / %s: median x%.3f (%.1f%% lower; rounds %s..%s)\n", b, a, m, (1-m)*100, v[1], v[NR]}'
+      printf "  => %s / %s: median x%.3f (%.1f%% lower; rounds %s..%s)", b, a, m, (1-m)*100, v[1], v[NR]}'
+  printf '; median p99 %s ms / %s ms\n' "$(printf '%s\n' "${p99b[@]}" | median)" \
+    "$(printf '%s\n' "${p99a[@]}" | median)"
   stop
 }
 
@@ -111,3 +123,7 @@ for mode in ${BENCH_MODES:-jwt jwt+envelope}; do
   echo "==> $mode beside plain"
   pair plain "$mode"
 done
+# Token minting (the orchestrator's delegated credentials), alone on CPU 0 after the pairs.
+taskset -c 0 "$MINT" "$OUT/ab-mint-jwks.json" "$ISS" "http://127.0.0.1:${PORTS[0]}/" 10000 \
+  2>"$OUT/ab-mint.txt" >/dev/null
+echo "==> minting an EdDSA token: $(sed 's/MINT //' "$OUT/ab-mint.txt")"
