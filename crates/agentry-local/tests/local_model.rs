@@ -13,7 +13,7 @@ use agentry_core::run::NoHooks;
 use agentry_core::tools::schema::validate;
 use agentry_local::chat::TemplateMessage;
 use agentry_local::constrain::Grammar;
-use agentry_local::eval::{ToolSuite, run_tool_choice};
+use agentry_local::eval::{ToolCase, ToolSuite, run_tool_choice};
 use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_embedder};
 use agentry_local::{ChatModel, GenerateOptions, LocalEmbedder, LocalProvider, ToolRouter, paths};
 use serde_json::{Value, json};
@@ -297,6 +297,15 @@ fn bfcl_suite(name: &str) -> Option<ToolSuite> {
     }
 }
 
+/// The case of `suite` named `id` (BFCL's `multi_turn_base_13_turn1`).
+fn case<'a>(suite: &'a ToolSuite, id: &str) -> &'a ToolCase {
+    suite
+        .cases
+        .iter()
+        .find(|c| c.id.as_deref() == Some(id))
+        .unwrap_or_else(|| panic!("{id} is in the suite"))
+}
+
 /// The router alone (the embedder's ranking plus the keyword score), first choice, on BFCL's
 /// 1,053 live requests: with their own functions (4 on average), then with other requests'
 /// functions added up to 32. Issue 23's bar is 85% on requests the routing was not tuned on;
@@ -351,11 +360,7 @@ async fn the_router_compares_tools_of_one_api_by_what_sets_them_apart() {
         "multi_turn_base_114_turn1",
         "multi_turn_base_187_turn1",
     ] {
-        let c = suite
-            .cases
-            .iter()
-            .find(|c| c.id.as_deref() == Some(id))
-            .unwrap_or_else(|| panic!("{id} is in the suite"));
+        let c = case(&suite, id);
         let tools = suite.tools_for(c);
         assert!(tools.len() >= 10, "{id}: a whole API's tools");
         let ranked = router.rank(&c.request, tools).await.unwrap();
@@ -385,11 +390,7 @@ async fn the_reader_tells_neighbouring_tools_of_one_api_apart() {
         "multi_turn_base_53_turn2",
         "multi_turn_base_62_turn3",
     ] {
-        let c = suite
-            .cases
-            .iter()
-            .find(|c| c.id.as_deref() == Some(id))
-            .unwrap_or_else(|| panic!("{id} is in the suite"));
+        let c = case(&suite, id);
         let tools = suite.tools_for(c);
         let first = |r: Vec<(usize, f32)>| tools[r[0].0].name.clone();
         let alone = first(router.rank(&c.request, tools).await.unwrap());
