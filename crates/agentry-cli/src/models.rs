@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentry::a2a::server::listen;
-use agentry::local::provider::{LocalConfig, shared_chat_model, shared_embedder};
+use agentry::local::provider::{
+    LocalConfig, shared_chat_model, shared_embedder, shared_router_embedder,
+};
 use agentry::local::serve::{ServeState, router};
 use agentry::local::{LocalProvider, ToolRouter};
 use clap::Subcommand;
@@ -23,9 +25,12 @@ pub(crate) enum ModelCommand {
         /// GGUF chat model (default: the fetched SmolLM2-135M-Instruct).
         #[arg(long)]
         model: Option<PathBuf>,
-        /// Embedder folder (default: the fetched all-MiniLM-L6-v2).
+        /// Embedder folder for /v1/embeddings (default: the fetched all-MiniLM-L6-v2).
         #[arg(long)]
         embedder: Option<PathBuf>,
+        /// The tool router's embedder folder (default: the fetched all-mpnet-base-v2).
+        #[arg(long)]
+        router_embedder: Option<PathBuf>,
     },
 }
 
@@ -36,21 +41,26 @@ pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
             host,
             model,
             embedder,
+            router_embedder,
         } => {
-            let (chat, emb) = tokio::task::spawn_blocking(move || {
+            let (chat, emb, route) = tokio::task::spawn_blocking(move || {
                 Ok::<_, agentry::local::LocalError>((
                     shared_chat_model(model)?,
                     shared_embedder(embedder.clone())?,
+                    shared_router_embedder(router_embedder)?,
                 ))
             })
             .await
             .map_err(|e| CliError::Failed(format!("loading the models: {e}")))?
             .map_err(agentry::Error::from)?;
-            let provider = LocalProvider::from_parts(
-                chat.clone(),
-                Some(ToolRouter::new(emb.clone() as Arc<_>).with_reader(chat.clone())),
-                LocalConfig::default(),
-            );
+            let cfg = LocalConfig::default();
+            let tools = ToolRouter::new(route as Arc<_>);
+            let tools = if cfg.route_read {
+                tools.with_reader(chat.clone())
+            } else {
+                tools
+            };
+            let provider = LocalProvider::from_parts(chat.clone(), Some(tools), cfg);
             let state = ServeState {
                 chat: provider,
                 embedder: Some(emb),

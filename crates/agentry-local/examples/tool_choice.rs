@@ -6,11 +6,12 @@
 //! e.g. `-- router,routed tests/data/tool_choice_mcp.json tests/data/tool_choice_retail.json`.
 //! Mode `openai` asks any OpenAI-compatible server instead (native tool calls): base URL in
 //! `TOOL_CHOICE_BASE_URL` (default `http://127.0.0.1:8090/v1`, `agentry model serve`), model
-//! in `TOOL_CHOICE_MODEL`, key in `OPENAI_API_KEY`.
+//! in `TOOL_CHOICE_MODEL`, key in `OPENAI_API_KEY`. The router's embedder is the fetched
+//! all-mpnet-base-v2 unless `AGENTRY_ROUTER_EMBED_MODEL` names another folder.
 use std::sync::Arc;
 
 use agentry_local::eval::{ToolSuite, run_tool_choice};
-use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_embedder};
+use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_router_embedder};
 use agentry_local::{LocalProvider, ToolRouter};
 
 #[tokio::main]
@@ -20,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "prompted,constrained,routed".into());
     let files: Vec<String> = std::env::args().skip(2).collect();
     let model = shared_chat_model(None)?;
-    let embedder = shared_embedder(None)?;
+    let embedder = shared_router_embedder(None)?;
     if files.is_empty() {
         let suite = serde_json::from_str(include_str!("../tests/data/tool_choice.json"))?;
         return run_suite(&suite, &modes, &model, &embedder).await;

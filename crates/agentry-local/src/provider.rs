@@ -56,8 +56,10 @@ pub enum AfterTool {
 pub struct LocalConfig {
     /// GGUF file (default: [`paths::chat_model_path`]).
     pub model: Option<PathBuf>,
-    /// Embedder folder (default: [`paths::embedder_path`]).
-    pub embedder: Option<PathBuf>,
+    /// The tool router's embedder folder (default: [`paths::router_embedder_path`]); `embedder`
+    /// is its older name.
+    #[serde(alias = "embedder")]
+    pub router_embedder: Option<PathBuf>,
     /// When a tool call is forced (see [`ToolChoice`]).
     pub tool_choice: ToolChoice,
     /// How many of the best-ranked tools the model may choose among.
@@ -65,8 +67,9 @@ pub struct LocalConfig {
     /// A second tool joins the first when its score is within this margin.
     pub route_margin: f32,
     /// The chat model also reads the close best tools' descriptions and scores how likely
-    /// the request is after each ([`ToolRouter::with_reader`]): better choices among tools of
-    /// one server, for 0.1-0.5 s a request on two cores.
+    /// the request is after each ([`ToolRouter::with_reader`]), for 0.1-0.5 s a request on
+    /// two cores. Off by default: it helped the MiniLM router choose among tools of one
+    /// server, and no longer helps the all-mpnet-base-v2 one (`docs/BENCHMARKS.md`).
     pub route_read: bool,
     /// What the model may do after a tool result (see [`AfterTool`]).
     pub after_tool: AfterTool,
@@ -86,11 +89,11 @@ impl Default for LocalConfig {
     fn default() -> Self {
         LocalConfig {
             model: None,
-            embedder: None,
+            router_embedder: None,
             tool_choice: ToolChoice::Routed,
             route_top: 2,
             route_margin: 0.02,
-            route_read: true,
+            route_read: false,
             after_tool: AfterTool::Finish,
             max_tokens: 384,
             max_string: 120,
@@ -152,6 +155,15 @@ pub fn shared_embedder(path: Option<PathBuf>) -> Result<Arc<LocalEmbedder>, Loca
     )
 }
 
+/// The tool router's embedder at `path` (default: [`paths::router_embedder_path`]), shared in
+/// the process.
+pub fn shared_router_embedder(path: Option<PathBuf>) -> Result<Arc<LocalEmbedder>, LocalError> {
+    shared(
+        path.unwrap_or_else(paths::router_embedder_path),
+        LocalEmbedder::load,
+    )
+}
+
 /// The chat model at `path` (default: [`paths::chat_model_path`]), shared in the process.
 pub fn shared_chat_model(path: Option<PathBuf>) -> Result<Arc<ChatModel>, LocalError> {
     shared(path.unwrap_or_else(paths::chat_model_path), ChatModel::load)
@@ -183,7 +195,7 @@ impl LocalProvider {
         let model = shared_chat_model(cfg.model.clone())?;
         let router = match cfg.tool_choice {
             ToolChoice::Routed => {
-                let e: Arc<dyn DynEmbedder> = shared_embedder(cfg.embedder.clone())?;
+                let e: Arc<dyn DynEmbedder> = shared_router_embedder(cfg.router_embedder.clone())?;
                 let router = ToolRouter::new(e);
                 Some(if cfg.route_read {
                     router.with_reader(model.clone())

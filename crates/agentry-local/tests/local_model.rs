@@ -14,13 +14,18 @@ use agentry_core::tools::schema::validate;
 use agentry_local::chat::TemplateMessage;
 use agentry_local::constrain::Grammar;
 use agentry_local::eval::{ToolCase, ToolSuite, run_tool_choice};
-use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_embedder};
+use agentry_local::provider::{
+    LocalConfig, ToolChoice, shared_chat_model, shared_embedder, shared_router_embedder,
+};
 use agentry_local::{ChatModel, GenerateOptions, LocalEmbedder, LocalProvider, ToolRouter, paths};
 use serde_json::{Value, json};
 
 fn have_models() -> bool {
     let ok = paths::chat_model_path().exists()
-        && paths::embedder_path().join("model.safetensors").exists();
+        && paths::embedder_path().join("model.safetensors").exists()
+        && paths::router_embedder_path()
+            .join("model.safetensors")
+            .exists();
     if !ok {
         let msg = format!(
             "embedded models not found under {}: run `bash scripts/fetch-models.sh`",
@@ -39,14 +44,19 @@ fn embedder() -> Arc<LocalEmbedder> {
     shared_embedder(None).expect("embedder loads")
 }
 
+/// The tool router's embedder (all-mpnet-base-v2), as `LocalProvider::new` loads it.
+fn router_embedder() -> Arc<LocalEmbedder> {
+    shared_router_embedder(None).expect("router embedder loads")
+}
+
 fn suite() -> ToolSuite {
     serde_json::from_str(include_str!("data/tool_choice.json")).unwrap()
 }
 
 fn provider(choice: ToolChoice) -> LocalProvider {
-    // As `LocalProvider::new` makes it: the router with the chat model reading close tools.
-    let router = (choice == ToolChoice::Routed)
-        .then(|| ToolRouter::new(embedder() as Arc<_>).with_reader(model()));
+    // As `LocalProvider::new` makes it: the router on its own embedder (no reader by default).
+    let router =
+        (choice == ToolChoice::Routed).then(|| ToolRouter::new(router_embedder() as Arc<_>));
     LocalProvider::from_parts(
         model(),
         router,
@@ -306,45 +316,77 @@ fn case<'a>(suite: &'a ToolSuite, id: &str) -> &'a ToolCase {
         .unwrap_or_else(|| panic!("{id} is in the suite"))
 }
 
-/// The router alone (the embedder's ranking plus the keyword score), first choice, on BFCL's
-/// 1,053 live requests: with their own functions (4 on average), then with other requests'
-/// functions added up to 32. Issue 23's bar is 85% on requests the routing was not tuned on;
-/// measured 89.6% and 86.6% (docs/BENCHMARKS.md, "Tool choice").
+/// The router alone (the embedder's ranking plus the keyword score), first choice, on every
+/// fourth of BFCL's 1,053 live requests: with their own functions (4 on average), then with
+/// other requests' functions added up to 32. Issue 23's bar is 85% on requests the routing
+/// was not tuned on; measured on all 1,053 in docs/BENCHMARKS.md ("Tool choice"). A quarter
+/// keeps the test to a minute or two: each request brings its own functions' texts to embed,
+/// and the router's MPNet costs five times MiniLM's compute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_router_picks_tools_on_bfcl_requests_nobody_tuned_it_for() {
     if !have_models() {
         return;
     }
-    let router = ToolRouter::new(embedder() as Arc<_>);
+    let router = ToolRouter::new(router_embedder() as Arc<_>);
     for name in ["bfcl_live_multiple.json", "bfcl_live_multiple_wide.json"] {
         let Some(suite) = bfcl_suite(name) else {
             return;
         };
         assert!(suite.cases.len() > 1000, "{name}: {}", suite.cases.len());
-        let mut right = 0;
-        for c in &suite.cases {
+        let (mut right, mut asked) = (0, 0);
+        for c in suite.cases.iter().step_by(4) {
+            asked += 1;
             let tools = suite.tools_for(c);
             assert!(tools.iter().any(|t| t.name == c.tool), "{name}: {}", c.tool);
             let ranked = router.rank(&c.request, tools).await.unwrap();
             right += usize::from(tools[ranked[0].0].name == c.tool);
         }
-        let share = right as f64 / suite.cases.len() as f64;
+        let share = right as f64 / asked as f64;
         eprintln!(
-            "{name}: router first choice {right}/{} ({:.1}%)",
-            suite.cases.len(),
+            "{name}: router first choice {right}/{asked} ({:.1}%)",
             100.0 * share
         );
         assert!(share >= 0.85, "{name}: {share:.3}");
     }
 }
 
+/// The router alone on the three suites written from real tools' names, descriptions and
+/// schemas, with no examples and before any router change was run on them (the MCP reference
+/// servers' 22 tools, tau2 retail's 16, all 38 for the held-out requests). Measured with
+/// all-mpnet-base-v2: 37/46, 33/40, 33/40 (MiniLM: 30, 30, 33); the bar sits below, a guard
+/// against a change that helps the development set at their cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_chooses_among_one_servers_tools_on_suites_it_was_not_tuned_on() {
+    if !have_models() {
+        return;
+    }
+    let router = ToolRouter::new(router_embedder() as Arc<_>);
+    for (name, text) in [
+        ("mcp", include_str!("data/tool_choice_mcp.json")),
+        ("retail", include_str!("data/tool_choice_retail.json")),
+        ("held out", include_str!("data/tool_choice_heldout.json")),
+    ] {
+        let suite: ToolSuite = serde_json::from_str(text).unwrap();
+        let mut right = 0;
+        for c in &suite.cases {
+            let tools = suite.tools_for(c);
+            let ranked = router.rank(&c.request, tools).await.unwrap();
+            right += usize::from(tools[ranked[0].0].name == c.tool);
+        }
+        let share = right as f64 / suite.cases.len() as f64;
+        eprintln!("{name}: router first choice {right}/{}", suite.cases.len());
+        assert!(share >= 0.75, "{name}: {right}/{}", suite.cases.len());
+    }
+}
+
 /// Among one API's tools, the shared part of their texts (all of them "the Gorilla file
 /// system", "the trading bot") is taken out of the comparison: the router's first choice is
 /// the tool the request differs toward. Four requests of BFCL's multi-turn suite (where the
-/// centering was chosen) that the router got wrong without it: `echo` for "take a peek at
-/// what's been stored in 'IdeasArchive.txt'" and for "display all the available files",
-/// `remove_stock_from_watchlist` for "append this stock to your watchlist",
-/// `purchase_insurance` for "provide the invoice for that specific insurance transaction".
+/// centering was chosen) that the router (all-mpnet-base-v2) got wrong without it: `mkdir`
+/// for "set up a new file called 'Notes2023.txt'", `du` for "have a look at what's inside
+/// 'Annual_Report_2023.docx'", `get_available_stocks` for "what stocks have I been keeping
+/// tabs on lately?", `estimate_drive_feasibility_by_mileage` for "a rough distance from
+/// Rivermist to Greenway".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_router_compares_tools_of_one_api_by_what_sets_them_apart() {
     if !have_models() {
@@ -353,12 +395,12 @@ async fn the_router_compares_tools_of_one_api_by_what_sets_them_apart() {
     let Some(suite) = bfcl_suite("bfcl_multi_turn.json") else {
         return;
     };
-    let router = ToolRouter::new(embedder() as Arc<_>);
+    let router = ToolRouter::new(router_embedder() as Arc<_>);
     for id in [
-        "multi_turn_base_2_turn4",
-        "multi_turn_base_11_turn0",
-        "multi_turn_base_114_turn1",
-        "multi_turn_base_187_turn1",
+        "multi_turn_base_42_turn0",
+        "multi_turn_base_6_turn2",
+        "multi_turn_base_142_turn1",
+        "multi_turn_base_92_turn0",
     ] {
         let c = case(&suite, id);
         let tools = suite.tools_for(c);
@@ -382,6 +424,8 @@ async fn the_reader_tells_neighbouring_tools_of_one_api_apart() {
     let Some(suite) = bfcl_suite("bfcl_multi_turn.json") else {
         return;
     };
+    // The reader is for the small embedder (`route_read`, off by default: with the router's
+    // all-mpnet-base-v2 it no longer gained on the development set); MiniLM's misses here.
     let router = ToolRouter::new(embedder() as Arc<_>);
     let reader = router.clone().with_reader(model());
     for id in [
@@ -607,12 +651,22 @@ async fn embeddings_match_sentence_transformers() {
     if !have_models() {
         return;
     }
-    // Written by bench/local/st_reference.py with PyPI sentence-transformers on the same files.
-    let reference: Value =
-        serde_json::from_str(include_str!("data/minilm_reference.json")).unwrap();
+    // Written by bench/local/st_reference.py with PyPI sentence-transformers on the same files:
+    // the default embedder (BERT) and the router's (MPNet).
+    for (embedder, reference) in [
+        (embedder(), include_str!("data/minilm_reference.json")),
+        (router_embedder(), include_str!("data/mpnet_reference.json")),
+    ] {
+        matches_sentence_transformers(&embedder, reference).await;
+    }
+}
+
+async fn matches_sentence_transformers(embedder: &LocalEmbedder, reference: &str) {
+    let reference: Value = serde_json::from_str(reference).unwrap();
     let texts: Vec<String> = serde_json::from_value(reference["texts"].clone()).unwrap();
     let want: Vec<Vec<f32>> = serde_json::from_value(reference["embeddings"].clone()).unwrap();
-    let got = embedder().embed(texts.clone()).await.unwrap();
+    assert_eq!(want[0].len(), embedder.dims());
+    let got = embedder.embed(texts.clone()).await.unwrap();
     let largest = |a: &[f32], b: &[f32]| {
         a.iter()
             .zip(b)
@@ -628,7 +682,7 @@ async fn embeddings_match_sentence_transformers() {
     }
     // A text's vector does not depend on the batch it is packed with.
     for (i, t) in texts.iter().enumerate() {
-        let single = embedder().embed(vec![t.clone()]).await.unwrap();
+        let single = embedder.embed(vec![t.clone()]).await.unwrap();
         assert!(largest(&single[0], &got[i]) < 1e-6, "{t:?} alone");
     }
 }

@@ -1,5 +1,6 @@
-//! BERT encoder (sentence embeddings: all-MiniLM and friends). Inference only: no dropout, no
-//! heads, absolute position embeddings.
+//! BERT encoder (sentence embeddings: all-MiniLM and friends), and MPNet (all-mpnet-base-v2),
+//! which is BERT with no token types, positions counted from 2 and a relative position bias
+//! added to every layer's attention scores. Inference only: no dropout, no heads.
 //!
 //! The forward pass is written against plain `f32` buffers and gemm, not candle's tensors,
 //! because that is where an ingestion's time went (perf, 2026-11-28): every candle op is a
@@ -36,7 +37,12 @@ pub(crate) struct Config {
     pub(crate) intermediate_size: usize,
     pub(crate) hidden_act: HiddenAct,
     pub(crate) max_position_embeddings: usize,
+    /// None in MPNet's config (it has no token types).
+    #[serde(default)]
     pub(crate) type_vocab_size: usize,
+    /// MPNet's relative position buckets.
+    #[serde(default)]
+    pub(crate) relative_attention_num_buckets: Option<usize>,
     pub(crate) layer_norm_eps: f64,
     #[serde(default)]
     pub(crate) model_type: Option<String>,
@@ -87,6 +93,12 @@ pub(crate) struct BertModel {
     type_vocab: usize,
     eps: f32,
     act: HiddenAct,
+    /// The first position's index in `position` (MPNet, like RoBERTa, counts from the
+    /// padding id + 1).
+    first_position: usize,
+    /// MPNet: per head, the bias of every relative position `j - i` from `-(max - 1)` to
+    /// `max - 1`, each head's row `2 * max - 1` long.
+    relative: Option<Vec<f32>>,
 }
 
 fn flat(vb: &VarBuilder, shape: &[usize], name: &str) -> Result<Vec<f32>> {
@@ -115,14 +127,31 @@ fn norm(vb: VarBuilder, size: usize) -> Result<Norm> {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, c: &Config) -> Result<Self> {
+    fn load(vb: VarBuilder, c: &Config, mpnet: bool) -> Result<Self> {
         let (h, a) = (c.hidden_size, vb.pp("attention"));
         let (s, o) = (a.pp("self"), a.pp("output"));
-        let (mut q, k, v) = (
-            linear(s.pp("query"), h, h)?,
-            linear(s.pp("key"), h, h)?,
-            linear(s.pp("value"), h, h)?,
-        );
+        let (mut q, k, v) = if mpnet {
+            let s = a.pp("attn");
+            (
+                linear(s.pp("q"), h, h)?,
+                linear(s.pp("k"), h, h)?,
+                linear(s.pp("v"), h, h)?,
+            )
+        } else {
+            (
+                linear(s.pp("query"), h, h)?,
+                linear(s.pp("key"), h, h)?,
+                linear(s.pp("value"), h, h)?,
+            )
+        };
+        let (attn_out, attn_norm) = if mpnet {
+            (
+                linear(a.pp("attn").pp("o"), h, h)?,
+                norm(a.pp("LayerNorm"), h)?,
+            )
+        } else {
+            (linear(o.pp("dense"), h, h)?, norm(o.pp("LayerNorm"), h)?)
+        };
         let scale = 1.0 / ((h / c.num_attention_heads) as f32).sqrt();
         q.w.iter_mut().chain(&mut q.b).for_each(|x| *x *= scale);
         let qkv = Linear {
@@ -133,8 +162,8 @@ impl Layer {
         };
         Ok(Self {
             qkv,
-            attn_out: linear(o.pp("dense"), h, h)?,
-            attn_norm: norm(o.pp("LayerNorm"), h)?,
+            attn_out,
+            attn_norm,
             inter: linear(vb.pp("intermediate").pp("dense"), h, c.intermediate_size)?,
             out: linear(vb.pp("output").pp("dense"), c.intermediate_size, h)?,
             out_norm: norm(vb.pp("output").pp("LayerNorm"), h)?,
@@ -188,9 +217,37 @@ impl BertModel {
                 c.num_attention_heads
             );
         }
+        // Hugging Face's MPNetConfig defaults to 32 buckets when config.json leaves them out.
+        let buckets = match (c.model_type.as_deref(), c.relative_attention_num_buckets) {
+            (_, Some(b)) => Some(b),
+            (Some("mpnet"), None) => Some(32),
+            _ => None,
+        };
+        let mpnet = buckets.is_some();
+        if let Some(b) = buckets
+            && (b < 4 || c.max_position_embeddings < 3)
+        {
+            candle_core::bail!(
+                "MPNet with {b} relative position buckets and {} positions",
+                c.max_position_embeddings
+            );
+        }
         let load = |vb: VarBuilder| -> Result<Self> {
             let e = vb.pp("embeddings");
             let h = c.hidden_size;
+            let relative = match buckets {
+                Some(buckets) => Some(relative_table(
+                    &flat(
+                        &vb.pp("encoder.relative_attention_bias"),
+                        &[buckets, c.num_attention_heads],
+                        "weight",
+                    )?,
+                    buckets,
+                    c.num_attention_heads,
+                    c.max_position_embeddings - 2,
+                )),
+                None => None,
+            };
             Ok(Self {
                 word: flat(&e.pp("word_embeddings"), &[c.vocab_size, h], "weight")?,
                 position: flat(
@@ -198,23 +255,30 @@ impl BertModel {
                     &[c.max_position_embeddings, h],
                     "weight",
                 )?,
-                token_type: flat(
-                    &e.pp("token_type_embeddings"),
-                    &[c.type_vocab_size, h],
-                    "weight",
-                )?,
+                token_type: if mpnet {
+                    Vec::new()
+                } else {
+                    flat(
+                        &e.pp("token_type_embeddings"),
+                        &[c.type_vocab_size, h],
+                        "weight",
+                    )?
+                },
                 norm: norm(e.pp("LayerNorm"), h)?,
                 layers: (0..c.num_hidden_layers)
-                    .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c))
+                    .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), c, mpnet))
                     .collect::<Result<Vec<_>>>()?,
                 hidden: h,
                 heads: c.num_attention_heads,
                 inter: c.intermediate_size,
                 vocab: c.vocab_size,
-                max_positions: c.max_position_embeddings,
-                type_vocab: c.type_vocab_size,
+                // MPNet's positions start at 2: two fewer fit.
+                max_positions: c.max_position_embeddings - if mpnet { 2 } else { 0 },
+                type_vocab: if mpnet { 1 } else { c.type_vocab_size },
                 eps: c.layer_norm_eps as f32,
                 act: c.hidden_act,
+                first_position: if mpnet { 2 } else { 0 },
+                relative,
             })
         };
         if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
@@ -267,9 +331,14 @@ impl BertModel {
             for (p, (&id, &ty)) in t.ids.iter().zip(t.type_ids).enumerate() {
                 let (id, ty) = (id as usize, ty as usize);
                 let word = &self.word[id * h..(id + 1) * h];
+                let p = p + self.first_position;
                 let pos = &self.position[p * h..(p + 1) * h];
-                let typ = &self.token_type[ty * h..(ty + 1) * h];
-                s.x.extend(word.iter().zip(pos).zip(typ).map(|((w, p), t)| w + p + t));
+                if self.token_type.is_empty() {
+                    s.x.extend(word.iter().zip(pos).map(|(w, p)| w + p));
+                } else {
+                    let typ = &self.token_type[ty * h..(ty + 1) * h];
+                    s.x.extend(word.iter().zip(pos).zip(typ).map(|((w, p), t)| w + p + t));
+                }
             }
         }
         rows_mut(&mut s.x, h, |_, r| layer_norm(r, &self.norm, self.eps));
@@ -325,6 +394,7 @@ impl BertModel {
         let d = h / heads;
         let stride = 3 * h;
         let out = SharedOut(ctx.as_mut_ptr());
+        let span = (2 * self.max_positions).saturating_sub(1);
         let job = |scores: &mut Vec<f32>, (text, head): (usize, usize)| {
             let (len, start) = (texts[text].ids.len(), starts[text]);
             let rows = &qkv[start * stride..(start + len) * stride];
@@ -339,6 +409,9 @@ impl BertModel {
                     (out.at(start * h + head * d), h),
                     (len, len, d),
                     None,
+                    self.relative
+                        .as_ref()
+                        .map(|r| (&r[head * span..(head + 1) * span], self.max_positions - 1)),
                 );
             }
         };
@@ -353,6 +426,38 @@ impl BertModel {
                 .for_each_init(Vec::new, job);
         }
     }
+}
+
+/// MPNet's relative position bias as one row per head over `j - i` in `-(max - 1)..max`:
+/// T5's buckets (half for each direction, exact up to a quarter of them, then logarithmic up
+/// to 128 positions), `relative_position_bucket` of Hugging Face's MPNet.
+fn relative_table(weights: &[f32], buckets: usize, heads: usize, max: usize) -> Vec<f32> {
+    let half = buckets / 2;
+    let exact = half / 2;
+    let bucket = |rel: i64| -> usize {
+        // Hugging Face's `n = -relative_position` with `relative_position = j - i`.
+        let n = -rel;
+        let mut b = if n < 0 { half } else { 0 };
+        let n = n.unsigned_abs() as usize;
+        b += if n < exact {
+            n
+        } else {
+            let large = exact
+                + ((n as f32 / exact as f32).ln() / (128.0 / exact as f32).ln()
+                    * (half - exact) as f32) as usize;
+            large.min(half - 1)
+        };
+        b
+    };
+    let span = 2 * max - 1;
+    let mut table = vec![0f32; heads * span];
+    for (k, rel) in (-(max as i64 - 1)..max as i64).enumerate() {
+        let b = bucket(rel);
+        for h in 0..heads {
+            table[h * span + k] = weights[b * heads + h];
+        }
+    }
+    table
 }
 
 vectorized! {
@@ -395,6 +500,22 @@ fn erf(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn relative_positions_fall_in_mpnets_buckets() {
+        // A table whose bias for bucket b is b reads the buckets back (one head, 32 buckets).
+        let weights: Vec<f32> = (0..32).map(|b| b as f32).collect();
+        let max = 300;
+        let table = super::relative_table(&weights, 32, 1, max);
+        let bucket = |rel: i64| table[(max as i64 - 1 + rel) as usize] as usize;
+        // Keys before the query (j < i) in 0..16, after it in 16..32; exact below 8, then
+        // logarithmic up to 128 positions, the last bucket beyond.
+        assert_eq!(
+            [0, -1, -7, -8, -12, -127, -128, -299].map(bucket),
+            [0, 1, 7, 8, 9, 15, 15, 15]
+        );
+        assert_eq!([1, 7, 8, 16, 299].map(bucket), [17, 23, 24, 26, 31]);
+    }
+
     #[test]
     fn erf_is_within_a_millionth_of_libm() {
         let mut worst = 0f64;

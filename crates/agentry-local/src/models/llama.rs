@@ -609,6 +609,7 @@ impl ModelWeights {
                             (out.at(h * hd), d),
                             (seq, total, hd),
                             Some(pos),
+                            None,
                         );
                     }
                 });

@@ -200,7 +200,9 @@ unsafe impl Sync for SharedOut {}
 
 /// One attention head: `out = softmax(q kᵀ) v` (q already scaled), where `q` holds `m` query
 /// rows and `k`, `v` hold `n` key and value rows, each row `d` wide at its own stride (`.1`)
-/// in its slice. With `causal = Some(first)`, query `i` sees keys `0..=first + i` only.
+/// in its slice. With `causal = Some(first)`, query `i` sees keys `0..=first + i` only. With
+/// `relative = Some((bias, zero))`, the score of query `i` for key `j` gains
+/// `bias[zero + j - i]` (MPNet's relative position bias, one head's table).
 /// `scores` is the caller's scratch, reused across calls.
 ///
 /// # Safety
@@ -215,6 +217,7 @@ pub(crate) unsafe fn attend_head(
     (out, out_stride): (*mut f32, usize),
     (m, n, d): (usize, usize, usize),
     causal: Option<usize>,
+    relative: Option<(&[f32], usize)>,
 ) {
     if m == 0 || n == 0 {
         return;
@@ -234,6 +237,13 @@ pub(crate) unsafe fn attend_head(
             false,
             Parallelism::None,
         );
+    }
+    if let Some((bias, zero)) = relative {
+        assert!(zero + 1 >= m && bias.len() >= zero + n);
+        for (i, row) in scores.chunks_exact_mut(n).enumerate() {
+            let b = &bias[zero - i..zero - i + n];
+            row.iter_mut().zip(b).for_each(|(s, b)| *s += b);
+        }
     }
     for (i, row) in scores.chunks_exact_mut(n).enumerate() {
         let seen = causal.map_or(n, |first| (first + i + 1).min(n));
