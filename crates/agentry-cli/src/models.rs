@@ -1,14 +1,11 @@
 //! `agentry model ...`: the embedded local models.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use agentry::a2a::server::listen;
-use agentry::local::provider::{
-    LocalConfig, shared_chat_model, shared_embedder, shared_router_embedder,
-};
+use agentry::local::LocalProvider;
+use agentry::local::provider::{LocalConfig, shared_chat_model, shared_embedder};
 use agentry::local::serve::{ServeState, router};
-use agentry::local::{LocalProvider, ToolRouter};
 use clap::Subcommand;
 
 use crate::error::CliError;
@@ -43,24 +40,23 @@ pub(crate) async fn run(cmd: ModelCommand) -> Result<(), CliError> {
             embedder,
             router_embedder,
         } => {
-            let (chat, emb, route) = tokio::task::spawn_blocking(move || {
+            // The provider as an agent's `[model] provider = "local"` builds it (the models
+            // are shared in the process, so `chat` is the provider's own).
+            let (provider, chat, emb) = tokio::task::spawn_blocking(move || {
+                let cfg = LocalConfig {
+                    model: model.clone(),
+                    router_embedder,
+                    ..Default::default()
+                };
                 Ok::<_, agentry::local::LocalError>((
+                    LocalProvider::new(cfg)?,
                     shared_chat_model(model)?,
-                    shared_embedder(embedder.clone())?,
-                    shared_router_embedder(router_embedder)?,
+                    shared_embedder(embedder)?,
                 ))
             })
             .await
             .map_err(|e| CliError::Failed(format!("loading the models: {e}")))?
             .map_err(agentry::Error::from)?;
-            let cfg = LocalConfig::default();
-            let tools = ToolRouter::new(route as Arc<_>);
-            let tools = if cfg.route_read {
-                tools.with_reader(chat.clone())
-            } else {
-                tools
-            };
-            let provider = LocalProvider::from_parts(chat.clone(), Some(tools), cfg);
             let state = ServeState {
                 chat: provider,
                 embedder: Some(emb),

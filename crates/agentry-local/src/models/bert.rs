@@ -129,29 +129,21 @@ fn norm(vb: VarBuilder, size: usize) -> Result<Norm> {
 impl Layer {
     fn load(vb: VarBuilder, c: &Config, mpnet: bool) -> Result<Self> {
         let (h, a) = (c.hidden_size, vb.pp("attention"));
-        let (s, o) = (a.pp("self"), a.pp("output"));
-        let (mut q, k, v) = if mpnet {
+        // The same weights under MPNet's names (`attention.attn.q`, ..., `attention.LayerNorm`).
+        let (s, [q, k, v], out, out_norm) = if mpnet {
             let s = a.pp("attn");
-            (
-                linear(s.pp("q"), h, h)?,
-                linear(s.pp("k"), h, h)?,
-                linear(s.pp("v"), h, h)?,
-            )
+            (s.clone(), ["q", "k", "v"], s.pp("o"), a.pp("LayerNorm"))
         } else {
-            (
-                linear(s.pp("query"), h, h)?,
-                linear(s.pp("key"), h, h)?,
-                linear(s.pp("value"), h, h)?,
-            )
+            let o = a.pp("output");
+            let names = ["query", "key", "value"];
+            (a.pp("self"), names, o.pp("dense"), o.pp("LayerNorm"))
         };
-        let (attn_out, attn_norm) = if mpnet {
-            (
-                linear(a.pp("attn").pp("o"), h, h)?,
-                norm(a.pp("LayerNorm"), h)?,
-            )
-        } else {
-            (linear(o.pp("dense"), h, h)?, norm(o.pp("LayerNorm"), h)?)
-        };
+        let (mut q, k, v) = (
+            linear(s.pp(q), h, h)?,
+            linear(s.pp(k), h, h)?,
+            linear(s.pp(v), h, h)?,
+        );
+        let (attn_out, attn_norm) = (linear(out, h, h)?, norm(out_norm, h)?);
         let scale = 1.0 / ((h / c.num_attention_heads) as f32).sqrt();
         q.w.iter_mut().chain(&mut q.b).for_each(|x| *x *= scale);
         let qkv = Linear {
@@ -224,6 +216,8 @@ impl BertModel {
             _ => None,
         };
         let mpnet = buckets.is_some();
+        // MPNet, like RoBERTa, counts positions from the padding id + 1: two fewer fit.
+        let first_position = if mpnet { 2 } else { 0 };
         if let Some(b) = buckets
             && (b < 4 || c.max_position_embeddings < 3)
         {
@@ -244,7 +238,7 @@ impl BertModel {
                     )?,
                     buckets,
                     c.num_attention_heads,
-                    c.max_position_embeddings - 2,
+                    c.max_position_embeddings - first_position,
                 )),
                 None => None,
             };
@@ -272,12 +266,11 @@ impl BertModel {
                 heads: c.num_attention_heads,
                 inter: c.intermediate_size,
                 vocab: c.vocab_size,
-                // MPNet's positions start at 2: two fewer fit.
-                max_positions: c.max_position_embeddings - if mpnet { 2 } else { 0 },
+                max_positions: c.max_position_embeddings - first_position,
                 type_vocab: if mpnet { 1 } else { c.type_vocab_size },
                 eps: c.layer_norm_eps as f32,
                 act: c.hidden_act,
-                first_position: if mpnet { 2 } else { 0 },
+                first_position,
                 relative,
             })
         };
