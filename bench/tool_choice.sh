@@ -9,6 +9,8 @@
 #   MODES=router,routed bash bench/tool_choice.sh   (the model too: hours; BFCL's live prompts are
 #                                                    long, ~8 s a request on 2 cores)
 #   VERBOSE=1 ...                              (every miss)
+#   MODES=dump bash bench/tool_choice.sh       (the router's inputs to $OUT/router-lab, ~25 min, for
+#                                               bench/local/router_lab.py: variants in seconds)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-models.sh >/dev/null
@@ -19,6 +21,7 @@ python3 scripts/bfcl-suites.py "$OUT" >/dev/null
 cargo build -q --release -p agentry-local --example tool_choice
 BIN=$PWD/${CARGO_TARGET_DIR:-target}/release/examples/tool_choice
 cd crates/agentry-local
+export TOOL_CHOICE_DUMP=${TOOL_CHOICE_DUMP:-$OUT/router-lab}
 "$BIN" "${MODES:-router}" tests/data/tool_choice.json tests/data/tool_choice_mcp.json \
   tests/data/tool_choice_retail.json tests/data/tool_choice_heldout.json \
   "$OUT/bfcl_multiple.json" "$OUT/bfcl_live_multiple.json" \

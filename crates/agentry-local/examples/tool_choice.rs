@@ -8,10 +8,17 @@
 //! `TOOL_CHOICE_BASE_URL` (default `http://127.0.0.1:8090/v1`, `agentry model serve`), model
 //! in `TOOL_CHOICE_MODEL`, key in `OPENAI_API_KEY`. The router's embedder is the fetched
 //! all-mpnet-base-v2 unless `AGENTRY_ROUTER_EMBED_MODEL` names another folder.
+//! Mode `dump` writes the router's inputs for each suite (both embedders' vectors of every
+//! request and tool text, the keyword scores, the router's own first choice) to
+//! `$TOOL_CHOICE_DUMP` (default `router-lab/`), for `bench/local/router_lab.py`, which scores
+//! variants of the router in seconds instead of a rebuild each.
 use std::sync::Arc;
 
 use agentry_local::eval::{ToolSuite, run_tool_choice};
-use agentry_local::provider::{LocalConfig, ToolChoice, shared_chat_model, shared_router_embedder};
+use agentry_local::provider::{
+    LocalConfig, ToolChoice, shared_chat_model, shared_embedder, shared_router_embedder,
+};
+use agentry_local::route::{CENTER_MIN_TOOLS, KEYWORD_WEIGHT, keyword_scores, tool_text};
 use agentry_local::{LocalProvider, ToolRouter};
 
 #[tokio::main]
@@ -24,13 +31,91 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let embedder = shared_router_embedder(None)?;
     if files.is_empty() {
         let suite = serde_json::from_str(include_str!("../tests/data/tool_choice.json"))?;
+        if modes == "dump" {
+            return dump_suite(&suite, "tool_choice", &embedder).await;
+        }
         return run_suite(&suite, &modes, &model, &embedder).await;
     }
     for f in files {
         println!("\n{f}");
         let suite = serde_json::from_str(&std::fs::read_to_string(&f)?)?;
+        if modes == "dump" {
+            dump_suite(&suite, &f, &embedder).await?;
+            continue;
+        }
         run_suite(&suite, &modes, &model, &embedder).await?;
     }
+    Ok(())
+}
+
+/// Writes what the router sees for each request of `suite` (see the module's documentation).
+async fn dump_suite(
+    suite: &ToolSuite,
+    file: &str,
+    router_embedder: &Arc<agentry_local::LocalEmbedder>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use agentry_core::embed::DynEmbedder;
+    let router = ToolRouter::new(router_embedder.clone() as Arc<_>);
+    let mut texts = std::collections::BTreeSet::new();
+    let mut cases = Vec::new();
+    for c in &suite.cases {
+        let tools = suite.tools_for(c);
+        let ranked = router.rank(&c.request, tools).await?;
+        let tool_texts: Vec<String> = tools.iter().map(tool_text).collect();
+        let examples: Vec<&Vec<String>> = tools.iter().map(|t| &t.examples).collect();
+        texts.extend(
+            tool_texts
+                .iter()
+                .chain(examples.iter().copied().flatten())
+                .cloned(),
+        );
+        texts.insert(c.request.clone());
+        cases.push(serde_json::json!({
+            "request": c.request,
+            "tool": c.tool,
+            "names": tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            "texts": tool_texts,
+            "examples": examples,
+            "keywords": keyword_scores(&c.request, tools),
+            "router_first": tools[ranked[0].0].name,
+        }));
+    }
+    let texts: Vec<String> = texts.into_iter().collect();
+    let mut vectors = serde_json::Map::new();
+    let documents = shared_embedder(None)?;
+    let embedders: [(&str, Arc<dyn DynEmbedder>); 2] = [
+        ("router", router_embedder.clone()),
+        ("documents", documents),
+    ];
+    for (name, e) in embedders {
+        let mut v = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(64) {
+            v.extend(e.embed_dyn(chunk.to_vec()).await?);
+        }
+        vectors.insert(name.into(), serde_json::to_value(v)?);
+    }
+    let dir = std::path::PathBuf::from(
+        std::env::var("TOOL_CHOICE_DUMP").unwrap_or_else(|_| "router-lab".into()),
+    );
+    std::fs::create_dir_all(&dir)?;
+    let stem = std::path::Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("suite");
+    let out = dir.join(format!("{stem}.json"));
+    let body = serde_json::json!({
+        "keyword_weight": KEYWORD_WEIGHT,
+        "center_min_tools": CENTER_MIN_TOOLS,
+        "texts": texts,
+        "vectors": vectors,
+        "cases": cases,
+    });
+    std::fs::write(&out, serde_json::to_vec(&body)?)?;
+    println!(
+        "router inputs of {} requests in {}",
+        suite.cases.len(),
+        out.display()
+    );
     Ok(())
 }
 

@@ -25,7 +25,7 @@ use crate::chat::ChatModel;
 /// name and description best share the request's words gains this much, others in proportion
 /// to their BM25 score. Chosen on the project's first three tool-choice suites
 /// (`docs/BENCHMARKS.md`: 0.15 and 0.2 did best there, 0.3 worse than none).
-const KEYWORD_WEIGHT: f32 = 0.15;
+pub const KEYWORD_WEIGHT: f32 = 0.15;
 
 /// From this many tools on, a tool's text is compared to the request less what the set's
 /// texts share (their mean embedding): tools of one API all say "file" or "order", and
@@ -35,7 +35,7 @@ const KEYWORD_WEIGHT: f32 = 0.15;
 /// 1: multi-turn 336 -> 349 of 507, live unchanged at 965; centering all sets of 3 and more
 /// cost live 9; the mean taken from the request too cost multi-turn 42); the project's
 /// suites were printed beside, not chosen on (`docs/BENCHMARKS.md`).
-const CENTER_MIN_TOOLS: usize = 10;
+pub const CENTER_MIN_TOOLS: usize = 10;
 
 /// How many of the best-ranked tools the reader scores, at most...
 const READ_TOP: usize = 4;
@@ -290,8 +290,9 @@ const STOP_WORDS: &[&str] = &[
 /// BM25 of `query` against each tool's name (counted twice: it is the tool's own summary),
 /// description and parameters, with the statistics of this tool set: a word most tools mention
 /// ("file" among file tools) weighs little, one only the right tool mentions ("permissions",
-/// "tree") a lot.
-fn keyword_scores(query: &str, tools: &[ToolSpec]) -> Vec<f32> {
+/// "tree") a lot. Public for the `tool_choice` example's `dump` mode, which hands the router's
+/// inputs to `bench/local/router_lab.py`.
+pub fn keyword_scores(query: &str, tools: &[ToolSpec]) -> Vec<f32> {
     let docs: Vec<Vec<String>> = tools
         .iter()
         .map(|t| {
