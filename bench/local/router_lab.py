@@ -54,6 +54,8 @@ def main():
         plain = a.share == 1.0 and a.kw is None and not a.no_center
         hits = [0, 0, 0]
         for c in d["cases"]:
+            if not c["names"]:
+                continue
             s = a.share * scores(c, vecs["router"], center, kw)
             if a.share < 1.0:
                 s += (1 - a.share) * scores(c, vecs["documents"], center, kw)

@@ -77,7 +77,8 @@ async fn dump_suite(
             "texts": tool_texts,
             "examples": examples,
             "keywords": keyword_scores(&c.request, tools),
-            "router_first": tools[ranked[0].0].name,
+            // A request offered no tools has no first choice.
+            "router_first": ranked.first().map(|&(i, _)| &tools[i].name),
         }));
     }
     let texts: Vec<String> = texts.into_iter().collect();
