@@ -159,6 +159,52 @@ fn key(w: &str) -> String {
     w
 }
 
+/// `text` without what it quotes: a span from an opening quote mark (after a space, a dash or
+/// a colon, not an elision such as `'tis`) to a closing mark right after punctuation
+/// (`'The croaking raven doth bellow for revenge.'`).
+fn unquoted(text: &str) -> String {
+    const ELIDED: &[&str] = &[
+        "tis", "twas", "twere", "twill", "twould", "gainst", "em", "twixt", "tween",
+    ];
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let prev = if i == 0 { ' ' } else { chars[i - 1] };
+        let close = match c {
+            '\'' | '"' => Some(c),
+            '“' => Some('”'),
+            '‘' => Some('’'),
+            _ => None,
+        };
+        if let Some(q) = close
+            && (prev.is_whitespace() || matches!(prev, '-' | ':' | '—'))
+            && chars.get(i + 1).is_some_and(|n| n.is_alphabetic())
+        {
+            let word: String = chars[i + 1..]
+                .iter()
+                .take_while(|c| c.is_alphabetic())
+                .collect::<String>()
+                .to_lowercase();
+            let end = (i + 2..chars.len()).find(|&j| {
+                chars[j] == q
+                    && matches!(chars[j - 1], '.' | '!' | '?' | ',' | ';' | ':')
+                    && chars.get(j + 1).is_none_or(|n| !n.is_alphabetic())
+            });
+            if let Some(j) = end
+                && !ELIDED.contains(&word.as_str())
+            {
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
 /// `text` with runs of whitespace made one space: how a quote is shown.
 pub fn normalized(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -205,42 +251,79 @@ fn lines(text: &str, a: usize, b: usize) -> impl Iterator<Item = (usize, &str)> 
 }
 
 /// The speeches: paragraphs whose first line is a short speaker tag ending in `.` (`Ham.`,
-/// `LADY MACBETH.`, `1 Clown.`), the way printed plays mark who speaks.
+/// `LADY MACBETH.`, `1 Clown.`), the way printed plays mark who speaks. A paragraph with no tag
+/// right after a stage direction that follows a speech goes on with that speaker (`[Exeunt all
+/// but Hamlet.]` and then the soliloquy, with no tag of its own).
 fn speeches(text: &str) -> Vec<Speech> {
+    /// What the paragraph before was: a speech by someone, or a stage direction after one.
+    enum Before {
+        Speech(String),
+        Direction(String),
+        Other,
+    }
+    let is_tag = |tag: &str| {
+        let words = tag.split_whitespace().count();
+        let first = tag.chars().next().unwrap_or(' ');
+        tag.len() <= 24
+            && tag.len() >= 3
+            && tag.ends_with('.')
+            && words <= 3
+            && first.is_alphanumeric()
+            && !is_heading_line(tag)
+    };
     let mut out = Vec::new();
+    let mut before = Before::Other;
     let mut para: Vec<(usize, &str)> = Vec::new();
-    let mut flush = |para: &mut Vec<(usize, &str)>| {
-        if para.len() >= 2 {
-            let tag = para[0].1.trim();
-            let words = tag.split_whitespace().count();
-            let first = tag.chars().next().unwrap_or(' ');
-            if tag.len() <= 24
-                && tag.len() >= 3
-                && tag.ends_with('.')
-                && words <= 3
-                && first.is_alphanumeric()
-                && !tag.to_lowercase().starts_with("act ")
-                && !tag.to_lowercase().starts_with("scene")
-            {
-                let (last_at, last) = para[para.len() - 1];
-                out.push(Speech {
-                    speaker: tag.trim_end_matches('.').trim().to_owned(),
-                    start: para[1].0,
-                    end: last_at + last.len(),
-                });
+    let mut flush = |para: &mut Vec<(usize, &str)>, before: &mut Before| {
+        let Some(&(first_at, first)) = para.first() else {
+            return;
+        };
+        let (last_at, last) = para[para.len() - 1];
+        let first = first.trim();
+        let direction = first.starts_with('[') && last.trim().trim_end_matches('.').ends_with(']');
+        *before = if para.len() >= 2 && is_tag(first) {
+            let speaker = first.trim_end_matches('.').trim().to_owned();
+            out.push(Speech {
+                speaker: speaker.clone(),
+                start: para[1].0,
+                end: last_at + last.len(),
+            });
+            Before::Speech(speaker)
+        } else if direction {
+            match std::mem::replace(before, Before::Other) {
+                Before::Speech(who) | Before::Direction(who) => Before::Direction(who),
+                Before::Other => Before::Other,
             }
-        }
+        } else if let Before::Direction(who) = std::mem::replace(before, Before::Other)
+            && !is_tag(first)
+            && !is_heading_line(first)
+        {
+            out.push(Speech {
+                speaker: who.clone(),
+                start: first_at,
+                end: last_at + last.len(),
+            });
+            Before::Speech(who)
+        } else {
+            Before::Other
+        };
         para.clear();
     };
     for (at, line) in lines(text, 0, text.len()) {
         if line.trim().is_empty() {
-            flush(&mut para);
+            flush(&mut para, &mut before);
         } else {
             para.push((at, line));
         }
     }
-    flush(&mut para);
+    flush(&mut para, &mut before);
     out
+}
+
+/// `ACT II.`, `Scene I. A room.`: a play's headings, never a speaker or a speech.
+fn is_heading_line(line: &str) -> bool {
+    let l = line.trim().to_lowercase();
+    l.starts_with("act ") || l.starts_with("scene") || l.starts_with('#')
 }
 
 /// Sentences of `text[a..b]`: they end at `.`, `!` or `?` before whitespace, at a blank line
@@ -591,6 +674,17 @@ const THEMES: &[(&str, &str)] = &[
     ("Sight and blindness", "eyes blind sight"),
 ];
 
+/// Stems of what happens in a story (deaths, plots, marriages, partings), as [`key`] makes them:
+/// a play's plot slide prefers the lines that report such things.
+static EVENTS: LazyLock<HashSet<String>> = LazyLock::new(|| {
+    "murder murdered kill killed slain slay slew dies died poison poisoned drowned stabbed \
+     wounded ghost revenge married wedding banished exile fled flee escape letter letters sent \
+     fight fought battle duel crowned betrayed plot traitor treason prisoner arrested buried mad"
+        .split_whitespace()
+        .map(key)
+        .collect()
+});
+
 /// Words that mark something left open in a technical text.
 const OPEN: &[&str] = &[
     "not yet",
@@ -881,12 +975,18 @@ impl<'w> Analysis<'w> {
                 let score = |r: (usize, usize), who: Option<&str>| {
                     let ks: HashSet<String> = tokens(&text[r.0..r.1]).map(key).collect();
                     let s: f32 = ks.iter().filter_map(|k| d.get(k)).sum();
-                    let mut s = s / (word_count(text, r) as f32).sqrt();
+                    let mut s = (s / (word_count(text, r) as f32).sqrt()).min(1.5);
                     if who.is_some_and(|w| self.is_main(w)) {
                         s += 0.5;
                     }
                     if self.names_main(r) {
                         s += 0.5;
+                    }
+                    if who.is_some_and(|w| self.is_main(w)) {
+                        // What happens: a line that reports a death, a plot or a marriage
+                        // tells the story better than one that only sounds like its act.
+                        let events = ks.iter().filter(|k| EVENTS.contains(k.as_str())).count();
+                        s += 0.8 * events.min(2) as f32;
                     }
                     s
                 };
@@ -931,7 +1031,9 @@ impl<'w> Analysis<'w> {
             }
             let text = self.text();
             let score = |r: (usize, usize), who: Option<&str>| {
-                let hits = tokens(&text[r.0..r.1])
+                // A line the speaker quotes from someone else (a play within the play, a
+                // letter) is not how the work itself names the theme.
+                let hits = tokens(&unquoted(&text[r.0..r.1]))
                     .filter(|w| keys.contains(&key(w)))
                     .count() as f32;
                 if hits == 0.0 {
@@ -958,23 +1060,46 @@ impl<'w> Analysis<'w> {
         }
     }
 
-    /// The openings of the longest speeches (soliloquies and set pieces), at most two per
-    /// speaker, from different acts where possible.
+    /// The openings of the longest speeches (soliloquies first, then set pieces), at most two
+    /// per speaker besides their soliloquies, from different acts where possible.
     fn key_passages(&mut self, n: usize) -> Facet {
         let text = self.text();
-        // A set piece is long, spoken by a main character, and often alone on stage: the others
-        // have just left (an exit before it or near its top) or a scene opens with it.
+        // A set piece is long, spoken by a main character, and most often alone on stage: the
+        // others have just left (an exit before it or near its top: the soliloquy, which a
+        // teacher names first), or a scene opens with it. The more a character speaks in the
+        // whole play, the more their long speeches are what it is read for (Hamlet's
+        // soliloquies over Claudius's, by about as much as Hamlet out-speaks him).
+        let spoken: HashMap<&str, usize> = self.speeches.iter().fold(HashMap::new(), |mut m, s| {
+            *m.entry(s.speaker.as_str()).or_default() += s.end - s.start;
+            m
+        });
+        let total = spoken.values().sum::<usize>().max(1) as f32;
+        // Where each speech starts: alone on stage (an exit between the speech before and its
+        // first quarter), at a scene's opening, or neither.
+        let leads: Vec<&str> = (0..self.speeches.len())
+            .map(|i| {
+                let s = &self.speeches[i];
+                let before = i.checked_sub(1).map_or(0, |j| self.speeches[j].end);
+                &text[before..boundary(text, s.start + (s.end - s.start) / 4)]
+            })
+            .collect();
+        let alone: Vec<bool> = leads.iter().map(|l| l.contains("[Ex")).collect();
         let mut ranked: Vec<(f32, usize)> = self
             .speeches
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let lines = text[s.start..s.end].lines().count() as f32;
-                let mut w = if self.is_main(&s.speaker) { 1.5 } else { 1.0 };
-                let before = i.checked_sub(1).map_or(0, |j| self.speeches[j].end);
-                let lead = &text[before..boundary(text, s.start + (s.end - s.start) / 4)];
-                if lead.contains("[Ex") || lead.contains("\nScene") || lead.contains("\nSCENE") {
-                    w *= 2.0;
+                let share = spoken.get(s.speaker.as_str()).copied().unwrap_or(0) as f32 / total;
+                let mut w = if self.is_main(&s.speaker) {
+                    1.0 + 2.0 * share
+                } else {
+                    1.0
+                };
+                if alone[i] {
+                    w *= 3.0;
+                } else if leads[i].contains("\nScene") || leads[i].contains("\nSCENE") {
+                    w *= 1.5;
                 }
                 (lines * w, i)
             })
@@ -984,19 +1109,21 @@ impl<'w> Analysis<'w> {
         let part_of = |at: usize| parts.iter().position(|p| (p.1..p.2).contains(&at));
         let mut chosen: Vec<usize> = Vec::new();
         for pass in 0..2 {
-            for &(_, i) in ranked.iter().take(40) {
+            for &(_, i) in ranked.iter().take(80) {
                 if chosen.len() == n {
                     break;
                 }
                 let s = &self.speeches[i];
                 let same_speaker = chosen
                     .iter()
-                    .filter(|&&j| self.speeches[j].speaker == s.speaker)
+                    .filter(|&&j| self.speeches[j].speaker == s.speaker && !alone[j])
                     .count();
                 let same_part = chosen
                     .iter()
                     .any(|&j| part_of(self.speeches[j].start) == part_of(s.start));
-                if chosen.contains(&i) || same_speaker >= 2 || pass == 0 && same_part {
+                // Soliloquies are what a play is read for: a character may have any number of
+                // them among the passages, but at most two other speeches.
+                if chosen.contains(&i) || same_speaker >= 2 && !alone[i] || pass == 0 && same_part {
                     continue;
                 }
                 chosen.push(i);
@@ -1292,6 +1419,50 @@ mod tests {
         assert_eq!(name("Queen").as_deref(), Some("Gertrude"));
         assert_eq!(name("Fran"), None);
         assert_eq!(speeches(PLAY).len(), 5);
+    }
+
+    #[test]
+    fn a_soliloquy_after_an_exit_goes_on_with_its_speaker() {
+        let text = "Ros.\nWill't please you go, my lord?\n\nHam.\nGo a little before.\n\n\
+                    [Exeunt all but Hamlet.]\n\nHow all occasions do inform against me\nAnd spur \
+                    my dull revenge!\n\nACT V.\n\nScene I. A churchyard.\n\n[Enter two \
+                    Clowns.]\n\nA paragraph of notes, not a speech.\n";
+        let s = speeches(text);
+        let said: Vec<(&str, &str)> = s
+            .iter()
+            .map(|s| (s.speaker.as_str(), &text[s.start..s.end]))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("Ros", "Will't please you go, my lord?"),
+                ("Ham", "Go a little before."),
+                (
+                    "Ham",
+                    "How all occasions do inform against me\nAnd spur my dull revenge!"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_a_line_quotes_is_not_its_own_word() {
+        assert_eq!(
+            unquoted("Come:--'The croaking raven doth bellow for revenge.'"),
+            "Come:--"
+        );
+        assert_eq!(
+            unquoted("He said \"Go away!\" and left."),
+            "He said  and left."
+        );
+        // Elisions and apostrophes stay.
+        for kept in [
+            "'Tis now the very witching time of night.",
+            "Our brother's death, 'twere well it were done quickly.",
+            "'Gainst self-slaughter! the fathers' graves.",
+        ] {
+            assert_eq!(unquoted(kept), kept);
+        }
     }
 
     #[test]

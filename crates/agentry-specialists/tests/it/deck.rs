@@ -228,6 +228,8 @@ struct Expect {
     passages: &'static [&'static str],
     /// Themes it is read for: at least two must be found.
     themes: &'static [&'static str],
+    /// Words of its turning points (what happens, who): the plot slide must tell two.
+    events: &'static [&'static str],
 }
 
 const HAMLET: Expect = Expect {
@@ -248,6 +250,7 @@ const HAMLET: Expect = Expect {
         "Death and mortality",
         "Power and kingship",
     ],
+    events: &["ghost", "mad", "kill", "poison", "drown", "england"],
 };
 
 const MACBETH: Expect = Expect {
@@ -275,6 +278,7 @@ const MACBETH: Expect = Expect {
         "Fear",
         "Sleep and dreams",
     ],
+    events: &["cawdor", "murder", "banquo", "witch", "slain", "birnam"],
 };
 
 /// Builds the deck for `brief` with the PPT agent (a real .pptx) and returns its outline.
@@ -367,12 +371,25 @@ async fn decks_about_two_plays_pass_the_rubric() {
             .filter(|t| e.themes.contains(&t.as_str()))
             .count();
         assert!(known >= 2, "{}: themes {themes:?}", e.topic);
-        // At least one famous passage among the key passages.
+        // Famous passages among the key passages: two at least.
         let passages = slide("Key passages").bullets.join("\n");
+        let famous = e.passages.iter().filter(|p| passages.contains(*p)).count();
         assert!(
-            e.passages.iter().any(|p| passages.contains(p)),
-            "{}: no famous passage in\n{passages}",
+            famous >= 2,
+            "{}: {famous} famous passage(s) in\n{passages}",
             e.topic
+        );
+        // The plot slide tells what happens: two of the play's turning points at least.
+        let plot = slide("The plot, act by act")
+            .bullets
+            .join("\n")
+            .to_lowercase();
+        let told: Vec<_> = e.events.iter().filter(|w| plot.contains(*w)).collect();
+        assert!(
+            told.len() >= 2,
+            "{}: the plot tells {told:?} of {:?}:\n{plot}",
+            e.topic,
+            e.events
         );
     }
 
