@@ -1083,7 +1083,18 @@ impl<'w> Analysis<'w> {
                 &text[before..boundary(text, s.start + (s.end - s.start) / 4)]
             })
             .collect();
-        let alone: Vec<bool> = leads.iter().map(|l| l.contains("[Ex")).collect();
+        // An exit before a new scene's heading leaves no one on stage: the scene's opening
+        // speech is addressed to whoever enters.
+        let alone: Vec<bool> = leads
+            .iter()
+            .map(|l| {
+                l.rfind("[Ex").is_some_and(|at| {
+                    !["\nScene", "\nSCENE", "\nACT", "\nAct"]
+                        .iter()
+                        .any(|h| l[at..].contains(h))
+                })
+            })
+            .collect();
         let mut ranked: Vec<(f32, usize)> = self
             .speeches
             .iter()
