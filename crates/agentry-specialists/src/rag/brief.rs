@@ -7,8 +7,10 @@
 //!
 //! Offline there is no model that can be trusted to write prose (the embedded 135M one cannot),
 //! so every facet is *extracted* from the document's structure and word statistics: speaker
-//! tags and the cast list, the words that set one act or section apart from the others, the
-//! longest speeches, a lexicon of literary themes counted against the collection's other works.
+//! tags and the cast list, the words that set one act or section apart from the others (in a
+//! play, with a preference for main characters' lines that report what happens: a death, a
+//! plot, a letter), the longest speeches (soliloquies first: a speech right after an exit), a
+//! lexicon of literary themes counted against the collection's other works.
 //! Nothing is tuned to one work: the tests run one rubric over several plays and a technical
 //! document set. Bullets stay short: a quote longer than [`MAX_WORDS`] is cut at a clause end
 //! and marked abridged (the cited bytes are exactly the words shown).
