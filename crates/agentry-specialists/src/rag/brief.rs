@@ -254,7 +254,7 @@ fn lines(text: &str, a: usize, b: usize) -> impl Iterator<Item = (usize, &str)> 
 
 /// The speeches: paragraphs whose first line is a short speaker tag ending in `.` (`Ham.`,
 /// `LADY MACBETH.`, `1 Clown.`), the way printed plays mark who speaks. A paragraph with no tag
-/// right after a stage direction that follows a speech goes on with that speaker (`[Exeunt all
+/// right after a stage direction that follows a speech goes on with that speech (`[Exeunt all
 /// but Hamlet.]` and then the soliloquy, with no tag of its own).
 fn speeches(text: &str) -> Vec<Speech> {
     /// What the paragraph before was: a speech by someone, or a stage direction after one.
@@ -277,7 +277,7 @@ fn speeches(text: &str) -> Vec<Speech> {
     let mut before = Before::Other;
     let mut para: Vec<(usize, &str)> = Vec::new();
     let mut flush = |para: &mut Vec<(usize, &str)>, before: &mut Before| {
-        let Some(&(first_at, first)) = para.first() else {
+        let Some(&(_, first)) = para.first() else {
             return;
         };
         let (last_at, last) = para[para.len() - 1];
@@ -299,12 +299,10 @@ fn speeches(text: &str) -> Vec<Speech> {
         } else if let Before::Direction(who) = std::mem::replace(before, Before::Other)
             && !is_tag(first)
             && !is_heading_line(first)
+            && let Some(speech) = out.last_mut()
         {
-            out.push(Speech {
-                speaker: who.clone(),
-                start: first_at,
-                end: last_at + last.len(),
-            });
+            // The speech goes on across the direction (which `sentences` leaves out).
+            speech.end = last_at + last.len();
             Before::Speech(who)
         } else {
             Before::Other
@@ -320,6 +318,35 @@ fn speeches(text: &str) -> Vec<Speech> {
     }
     flush(&mut para, &mut before);
     out
+}
+
+/// Whether the last entrance in `lead` brings on `speaker` and no one else: `[Enter Othello.]`,
+/// `[Enter Edmund with a letter.]` for `Edm.`, not `[Enter Lear and Fool.]` or `[Enter Lear, Kent,
+/// and Fool.]`.
+fn enters_alone(lead: &str, speaker: &str) -> bool {
+    let Some(at) = lead.rfind("[Enter ") else {
+        return false;
+    };
+    let rest = &lead[at + "[Enter ".len()..];
+    let direction = &rest[..rest.find(']').unwrap_or(rest.len())];
+    let tag = speaker
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('.')
+        .to_lowercase();
+    let first = direction
+        .split(|c: char| !c.is_alphabetic())
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
+    let others = direction.contains(" and ")
+        || direction.contains(',') && {
+            // `Othello, with a light` is one person; `Lear, Kent` is two.
+            let after = direction.split(',').nth(1).unwrap_or("").trim_start();
+            after.starts_with(|c: char| c.is_uppercase())
+        };
+    tag.len() >= 3 && first.starts_with(&tag) && !others
 }
 
 /// `ACT II.`, `Scene I. A room.`: a play's headings, never a speaker or a speech.
@@ -1087,14 +1114,17 @@ impl<'w> Analysis<'w> {
             .collect();
         // An exit before a new scene's heading leaves no one on stage: the scene's opening
         // speech is addressed to whoever enters.
+        // A speaker who enters alone (`[Enter Edmund with a letter.]`) is alone too.
         let alone: Vec<bool> = leads
             .iter()
-            .map(|l| {
-                l.rfind("[Ex").is_some_and(|at| {
+            .zip(&self.speeches)
+            .map(|(l, s)| {
+                let exit = l.rfind("[Ex").is_some_and(|at| {
                     !["\nScene", "\nSCENE", "\nACT", "\nAct"]
                         .iter()
                         .any(|h| l[at..].contains(h))
-                })
+                });
+                exit || enters_alone(l, &s.speaker)
             })
             .collect();
         let mut ranked: Vec<(f32, usize)> = self
@@ -1449,13 +1479,31 @@ mod tests {
             said,
             [
                 ("Ros", "Will't please you go, my lord?"),
-                ("Ham", "Go a little before."),
                 (
                     "Ham",
-                    "How all occasions do inform against me\nAnd spur my dull revenge!"
+                    "Go a little before.\n\n[Exeunt all but Hamlet.]\n\nHow all occasions do \
+                     inform against me\nAnd spur my dull revenge!"
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn an_entrance_alone_is_told_from_one_with_others() {
+        assert!(enters_alone("\n[Enter Edmund with a letter.]\n\n", "Edm"));
+        assert!(enters_alone(
+            "[Exeunt.]\n\nSCENE II.\n\n[Enter Othello.]\n",
+            "OTHELLO"
+        ));
+        assert!(enters_alone(
+            "[Enter Lady Macbeth, reading a letter.]",
+            "LADY MACBETH"
+        ));
+        assert!(!enters_alone("[Enter Lear and Fool.]", "Lear"));
+        assert!(!enters_alone("[Enter Lear, Kent, and Fool.]", "Lear"));
+        assert!(!enters_alone("[Enter Edmund, Cornwall, Regan.]", "Edm"));
+        assert!(!enters_alone("[Enter Kent.]", "Lear"));
+        assert!(!enters_alone("no entrance here", "Lear"));
     }
 
     #[test]

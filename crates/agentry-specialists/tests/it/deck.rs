@@ -266,6 +266,7 @@ const MACBETH: Expect = Expect {
     ],
     passages: &[
         "If it were done when 'tis done",
+        "The raven himself is hoarse",
         "Is this a dagger",
         "To-morrow, and to-morrow",
         "Tomorrow, and tomorrow",
@@ -279,6 +280,43 @@ const MACBETH: Expect = Expect {
         "Sleep and dreams",
     ],
     events: &["cawdor", "murder", "banquo", "witch", "slain", "birnam"],
+};
+
+const OTHELLO: Expect = Expect {
+    topic: "Othello",
+    file: "othello_gut.txt",
+    characters: &[
+        "Othello",
+        "Desdemona",
+        "Iago",
+        "Cassio",
+        "Emilia",
+        "Roderigo",
+        "Brabantio",
+    ],
+    passages: &[
+        "It is the cause",
+        "Put out the light",
+        "Had it pleas'd heaven",
+        "Her father lov'd me",
+        "Thus do I ever make my fool my purse",
+        "says I play the villain",
+        "green-ey'd monster",
+    ],
+    themes: &[
+        "Jealousy",
+        "Honesty and deception",
+        "Love",
+        "Loyalty and betrayal",
+    ],
+    events: &[
+        "handkerchief",
+        "jealous",
+        "kill",
+        "die",
+        "wedding",
+        "lieutenant",
+    ],
 };
 
 /// Builds the deck for `brief` with the PPT agent (a real .pptx) and returns its outline.
@@ -296,11 +334,11 @@ async fn deck(brief: &Brief, title: &str, slides: usize, out: &Path) -> Outline 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn decks_about_two_plays_pass_the_rubric() {
+async fn decks_about_three_plays_pass_the_rubric() {
     let Some(plays) = ready() else { return };
     let dir = tempdir("plays");
     let mut texts = HashMap::new();
-    for e in [&HAMLET, &MACBETH] {
+    for e in [&HAMLET, &MACBETH, &OTHELLO] {
         std::fs::copy(plays.join(e.file), dir.join(e.file)).unwrap();
         texts.insert(
             e.file.to_owned(),
@@ -317,7 +355,7 @@ async fn decks_about_two_plays_pass_the_rubric() {
     );
     let agent = RagAgent::new(kb, "plays");
 
-    for e in [&HAMLET, &MACBETH] {
+    for e in [&HAMLET, &MACBETH, &OTHELLO] {
         let brief = agent
             .brief(&format!("the play {}", e.topic), 4)
             .await
