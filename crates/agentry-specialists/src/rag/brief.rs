@@ -1006,16 +1006,13 @@ impl<'w> Analysis<'w> {
                     let s: f32 = ks.iter().filter_map(|k| d.get(k)).sum();
                     let mut s = (s / (word_count(text, r) as f32).sqrt()).min(1.5);
                     if who.is_some_and(|w| self.is_main(w)) {
-                        s += 0.5;
-                    }
-                    if self.names_main(r) {
-                        s += 0.5;
-                    }
-                    if who.is_some_and(|w| self.is_main(w)) {
                         // What happens: a line that reports a death, a plot or a marriage
                         // tells the story better than one that only sounds like its act.
                         let events = ks.iter().filter(|k| EVENTS.contains(k.as_str())).count();
-                        s += 0.8 * events.min(2) as f32;
+                        s += 0.5 + 0.8 * events.min(2) as f32;
+                    }
+                    if self.names_main(r) {
+                        s += 0.5;
                     }
                     s
                 };
@@ -1112,17 +1109,16 @@ impl<'w> Analysis<'w> {
                 &text[before..boundary(text, s.start + (s.end - s.start) / 4)]
             })
             .collect();
-        // An exit before a new scene's heading leaves no one on stage: the scene's opening
-        // speech is addressed to whoever enters.
-        // A speaker who enters alone (`[Enter Edmund with a letter.]`) is alone too.
+        let opens_scene = |l: &str| l.contains("\nScene") || l.contains("\nSCENE");
+        // Alone: after an exit with no new act or scene heading since (a scene's opening speech
+        // is addressed to whoever enters), or on entering alone (`[Enter Edmund with a letter.]`).
         let alone: Vec<bool> = leads
             .iter()
             .zip(&self.speeches)
             .map(|(l, s)| {
                 let exit = l.rfind("[Ex").is_some_and(|at| {
-                    !["\nScene", "\nSCENE", "\nACT", "\nAct"]
-                        .iter()
-                        .any(|h| l[at..].contains(h))
+                    let since = &l[at..];
+                    !(opens_scene(since) || since.contains("\nACT") || since.contains("\nAct"))
                 });
                 exit || enters_alone(l, &s.speaker)
             })
@@ -1141,7 +1137,7 @@ impl<'w> Analysis<'w> {
                 };
                 if alone[i] {
                     w *= 3.0;
-                } else if leads[i].contains("\nScene") || leads[i].contains("\nSCENE") {
+                } else if opens_scene(leads[i]) {
                     w *= 1.5;
                 }
                 (lines * w, i)

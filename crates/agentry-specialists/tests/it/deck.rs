@@ -319,6 +319,9 @@ const OTHELLO: Expect = Expect {
     ],
 };
 
+/// The plays the rubric is run on.
+const PLAYS: [&Expect; 3] = [&HAMLET, &MACBETH, &OTHELLO];
+
 /// Builds the deck for `brief` with the PPT agent (a real .pptx) and returns its outline.
 async fn deck(brief: &Brief, title: &str, slides: usize, out: &Path) -> Outline {
     let ppt = PptSpecialist::new(&Decks::new(out));
@@ -338,7 +341,7 @@ async fn decks_about_three_plays_pass_the_rubric() {
     let Some(plays) = ready() else { return };
     let dir = tempdir("plays");
     let mut texts = HashMap::new();
-    for e in [&HAMLET, &MACBETH, &OTHELLO] {
+    for e in PLAYS {
         std::fs::copy(plays.join(e.file), dir.join(e.file)).unwrap();
         texts.insert(
             e.file.to_owned(),
@@ -355,7 +358,7 @@ async fn decks_about_three_plays_pass_the_rubric() {
     );
     let agent = RagAgent::new(kb, "plays");
 
-    for e in [&HAMLET, &MACBETH, &OTHELLO] {
+    for e in PLAYS {
         let brief = agent
             .brief(&format!("the play {}", e.topic), 4)
             .await
