@@ -9,7 +9,8 @@
 //! so every facet is *extracted* from the document's structure and word statistics: speaker
 //! tags and the cast list, the words that set one act or section apart from the others (in a
 //! play, with a preference for main characters' lines that report what happens: a death, a
-//! plot, a letter), the longest speeches (soliloquies first: a speech right after an exit), a
+//! plot, a letter), the longest speeches (soliloquies first: who is on stage is followed through the
+//! entrances and exits, and the title role's speeches weigh most), a
 //! lexicon of literary themes counted against the collection's other works.
 //! Nothing is tuned to one work: the tests run one rubric over several plays and a technical
 //! document set. Bullets stay short: a quote longer than [`MAX_WORDS`] is cut at a clause end
@@ -347,6 +348,171 @@ fn enters_alone(lead: &str, speaker: &str) -> bool {
             after.starts_with(|c: char| c.is_uppercase())
         };
     tag.len() >= 3 && first.starts_with(&tag) && !others
+}
+
+/// Speeches after which a character neither seen to speak nor to enter is taken to have left.
+const STALE: usize = 20;
+
+/// Whether each speech starts with its speaker alone on stage, by following the play's
+/// directions: a scene heading empties the stage, `[Enter ...]` brings on whom it names, `[Exit
+/// ...]` / `[Exeunt ...]` takes off whom it names (a bare `[Exit.]` its speaker, a bare
+/// `[Exeunt.]` everyone, `[Exeunt all but Hamlet.]` all others), and whoever speaks is there.
+/// Judged at the first quarter of the speech, where a soliloquy's "Now I am alone" falls. A
+/// name the directions use is matched to a speaker tag (`Gloster` to `Glou.`, `First Player`
+/// to `I Play.`); one that matches none (`Attendants`) is not followed, so an exit alone does
+/// not make a soliloquy: Lear's "darker purpose" follows `[Exeunt Gloster and Edmund.]` with
+/// the court still on stage.
+fn alone_on_stage(text: &str, speeches: &[Speech], personae: &[Persona]) -> Vec<bool> {
+    let mut tags: Vec<&str> = speeches.iter().map(|s| s.speaker.as_str()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    let lower: Vec<String> = tags.iter().map(|t| t.to_lowercase()).collect();
+    let names: Vec<Option<&str>> = tags
+        .iter()
+        .map(|t| persona_for(t, personae).map(|p| p.name.as_str()))
+        .collect();
+    // The tags a name in a direction stands for: the best match, or all that match it equally
+    // (`Senators` for `First Senator` and `Second Senator`).
+    let tags_of = |phrase: &str| -> Vec<usize> {
+        let p = phrase.to_lowercase();
+        let p = p.strip_prefix("the ").unwrap_or(&p);
+        let last = |s: &str| s.rsplit(' ').next().unwrap_or("").to_owned();
+        let common =
+            |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+        let scored: Vec<(usize, usize)> = (0..tags.len())
+            .filter_map(|i| {
+                let t = &lower[i];
+                let score = if p == *t || t.len() >= 3 && p.starts_with(t.as_str()) {
+                    100 + t.len()
+                } else if names[i].is_some_and(|n| n == p || n.split(' ').any(|w| w == p)) {
+                    90
+                } else if last(t).len() >= 3 && last(p).starts_with(&last(t)) {
+                    80
+                } else {
+                    let cp = common(t, p);
+                    if cp >= 3 && cp * 4 >= t.chars().count() * 3 {
+                        cp
+                    } else {
+                        0
+                    }
+                };
+                (score > 0).then_some((score, i))
+            })
+            .collect();
+        let best = scored.iter().map(|s| s.0).max().unwrap_or(0);
+        scored
+            .into_iter()
+            .filter(|s| s.0 == best)
+            .map(|s| s.1)
+            .collect()
+    };
+    // The people a direction names: its comma-, `and`- or `with`-separated parts that start
+    // with a capital, each up to its first word in lower case (`Kent, disguised`).
+    let named = |rest: &str| -> Vec<usize> {
+        rest.split([',', ';'])
+            .flat_map(|p| p.split(" and "))
+            .flat_map(|p| p.split(" with "))
+            .filter_map(|p| {
+                let p = p
+                    .trim()
+                    .trim_start_matches("the ")
+                    .trim_start_matches("The ");
+                let words: Vec<&str> = p
+                    .split_whitespace()
+                    .take_while(|w| w.starts_with(|c: char| c.is_uppercase() || c.is_ascii_digit()))
+                    .collect();
+                (!words.is_empty()).then(|| tags_of(&words.join(" ").replace('.', "")))
+            })
+            .flatten()
+            .collect()
+    };
+    // Who is on stage, with the speech they were last seen by (spoke or entered before).
+    let mut on: HashMap<usize, usize> = HashMap::new();
+    let mut last: Option<usize> = None;
+    // Applies the directions (and, outside speeches, the headings) of `text[a..b]`.
+    let apply = |a: usize,
+                 b: usize,
+                 headings: bool,
+                 on: &mut HashMap<usize, usize>,
+                 last: Option<usize>,
+                 now: usize| {
+        for (_, line) in lines(text, a, b) {
+            if headings && is_heading_line(line) {
+                on.clear();
+                continue;
+            }
+            let mut rest = line;
+            while let Some(i) = rest.find('[') {
+                let inner = &rest[i + 1..];
+                let end = inner.find(']').unwrap_or(inner.len());
+                let d = inner[..end].trim().trim_end_matches('.');
+                rest = &inner[end..];
+                let (verb, after) = d.split_once(' ').unwrap_or((d, ""));
+                match verb.to_lowercase().as_str() {
+                    "enter" | "re-enter" | "reenter" => {
+                        on.extend(named(after).into_iter().map(|t| (t, now)));
+                    }
+                    "exit" | "exeunt" => {
+                        let al = after.to_lowercase();
+                        if let Some(k) = ["all but ", "all except ", "all, but "]
+                            .iter()
+                            .find_map(|k| al.find(k).map(|j| j + k.len()))
+                        {
+                            on.retain(|t, _| named(&after[k..]).contains(t));
+                        } else {
+                            let who = named(after);
+                            // `[Exeunt Duke, Senators, Officers, &c.]`: whoever the `&c.` is,
+                            // the stage empties (those who stay speak again, and are back).
+                            let others = al.contains("&c") || al.contains("others");
+                            if !who.is_empty() && !others {
+                                for w in who {
+                                    on.remove(&w);
+                                }
+                            } else if verb.eq_ignore_ascii_case("exit") {
+                                if let Some(l) = last {
+                                    on.remove(&l);
+                                }
+                            } else {
+                                on.clear();
+                            }
+                        }
+                    }
+                    "dies" => {
+                        if let Some(l) = last {
+                            on.remove(&l);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(speeches.len());
+    let (mut at, mut prev_end) = (0, 0);
+    for (i, s) in speeches.iter().enumerate() {
+        let who = tags.binary_search(&s.speaker.as_str()).ok();
+        // The rest of the speech before (its directions only), then what lies between.
+        if at < prev_end {
+            apply(at, prev_end, false, &mut on, last, i);
+        }
+        apply(prev_end.max(at), s.start, true, &mut on, last, i);
+        last = who;
+        // A joint tag (`Ros. and Guil.`) speaks for people followed by their own names.
+        if !s.speaker.contains(" and ") {
+            on.extend(who.map(|t| (t, i)));
+        }
+        let quarter = boundary(text, s.start + (s.end - s.start) / 4);
+        apply(s.start, quarter, false, &mut on, last, i);
+        // Minor characters often leave with no direction (a messenger, a sailor): one not
+        // seen for `STALE` speeches is taken to have gone.
+        out.push(
+            on.iter()
+                .all(|(&t, &seen)| Some(t) == who || i - seen > STALE),
+        );
+        at = quarter;
+        prev_end = s.end;
+    }
+    out
 }
 
 /// `ACT II.`, `Scene I. A room.`: a play's headings, never a speaker or a speech.
@@ -822,6 +988,24 @@ impl<'w> Analysis<'w> {
         self.main.iter().take(6).any(|m| m == tag)
     }
 
+    /// Whether a speaker is the one the play is named for (`Lear` in `THE TRAGEDY OF KING
+    /// LEAR`, `Ham` in `HAMLET, PRINCE OF DENMARK`; by tag or cast-list name, not by role, so
+    /// not Claudius, `King of Denmark`).
+    fn is_title_role(&self, tag: &str) -> bool {
+        let title = self.work.title.to_lowercase();
+        let words: Vec<&str> = title
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let t = tag.to_lowercase();
+        let name = persona_for(tag, &self.personae)
+            .map(|p| p.name.split_whitespace().next().unwrap_or("").to_owned());
+        self.is_main(tag)
+            && words.iter().any(|w| {
+                *w == t || t.len() >= 3 && w.starts_with(t.as_str()) || name.as_deref() == Some(*w)
+            })
+    }
+
     fn names_main(&self, range: (usize, usize)) -> bool {
         tokens(&self.text()[range.0..range.1]).any(|w| self.names.contains(&w.to_lowercase()))
     }
@@ -1090,18 +1274,18 @@ impl<'w> Analysis<'w> {
     /// per speaker besides their soliloquies, from different acts where possible.
     fn key_passages(&mut self, n: usize) -> Facet {
         let text = self.text();
-        // A set piece is long, spoken by a main character, and most often alone on stage: the
-        // others have just left (an exit before it or near its top: the soliloquy, which a
-        // teacher names first), or a scene opens with it. The more a character speaks in the
-        // whole play, the more their long speeches are what it is read for (Hamlet's
-        // soliloquies over Claudius's, by about as much as Hamlet out-speaks him).
+        // A set piece is long, spoken by a main character, and most often alone on stage (the
+        // soliloquy, which a teacher names first), or a scene opens with it. The more a
+        // character speaks in the whole play, the more their long speeches are what it is read
+        // for (Hamlet's soliloquies over Claudius's, by about as much as Hamlet out-speaks
+        // him), and the title role's most of all (Lear's "every inch a king" over the Fool's
+        // prophecy).
         let spoken: HashMap<&str, usize> = self.speeches.iter().fold(HashMap::new(), |mut m, s| {
             *m.entry(s.speaker.as_str()).or_default() += s.end - s.start;
             m
         });
         let total = spoken.values().sum::<usize>().max(1) as f32;
-        // Where each speech starts: alone on stage (an exit between the speech before and its
-        // first quarter), at a scene's opening, or neither.
+        // What leads to each speech: from the end of the one before to its first quarter.
         let leads: Vec<&str> = (0..self.speeches.len())
             .map(|i| {
                 let s = &self.speeches[i];
@@ -1110,18 +1294,14 @@ impl<'w> Analysis<'w> {
             })
             .collect();
         let opens_scene = |l: &str| l.contains("\nScene") || l.contains("\nSCENE");
-        // Alone: after an exit with no new act or scene heading since (a scene's opening speech
-        // is addressed to whoever enters), or on entering alone (`[Enter Edmund with a letter.]`).
+        // Alone: no one else on stage by the directions, or on entering alone (`[Enter Hamlet.]`
+        // with Ophelia unseen at her book).
+        let stage = alone_on_stage(text, &self.speeches, &self.personae);
         let alone: Vec<bool> = leads
             .iter()
             .zip(&self.speeches)
-            .map(|(l, s)| {
-                let exit = l.rfind("[Ex").is_some_and(|at| {
-                    let since = &l[at..];
-                    !(opens_scene(since) || since.contains("\nACT") || since.contains("\nAct"))
-                });
-                exit || enters_alone(l, &s.speaker)
-            })
+            .zip(stage)
+            .map(|((l, s), by_stage)| by_stage || enters_alone(l, &s.speaker))
             .collect();
         let mut ranked: Vec<(f32, usize)> = self
             .speeches
@@ -1135,6 +1315,9 @@ impl<'w> Analysis<'w> {
                 } else {
                     1.0
                 };
+                if self.is_title_role(&s.speaker) {
+                    w *= 2.0;
+                }
                 if alone[i] {
                     w *= 3.0;
                 } else if opens_scene(leads[i]) {
@@ -1481,6 +1664,40 @@ mod tests {
                      inform against me\nAnd spur my dull revenge!"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn who_is_on_stage_follows_the_directions() {
+        let play = "Scene I. A hall.\n\n[Enter Lear, Gloster, Kent, and Attendants.]\n\n\
+                    Glou.\nI shall, my liege.\n\n[Exeunt Gloster and Attendants.]\n\n\
+                    Lear.\nMeantime we shall express our darker purpose.\n\n\
+                    Kent.\nGood my liege.\n\n[Exit.]\n\n\
+                    Lear.\nNow I am alone, and this is what I think.\n\n\
+                    Scene II. A heath.\n\n[Enter Lear and First Player.]\n\n\
+                    I Play.\nAy, my lord.\n\n[Exit First Player.]\n\n\
+                    Lear.\nBlow, winds, and crack your cheeks.\n\n\
+                    [Enter Kent and others.]\n\n\
+                    Kent.\nSir.\n\n[Exeunt Kent, &c.]\n\n\
+                    Lear.\nAlone again at last.\n";
+        let sp = speeches(play);
+        let who: Vec<&str> = sp.iter().map(|s| s.speaker.as_str()).collect();
+        assert_eq!(
+            who,
+            [
+                "Glou", "Lear", "Kent", "Lear", "I Play", "Lear", "Kent", "Lear"
+            ]
+        );
+        let personae = [Persona {
+            name: "earl of gloster".into(),
+            role: String::new(),
+            line: (0, 0),
+        }];
+        // `Gloster` leaves by name (the tag is `Glou.`), Kent by a bare `[Exit.]` after his
+        // speech, the player by his full name; `&c.` empties the stage.
+        assert_eq!(
+            alone_on_stage(play, &sp, &personae),
+            [false, false, false, true, false, true, false, true]
         );
     }
 
