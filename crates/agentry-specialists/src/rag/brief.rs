@@ -9,7 +9,7 @@
 //! so every facet is *extracted* from the document's structure and word statistics: speaker
 //! tags and the cast list, the words that set one act or section apart from the others (in a
 //! play, with a preference for main characters' lines that report what happens: a death, a
-//! plot, a letter), the longest speeches (soliloquies first: who is on stage is followed through the
+//! plot, a letter, and for lines said as a stage direction shows a deed done), the longest speeches (soliloquies first: who is on stage is followed through the
 //! entrances and exits, and the title role's speeches weigh most), a
 //! lexicon of literary themes counted against the collection's other works.
 //! Nothing is tuned to one work: the tests run one rubric over several plays and a technical
@@ -880,6 +880,74 @@ static EVENTS: LazyLock<HashSet<String>> = LazyLock::new(|| {
         .collect()
 });
 
+/// What a stage direction shows happening to a body: a death, a blow, a fight, a binding.
+/// The line spoken just before such a direction is the moment itself ("O, I am slain!",
+/// "Out, vile jelly!"), which no word count finds: the plot slide prefers it.
+const DEEDS: &[&str] = &[
+    "die",
+    "dies",
+    "dead",
+    "kill",
+    "kills",
+    "stab",
+    "stabs",
+    "slay",
+    "slays",
+    "fight",
+    "fights",
+    "wound",
+    "wounds",
+    "smother",
+    "smothers",
+    "strangle",
+    "strangles",
+    "poison",
+    "poisons",
+    "tears out",
+    "puts out",
+    "plucks",
+    "bind",
+    "binds",
+    "seize",
+    "seizes",
+    "hang",
+    "hangs",
+    "falls",
+];
+
+/// Where each of the play's stage directions that shows a deed ([`DEEDS`]) begins.
+fn deeds(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find('[') {
+        let at = from + i;
+        let end = text[at..].find(']').map_or(text.len(), |j| at + j);
+        let d = text[at + 1..end].to_lowercase();
+        let words: Vec<&str> = d
+            .split(|c: char| !c.is_alphabetic())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let joined = words.join(" ");
+        let shown = DEEDS.iter().any(|k| {
+            if k.contains(' ') {
+                joined.contains(k)
+            } else {
+                words.contains(k)
+            }
+        });
+        // An entrance or exit only brings or bears people ("bearing off the dead bodies").
+        let moves = ["enter", "exit", "exeunt"].iter().any(|m| d.starts_with(m));
+        if shown && !moves {
+            out.push(at);
+        }
+        from = end.max(at + 1);
+    }
+    out
+}
+
+/// What a line said as a deed is done adds to its plot score (an event word adds 0.8).
+const DEED_WEIGHT: f32 = 0.8;
+
 /// Words that mark something left open in a technical text.
 const OPEN: &[&str] = &[
     "not yet",
@@ -912,6 +980,8 @@ struct Analysis<'w> {
     /// Lower-case names the main characters go by (tags and cast-list names).
     names: HashSet<String>,
     used: HashSet<(usize, usize)>,
+    /// Where the directions that show a deed are, in order ([`deeds`]).
+    deeds: Vec<usize>,
     play: bool,
     /// Counts over all parts, computed once (every part is compared against them).
     whole: std::sync::OnceLock<Counts>,
@@ -965,6 +1035,7 @@ impl<'w> Analysis<'w> {
             main,
             names,
             used: HashSet::new(),
+            deeds: if play { deeds(text) } else { Vec::new() },
             play,
             whole: std::sync::OnceLock::new(),
         }
@@ -1197,6 +1268,16 @@ impl<'w> Analysis<'w> {
                     }
                     if self.names_main(r) {
                         s += 0.5;
+                    }
+                    // Said as a deed is done: a direction that shows one follows the line
+                    // with at most a few words between.
+                    let next = self.deeds.partition_point(|&at| at < r.1);
+                    if self
+                        .deeds
+                        .get(next)
+                        .is_some_and(|&at| word_count(text, (r.1, at)) <= 12)
+                    {
+                        s += DEED_WEIGHT;
                     }
                     s
                 };
@@ -1698,6 +1779,21 @@ mod tests {
         assert_eq!(
             alone_on_stage(play, &sp, &personae),
             [false, false, false, true, false, true, false, true]
+        );
+    }
+
+    #[test]
+    fn directions_that_show_a_deed_are_found() {
+        let text = "Corn.\nOut, vile jelly!\n\n[Tears out Gloster's other eye.]\n\n\
+                    Pol.\nO, I am slain!\n\n[Falls and dies.]\n\n[Enter the Ghost.]\n\n\
+                    [Reads.]\n[Exeunt, bearing off the dead bodies.]\n[Kneeling.]\n";
+        let found: Vec<&str> = deeds(text)
+            .into_iter()
+            .map(|at| &text[at..at + text[at..].find(']').unwrap() + 1])
+            .collect();
+        assert_eq!(
+            found,
+            ["[Tears out Gloster's other eye.]", "[Falls and dies.]"]
         );
     }
 
