@@ -453,7 +453,7 @@ fn alone_on_stage(text: &str, speeches: &[Speech], personae: &[Persona]) -> Vec<
                         on.extend(named(after).into_iter().map(|t| (t, now)));
                     }
                     "exit" | "exeunt" => {
-                        let al = after.to_lowercase();
+                        let al = after.to_ascii_lowercase();
                         if let Some(k) = ["all but ", "all except ", "all, but "]
                             .iter()
                             .find_map(|k| al.find(k).map(|j| j + k.len()))
