@@ -1275,7 +1275,8 @@ impl<'w> Analysis<'w> {
                     if self
                         .deeds
                         .get(next)
-                        .is_some_and(|&at| word_count(text, (r.1, at)) <= 12)
+                        // Counted only as far as 13 words: the next deed may be acts away.
+                        .is_some_and(|&at| text[r.1..at].split_whitespace().nth(12).is_none())
                     {
                         s += DEED_WEIGHT;
                     }
