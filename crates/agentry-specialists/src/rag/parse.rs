@@ -136,29 +136,50 @@ fn plain(text: &str) -> Parsed {
     let lines: Vec<(usize, &str)> = line_offsets(text);
     let mut headings = Vec::new();
     let mut first_title = String::new();
+    // Whether the line before was taken as a heading: an act's heading may stand right above
+    // its first scene's (`ACT 1` / `SCENE 1`, `Act I.` / `Scene I.--Athens.`).
+    let mut after_heading = false;
+    // Whether an act, chapter or other structural part has begun.
+    let mut in_parts = false;
     for (i, (at, line)) in lines.iter().enumerate() {
+        let was_after = std::mem::take(&mut after_heading);
         let t = line.trim();
         if t.is_empty() || t.len() > 80 || t.starts_with('[') {
             continue;
         }
-        let blank_before = i == 0 || lines[i - 1].1.trim().is_empty();
-        let blank_after = lines.get(i + 1).is_none_or(|(_, l)| l.trim().is_empty());
+        let lower = t.to_ascii_lowercase();
+        let word = |w: &str| lower.starts_with(w);
+        let scene = word("scene ") || word("section ");
+        let structural =
+            scene || word("act ") || word("chapter ") || word("part ") || word("book ");
+        let blank_before = i == 0 || lines[i - 1].1.trim().is_empty() || structural && was_after;
+        let next = lines.get(i + 1).map_or("", |(_, l)| l.trim());
+        // Under a structural heading may come the scene's heading or its opening direction.
+        let blank_after = next.is_empty()
+            || structural
+                && (next.starts_with('[')
+                    || next.to_ascii_lowercase().starts_with("scene ") && next.len() <= 80);
         if !(blank_before && blank_after) {
             continue;
         }
-        let lower = t.to_ascii_lowercase();
-        let word = |w: &str| lower.starts_with(w);
-        let structural = word("act ") || word("chapter ") || word("part ") || word("book ");
         let capitals = t.chars().any(char::is_alphabetic)
             && !t.chars().any(char::is_lowercase)
             && t.chars().filter(|c| c.is_alphabetic()).count() >= 4;
-        let level = if word("scene ") || word("section ") {
+        let level = if scene {
             2
-        } else if structural || capitals {
+        } else if structural {
+            in_parts = true;
+            1
+        } else if capitals && in_parts {
+            // A title in capitals inside an act (`SONG`, `EPILOGUE`) is under it, not a new
+            // part: what follows still belongs to the act.
+            3
+        } else if capitals {
             1
         } else {
             continue;
         };
+        after_heading = true;
         if first_title.is_empty() && level == 1 && headings.is_empty() {
             first_title = t.trim_end_matches('.').to_owned();
         }
@@ -492,6 +513,24 @@ fn docx(bytes: &[u8]) -> Result<Parsed, RagError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_act_heading_may_stand_right_above_its_first_scene_and_a_song_is_inside_it() {
+        let t = "THE TEMPEST\n\nACT 1\nSCENE 1\n[On a ship at sea]\n\nMASTER.\nBoatswain!\n\nACT 2\n\nSCENE 1\n\nGONZALO.\nBeseech you, sir.\n\nSONG\n\nJUNO.\nHonour, riches.\n\nAct III.\nScene I.--Athens. A Hall\n\nPOET.\nGood day, sir.\n";
+        let p = plain(t);
+        let titles: Vec<&str> = p.sections.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "ACT 1 > SCENE 1",
+                "ACT 2 > SCENE 1",
+                "ACT 2 > SCENE 1 > SONG",
+                "Act III > Scene I.--Athens. A Hall"
+            ]
+        );
+        // A speaker's tag in capitals above a speech is not a heading.
+        assert!(!titles.iter().any(|t| t.contains("MASTER")));
+    }
 
     #[test]
     fn plays_get_acts_and_scenes() {
