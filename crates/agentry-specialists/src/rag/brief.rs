@@ -350,6 +350,38 @@ fn enters_alone(lead: &str, speaker: &str) -> bool {
     tag.len() >= 3 && first.starts_with(&tag) && !others
 }
 
+/// Powers a speech may call on that no one on stage answers for: the winds, nature, the
+/// heavens, night. A speech that opens by addressing one (`Blow, winds, and crack your
+/// cheeks!`, `O you gods!`) is spoken past whoever is present, as a soliloquy is.
+const ABSENT: &[&str] = &[
+    "winds", "wind", "nature", "heavens", "heaven", "gods", "night", "day", "sun", "moon", "stars",
+    "earth", "sea", "spirits", "fortune", "death", "sleep", "thunder", "storm", "elements",
+    "powers", "fates",
+];
+
+/// Whether `opening` (a speech's first sentence) addresses one of the [`ABSENT`] powers among
+/// its first six words: the word set off by a comma or an exclamation, or after `O`, `you`,
+/// `ye` or `thou` (`O you gods!`, `Thou, nature, art my goddess`).
+fn calls_on_absent(opening: &str) -> bool {
+    let words: Vec<&str> = opening.split_whitespace().take(6).collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let bare = w
+            .trim_matches(|c: char| !c.is_alphabetic())
+            .to_ascii_lowercase();
+        if !ABSENT.contains(&bare.as_str()) {
+            return false;
+        }
+        let set_off = w.ends_with([',', '!', ';']);
+        let called = i > 0 && {
+            let before = words[i - 1]
+                .trim_matches(|c: char| !c.is_alphabetic())
+                .to_ascii_lowercase();
+            matches!(before.as_str(), "o" | "you" | "ye" | "thou") || words[i - 1].ends_with(',')
+        };
+        set_off && called
+    })
+}
+
 /// Speeches after which a character neither seen to speak nor to enter is taken to have left.
 const STALE: usize = 20;
 
@@ -576,7 +608,19 @@ fn sentences(text: &str, a: usize, b: usize, stage: bool) -> Vec<(usize, usize)>
             i += 1;
             continue;
         }
-        if matches!(c, b'.' | b'!' | b'?') && (i + 1 >= b || bytes[i + 1].is_ascii_whitespace()) {
+        // In verse a lower-case word after `!` or `?` goes on with the sentence (`Kent
+        // banish'd thus! and France in choler parted!`, `crack your cheeks! rage! blow!`).
+        let goes_on = || {
+            stage
+                && c != b'.'
+                && text[i + 1..b]
+                    .trim_start()
+                    .starts_with(|ch: char| ch.is_lowercase())
+        };
+        if matches!(c, b'.' | b'!' | b'?')
+            && (i + 1 >= b || bytes[i + 1].is_ascii_whitespace())
+            && !goes_on()
+        {
             push(s, i + 1);
             s = i + 1;
         }
@@ -1383,7 +1427,13 @@ impl<'w> Analysis<'w> {
             .iter()
             .zip(&self.speeches)
             .zip(stage)
-            .map(|((l, s), by_stage)| by_stage || enters_alone(l, &s.speaker))
+            .map(|((l, s), by_stage)| {
+                by_stage
+                    || enters_alone(l, &s.speaker)
+                    || sentences(text, s.start, s.end, true)
+                        .first()
+                        .is_some_and(|r| calls_on_absent(&text[r.0..r.1]))
+            })
             .collect();
         let mut ranked: Vec<(f32, usize)> = self
             .speeches
@@ -1796,6 +1846,47 @@ mod tests {
             found,
             ["[Tears out Gloster's other eye.]", "[Falls and dies.]"]
         );
+    }
+
+    #[test]
+    fn a_speech_that_calls_on_an_absent_power_is_told_from_one_to_the_stage() {
+        for call in [
+            "Blow, winds, and crack your cheeks! rage! blow!",
+            "Thou, nature, art my goddess; to thy law My services are bound.",
+            "O you gods!",
+            "Hear, nature, hear; dear goddess, hear!",
+            "You gods, reward them!",
+        ] {
+            assert!(calls_on_absent(call), "{call}");
+        }
+        for talk in [
+            "Good day, sir.",
+            "Good night, sweet prince;",
+            "The night is long that never finds the day.",
+            "It may be so, my lord.",
+        ] {
+            assert!(!calls_on_absent(talk), "{talk}");
+        }
+    }
+
+    #[test]
+    fn in_verse_a_lower_case_word_after_an_exclamation_goes_on_with_the_sentence() {
+        let text = "Kent banish'd thus! and France in choler parted!
+Now I am alone. O, what a rogue!";
+        let said: Vec<&str> = sentences(text, 0, text.len(), true)
+            .into_iter()
+            .map(|(a, b)| &text[a..b])
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "Kent banish'd thus! and France in choler parted!",
+                "Now I am alone.",
+                "O, what a rogue!"
+            ]
+        );
+        // Prose outside a play splits as before.
+        assert_eq!(sentences(text, 0, text.len(), false).len(), 4);
     }
 
     #[test]
