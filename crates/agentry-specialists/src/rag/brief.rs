@@ -293,9 +293,14 @@ fn speeches(text: &str) -> Vec<Speech> {
             });
             Before::Speech(speaker)
         } else if direction {
+            // What follows a song's title is sung, often by someone else (`[ARIEL'S SONG.]`
+            // after Prospero speaks): not the speech going on. A singer who falls asleep
+            // (`[Lucius plays and sings till he falls asleep.]`) leaves the speech to go on.
+            let lower = para.iter().map(|l| l.1).collect::<String>().to_lowercase();
+            let song = lower.contains("song");
             match std::mem::replace(before, Before::Other) {
-                Before::Speech(who) | Before::Direction(who) => Before::Direction(who),
-                Before::Other => Before::Other,
+                Before::Speech(who) | Before::Direction(who) if !song => Before::Direction(who),
+                _ => Before::Other,
             }
         } else if let Before::Direction(who) = std::mem::replace(before, Before::Other)
             && !is_tag(first)
@@ -862,6 +867,12 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
     if let Some(p) = ps.iter().find(|p| p.name == t) {
         return Some(p);
     }
+    // A tag of two words or more that begins a name (`KING HENRY.` for `KING HENRY V.`).
+    if t.contains(' ')
+        && let Some(p) = ps.iter().find(|p| p.name.starts_with(&format!("{t} ")))
+    {
+        return Some(p);
+    }
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let mut best: Option<(usize, &Persona)> = None;
     for p in ps {
@@ -872,8 +883,14 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
             }
         }
     }
+    // By role (`King.` for `CLAUDIUS, King of Denmark.`) only when one character has it: five
+    // are a `Son` in Macbeth. A tag in the plural (`CITIZENS.`) is a crowd, not a character.
+    let mut by_role = ps.iter().filter(|p| !p.role.is_empty() && p.role == t);
     best.map(|b| b.1)
-        .or_else(|| ps.iter().find(|p| !p.role.is_empty() && p.role == t))
+        .or_else(|| match (by_role.next(), by_role.next()) {
+            (Some(p), None) if !t.ends_with('s') => Some(p),
+            _ => None,
+        })
 }
 
 /// Literary themes and the words that signal them; which ones a work has is decided by counting
@@ -914,11 +931,13 @@ const THEMES: &[(&str, &str)] = &[
 ];
 
 /// Stems of what happens in a story (deaths, plots, marriages, partings), as [`key`] makes them:
-/// a play's plot slide prefers the lines that report such things.
+/// a play's plot slide prefers the lines that report such things. Errands and set-ups (a letter
+/// sent, a battle to come) are not among them: "Before you fight the battle, ope this letter"
+/// tells less than "The one the other poisoned for my sake, And after slew herself".
 static EVENTS: LazyLock<HashSet<String>> = LazyLock::new(|| {
     "murder murdered kill killed slain slay slew dies died poison poisoned drowned stabbed \
-     wounded ghost revenge married wedding banished exile fled flee escape letter letters sent \
-     fight fought battle duel crowned betrayed plot traitor treason prisoner arrested buried mad"
+     wounded ghost revenge married wedding banished exile fled flee escape duel crowned \
+     betrayed plot traitor treason prisoner arrested buried mad"
         .split_whitespace()
         .map(key)
         .collect()
@@ -1305,11 +1324,13 @@ impl<'w> Analysis<'w> {
                     let s: f32 = ks.iter().filter_map(|k| d.get(k)).sum();
                     let mut s = (s / (word_count(text, r) as f32).sqrt()).min(1.5);
                     if who.is_some_and(|w| self.is_main(w)) {
-                        // What happens: a line that reports a death, a plot or a marriage
-                        // tells the story better than one that only sounds like its act.
-                        let events = ks.iter().filter(|k| EVENTS.contains(k.as_str())).count();
-                        s += 0.5 + 0.8 * events.min(2) as f32;
+                        s += 0.5;
                     }
+                    // What happens: a line that reports a death, a plot or a marriage tells
+                    // the story better than one that only sounds like its act, whoever says
+                    // it (the watchman's "here lies the County Paris slain; And Romeo dead").
+                    let events = ks.iter().filter(|k| EVENTS.contains(k.as_str())).count();
+                    s += 0.8 * events.min(2) as f32;
                     if self.names_main(r) {
                         s += 0.5;
                     }
@@ -1846,6 +1867,42 @@ mod tests {
             found,
             ["[Tears out Gloster's other eye.]", "[Falls and dies.]"]
         );
+    }
+
+    #[test]
+    fn a_tag_names_one_character_or_none() {
+        let cast = "PERSONS REPRESENTED.\n\nDUKE OF EXETER, uncle to the King.\nKING HENRY V.\n\
+                    CLAUDIUS, Uncle of Hamlet.\nFLEANCE, Son to Banquo.\nBOY, Son to Macduff.\n\
+                    Senators, Citizens, Soldiers.\n\nACT I.\n";
+        let ps = personae(cast, cast.find("ACT I").unwrap());
+        let name = |tag: &str| persona_for(tag, &ps).map(|p| p.name.clone());
+        assert_eq!(name("KING HENRY").as_deref(), Some("king henry v"));
+        // By role only when one character has it: two are an uncle.
+        assert_eq!(name("Uncle"), None);
+        assert_eq!(name("Fleance").as_deref(), Some("fleance"));
+        // Two are a son: the tag names neither. A crowd is no one in the list.
+        assert_eq!(name("SON"), None);
+        assert_eq!(name("CITIZENS"), None);
+    }
+
+    #[test]
+    fn a_song_ends_the_speech_before_it() {
+        let text = "PROSPERO.\nSo, slave: hence!\n\n[ARIEL'S SONG.]\n\nCome unto these yellow sands.\n\n\
+                    BRUTUS.\nIt was well done.\n\n[Lucius plays and sings till he falls asleep.]\n\n\
+                    This is a sleepy tune.\n";
+        let sp = speeches(text);
+        let said: Vec<(&str, &str)> = sp
+            .iter()
+            .map(|s| (s.speaker.as_str(), &text[s.start..s.end]))
+            .collect();
+        assert_eq!(said[0], ("PROSPERO", "So, slave: hence!"));
+        assert_eq!(said[1].0, "BRUTUS");
+        assert!(
+            said[1].1.ends_with("This is a sleepy tune."),
+            "{:?}",
+            said[1]
+        );
+        assert_eq!(said.len(), 2);
     }
 
     #[test]

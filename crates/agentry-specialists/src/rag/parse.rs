@@ -183,6 +183,12 @@ fn plain(text: &str) -> Parsed {
         if first_title.is_empty() && level == 1 && headings.is_empty() {
             first_title = t.trim_end_matches('.').to_owned();
         }
+        // One line may hold both an act and its first scene (`ACT IV. SCENE I. Caesar's Camp`).
+        if let Some(i) = lower.find(". scene ").filter(|_| word("act ")) {
+            headings.push((*at, 1, t[..i].to_owned()));
+            headings.push((*at, 2, t[i + 2..].trim_end_matches('.').to_owned()));
+            continue;
+        }
         headings.push((*at, level, t.trim_end_matches('.').to_owned()));
     }
     Parsed {
@@ -515,8 +521,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_act_heading_may_stand_right_above_its_first_scene_and_a_song_is_inside_it() {
-        let t = "THE TEMPEST\n\nACT 1\nSCENE 1\n[On a ship at sea]\n\nMASTER.\nBoatswain!\n\nACT 2\n\nSCENE 1\n\nGONZALO.\nBeseech you, sir.\n\nSONG\n\nJUNO.\nHonour, riches.\n\nAct III.\nScene I.--Athens. A Hall\n\nPOET.\nGood day, sir.\n";
+    fn an_act_heading_may_stand_above_or_beside_its_first_scene_and_a_song_is_inside_it() {
+        let t = "THE TEMPEST\n\nACT 1\nSCENE 1\n[On a ship at sea]\n\nMASTER.\nBoatswain!\n\nACT 2\n\nSCENE 1\n\nGONZALO.\nBeseech you, sir.\n\nSONG\n\nJUNO.\nHonour, riches.\n\nAct III.\nScene I.--Athens. A Hall\n\nPOET.\nGood day, sir.\n\nACT IV. SCENE I. CAESAR'S Camp.\n\nCAESAR.\nHe calls me boy.\n";
         let p = plain(t);
         let titles: Vec<&str> = p.sections.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(
@@ -525,7 +531,8 @@ mod tests {
                 "ACT 1 > SCENE 1",
                 "ACT 2 > SCENE 1",
                 "ACT 2 > SCENE 1 > SONG",
-                "Act III > Scene I.--Athens. A Hall"
+                "Act III > Scene I.--Athens. A Hall",
+                "ACT IV > SCENE I. CAESAR'S Camp"
             ]
         );
         // A speaker's tag in capitals above a speech is not a heading.
