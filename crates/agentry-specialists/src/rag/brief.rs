@@ -1482,7 +1482,22 @@ impl<'w> Analysis<'w> {
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
         let parts = self.parts.clone();
         let part_of = |at: usize| parts.iter().position(|p| (p.1..p.2).contains(&at));
-        let mut chosen: Vec<usize> = Vec::new();
+        // Where a set piece starts: after an exit near the top, at the first unused sentence of
+        // seven words or more (past a farewell and "Now I am alone."). A speech with none is
+        // not chosen, so that another takes its place.
+        let opening = |s: &Speech| {
+            let quarter = boundary(text, s.start + (s.end - s.start) / 4);
+            let mut from = s.start;
+            if let Some(j) = text[s.start..quarter].rfind("[Ex")
+                && let Some(k) = text[s.start + j..s.end].find(']')
+            {
+                from = s.start + j + k + 1;
+            }
+            sentences(text, from, s.end, true)
+                .into_iter()
+                .find(|r| word_count(text, *r) >= 7 && !self.used.contains(r))
+        };
+        let mut chosen: Vec<(usize, (usize, usize))> = Vec::new();
         for pass in 0..2 {
             for &(_, i) in ranked.iter().take(80) {
                 if chosen.len() == n {
@@ -1491,39 +1506,30 @@ impl<'w> Analysis<'w> {
                 let s = &self.speeches[i];
                 let same_speaker = chosen
                     .iter()
-                    .filter(|&&j| self.speeches[j].speaker == s.speaker && !alone[j])
+                    .filter(|&&(j, _)| self.speeches[j].speaker == s.speaker && !alone[j])
                     .count();
                 let same_part = chosen
                     .iter()
-                    .any(|&j| part_of(self.speeches[j].start) == part_of(s.start));
+                    .any(|&(j, _)| part_of(self.speeches[j].start) == part_of(s.start));
                 // Soliloquies are what a play is read for: a character may have any number of
                 // them among the passages, but at most two other speeches.
-                if chosen.contains(&i) || same_speaker >= 2 && !alone[i] || pass == 0 && same_part {
+                if chosen.iter().any(|c| c.0 == i)
+                    || same_speaker >= 2 && !alone[i]
+                    || pass == 0 && same_part
+                {
                     continue;
                 }
-                chosen.push(i);
+                if let Some(r) = opening(s) {
+                    chosen.push((i, r));
+                }
             }
         }
-        chosen.sort_by_key(|&i| self.speeches[i].start);
+        chosen.sort_by_key(|c| c.1.0);
         let mut points = Vec::new();
-        for i in chosen {
-            let s = self.speeches[i].clone();
-            // Where the set piece starts: after an exit near the top, at the first sentence of
-            // seven words or more (past a farewell and "Now I am alone.").
-            let quarter = boundary(text, s.start + (s.end - s.start) / 4);
-            let mut from = s.start;
-            if let Some(j) = text[s.start..quarter].rfind("[Ex")
-                && let Some(k) = text[s.start + j..s.end].find(']')
-            {
-                from = s.start + j + k + 1;
-            }
-            let first = sentences(text, from, s.end, true)
-                .into_iter()
-                .find(|r| word_count(text, *r) >= 7 && !self.used.contains(r));
-            if let Some(r) = first {
-                let label = part_of(r.0).map(|p| heading(&parts[p].0));
-                points.push(self.take(r, Some(&s.speaker), label, 1.0));
-            }
+        for (i, r) in chosen {
+            let speaker = self.speeches[i].speaker.clone();
+            let label = part_of(r.0).map(|p| heading(&parts[p].0));
+            points.push(self.take(r, Some(&speaker), label, 1.0));
         }
         Facet {
             title: "Key passages".into(),
