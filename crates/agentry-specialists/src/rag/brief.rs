@@ -930,6 +930,16 @@ const THEMES: &[(&str, &str)] = &[
     ("Sight and blindness", "eyes blind sight"),
 ];
 
+/// Whether `w` names a theme whose words are `words`: it has a theme word's stem and is no
+/// shorter, or is its singular (`eye` for `eyes`). The stem of `fate` is `fat`, and "Grew fat
+/// with feasting" is not about fate.
+fn names_theme(w: &str, words: &str) -> bool {
+    let (k, lower) = (key(w), w.to_lowercase());
+    words.split(' ').any(|t| {
+        key(t) == k && (lower.len() >= t.len() || lower.starts_with(t.trim_end_matches('s')))
+    })
+}
+
 /// Stems of what happens in a story (deaths, plots, marriages, partings), as [`key`] makes them:
 /// a play's plot slide prefers the lines that report such things. Errands and set-ups (a letter
 /// sent, a battle to come) are not among them: "Before you fight the battle, ope this letter"
@@ -1382,16 +1392,17 @@ impl<'w> Analysis<'w> {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         let whole = (self.parts.first().map_or(0, |p| p.1), self.text().len());
         let mut points = Vec::new();
-        for (_, name, keys) in scored.into_iter().take_while(|t| t.0 > 0.0) {
+        for (_, name, _) in scored.into_iter().take_while(|t| t.0 > 0.0) {
             if points.len() == n {
                 break;
             }
             let text = self.text();
+            let words = THEMES.iter().find(|t| t.0 == name).map_or("", |t| t.1);
             let score = |r: (usize, usize), who: Option<&str>| {
                 // A line the speaker quotes from someone else (a play within the play, a
                 // letter) is not how the work itself names the theme.
                 let hits = tokens(&unquoted(&text[r.0..r.1]))
-                    .filter(|w| keys.contains(&key(w)))
+                    .filter(|w| names_theme(w, words))
                     .count() as f32;
                 if hits == 0.0 {
                     return f32::MIN;
@@ -1873,6 +1884,19 @@ mod tests {
             found,
             ["[Tears out Gloster's other eye.]", "[Falls and dies.]"]
         );
+    }
+
+    #[test]
+    fn a_word_names_a_theme_by_its_stem_but_not_a_shorter_word() {
+        let fate = "fate fortune prophecy destiny stars";
+        assert!(names_theme("fates", fate) && names_theme("Fortunes", fate));
+        assert!(!names_theme("fat", fate));
+        let sight = "eyes blind sight";
+        assert!(names_theme("eye", sight) && names_theme("blinded", sight));
+        assert!(names_theme(
+            "revenging",
+            "revenge revenged vengeance avenge"
+        ));
     }
 
     #[test]
