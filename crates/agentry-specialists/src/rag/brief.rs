@@ -1168,7 +1168,7 @@ impl<'w> Analysis<'w> {
     }
 
     /// Sentences to quote inside `range`, with their speaker: from speeches in a play, from the
-    /// whole text otherwise (skipping code, tables and headings).
+    /// whole text otherwise (skipping code, tables, headings and lead-ins ending in `:`).
     fn candidates(&self, range: (usize, usize)) -> Vec<((usize, usize), Option<String>)> {
         let text = self.text();
         let mut out = Vec::new();
@@ -1201,9 +1201,14 @@ impl<'w> Analysis<'w> {
                         .map(|r| (r, None)),
                 );
             }
+            // Nor a lead-in to a table, list or code ("Fan-out (same script, second run):"),
+            // which says nothing without what follows.
             out.retain(|(r, _)| {
                 let s = &text[r.0..r.1];
-                !s.starts_with(['#', '|']) && !s.contains('|') && !s.contains("```")
+                !s.starts_with(['#', '|'])
+                    && !s.contains('|')
+                    && !s.contains("```")
+                    && !s.ends_with(':')
             });
         }
         out
