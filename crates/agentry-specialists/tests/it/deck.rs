@@ -573,6 +573,12 @@ async fn a_deck_about_technical_documents_passes_the_rubric() {
     // Main points come from different sections, each labelled by its section.
     let sections: HashSet<String> = labels(&outline.slides[1]).into_iter().collect();
     assert!(sections.len() >= 4, "{sections:?}");
+    // No bullet is a lead-in to a table or list it does not show ("Fan-out (same script,
+    // second run):").
+    for b in outline.slides.iter().flat_map(|s| &s.bullets) {
+        let p = parse_bullet(b).unwrap();
+        assert!(p.abridged || !p.quote.ends_with(':'), "a lead-in: {b}");
+    }
 }
 
 /// The rubric itself fails a bad deck: a misquote, a long bullet, a repeat, a title that
