@@ -267,9 +267,17 @@ fn speeches(text: &str) -> Vec<Speech> {
     let is_tag = |tag: &str| {
         let words = tag.split_whitespace().count();
         let first = tag.chars().next().unwrap_or(' ');
+        // `Ham.` or `THESEUS` (some editions print tags without the period: in capitals,
+        // and not a roman numeral, which numbers a sonnet, nor a song's title).
+        let capitals = tag.chars().any(char::is_alphabetic)
+            && tag
+                .chars()
+                .all(|c| c.is_uppercase() || c == ' ' || c == '\'')
+            && !tag.chars().all(|c| "IVXLCDM ".contains(c))
+            && !tag.contains("SONG");
         tag.len() <= 24
             && tag.len() >= 3
-            && tag.ends_with('.')
+            && (tag.ends_with('.') || capitals)
             && words <= 3
             && first.is_alphanumeric()
             && !is_heading_line(tag)
@@ -1078,6 +1086,11 @@ impl<'w> Analysis<'w> {
         }
         let first = parts.first().map_or(text.len(), |p| p.1);
         let personae = personae(text, first);
+        // The front matter (title, cast list) is not dialogue, whatever its lines look like.
+        let mut speeches = speeches;
+        if first < text.len() {
+            speeches.retain(|s| s.start >= first);
+        }
         let mut words: HashMap<&str, usize> = HashMap::new();
         for s in &speeches {
             *words.entry(&s.speaker).or_default() += word_count(text, (s.start, s.end));
@@ -1918,6 +1931,16 @@ mod tests {
         // Two are a son: the tag names neither. A crowd is no one in the list.
         assert_eq!(name("SON"), None);
         assert_eq!(name("CITIZENS"), None);
+    }
+
+    #[test]
+    fn a_tag_in_capitals_needs_no_period_but_a_numeral_or_a_song_is_no_tag() {
+        let text = "THESEUS\nNow, fair Hippolyta, our nuptial hour draws on.\n\n\
+                    Hip.\nFour days will quickly steep themselves in nights.\n\n\
+                    XVIII\nShall I compare thee to a summer's day?\n\n\
+                    SONG\nWedding is great Juno's crown.\n";
+        let tags: Vec<String> = speeches(text).into_iter().map(|s| s.speaker).collect();
+        assert_eq!(tags, ["THESEUS", "Hip"]);
     }
 
     #[test]

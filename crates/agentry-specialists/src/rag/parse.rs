@@ -135,7 +135,19 @@ fn sections_from(text: &str, headings: &[(usize, usize, String)]) -> Vec<Section
 fn plain(text: &str) -> Parsed {
     let lines: Vec<(usize, &str)> = line_offsets(text);
     let mut headings = Vec::new();
-    let mut first_title = String::new();
+    // The first line, when it is short and in capitals, is the title even with a byline right
+    // under it (`THE SONNETS` / `by William Shakespeare`).
+    let mut first_title = lines
+        .iter()
+        .map(|l| l.1.trim())
+        .find(|l| !l.is_empty())
+        .filter(|l| {
+            l.len() <= 80
+                && l.chars().filter(|c| c.is_alphabetic()).count() >= 4
+                && !l.chars().any(char::is_lowercase)
+        })
+        .map(|l| l.trim_end_matches('.').to_owned())
+        .unwrap_or_default();
     // Whether the line before was taken as a heading: an act's heading may stand right above
     // its first scene's (`ACT 1` / `SCENE 1`, `Act I.` / `Scene I.--Athens.`).
     let mut after_heading = false;
@@ -165,10 +177,17 @@ fn plain(text: &str) -> Parsed {
         let capitals = t.chars().any(char::is_alphabetic)
             && !t.chars().any(char::is_lowercase)
             && t.chars().filter(|c| c.is_alphabetic()).count() >= 4;
+        // A number alone in roman numerals numbers a poem or a chapter (`I`, `XVIII`).
+        let numeral = t
+            .trim_end_matches('.')
+            .chars()
+            .all(|c| "IVXLCDM".contains(c));
         let level = if scene {
             2
         } else if structural {
             in_parts = true;
+            1
+        } else if numeral {
             1
         } else if capitals && in_parts {
             // A title in capitals inside an act (`SONG`, `EPILOGUE`) is under it, not a new
@@ -537,6 +556,17 @@ mod tests {
         );
         // A speaker's tag in capitals above a speech is not a heading.
         assert!(!titles.iter().any(|t| t.contains("MASTER")));
+    }
+
+    #[test]
+    fn poems_numbered_in_roman_numerals_are_parts_under_the_first_lines_title() {
+        let t = "THE SONNETS\nby William Shakespeare\n\n\nI\n\nFrom fairest creatures we desire increase,\n\n\
+                 II\n\nWhen forty winters shall besiege thy brow,\n\nXVIII\n\nShall I compare thee?\n";
+        let p = plain(t);
+        assert_eq!(p.title, "THE SONNETS");
+        let titles: Vec<&str> = p.sections.iter().map(|s| s.title.as_str()).collect();
+        // The title and byline before the first poem are a section of their own, untitled.
+        assert_eq!(titles, ["", "I", "II", "XVIII"]);
     }
 
     #[test]
