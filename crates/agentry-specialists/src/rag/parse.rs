@@ -129,9 +129,12 @@ fn sections_from(text: &str, headings: &[(usize, usize, String)]) -> Vec<Section
     out
 }
 
-/// Plain text. Headings are short lines standing alone between blank lines that are in capitals
-/// or start with a structural word (`Act`, `Scene`, `Chapter`, `Part`, `Book`, `Section`);
-/// `Scene` nests under `Act`. This fits plays and books, the usual plain-text corpora.
+/// Plain text. Headings are short lines standing alone between blank lines that are in capitals,
+/// are a roman numeral, or start with a structural word (`Act`, `Scene`, `Chapter`, `Part`,
+/// `Book`, `Section`); `Scene` nests under `Act`, and an act's heading may stand right above
+/// its first scene's or share its line. Inside an act a title in capitals nests under it. The
+/// title is the first line when it is in capitals. This fits plays, poems and books, the usual
+/// plain-text corpora.
 fn plain(text: &str) -> Parsed {
     let lines: Vec<(usize, &str)> = line_offsets(text);
     let mut headings = Vec::new();
@@ -178,22 +181,18 @@ fn plain(text: &str) -> Parsed {
             && !t.chars().any(char::is_lowercase)
             && t.chars().filter(|c| c.is_alphabetic()).count() >= 4;
         // A number alone in roman numerals numbers a poem or a chapter (`I`, `XVIII`).
-        let numeral = t
-            .trim_end_matches('.')
-            .chars()
-            .all(|c| "IVXLCDM".contains(c));
+        let number = t.trim_end_matches('.');
+        let numeral = !number.is_empty() && number.chars().all(|c| "IVXLCDM".contains(c));
         let level = if scene {
             2
         } else if structural {
             in_parts = true;
             1
-        } else if numeral {
-            1
-        } else if capitals && in_parts {
+        } else if (capitals || numeral) && in_parts {
             // A title in capitals inside an act (`SONG`, `EPILOGUE`) is under it, not a new
             // part: what follows still belongs to the act.
             3
-        } else if capitals {
+        } else if capitals || numeral {
             1
         } else {
             continue;
