@@ -8,9 +8,10 @@
 //! Offline there is no model that can be trusted to write prose (the embedded 135M one cannot),
 //! so every facet is *extracted* from the document's structure and word statistics: speaker
 //! tags and the cast list, the words that set one act or section apart from the others (in a
-//! play, with a preference for main characters' lines that report what happens: a death, a
-//! plot, a letter, and for lines said as a stage direction shows a deed done), the longest speeches (soliloquies first: who is on stage is followed through the
-//! entrances and exits, and the title role's speeches weigh most), a
+//! play, with a preference for lines that report what happens, a death, a plot, a marriage,
+//! and for lines said as a stage direction shows a deed done), the longest speeches
+//! (soliloquies first: who is on stage is followed through the entrances and exits, a speech
+//! to the winds or the gods counts as one, and the title role's speeches weigh most), a
 //! lexicon of literary themes counted against the collection's other works.
 //! Nothing is tuned to one work: the tests run one rubric over several plays and a technical
 //! document set. Bullets stay short: a quote longer than [`MAX_WORDS`] is cut at a clause end
@@ -254,7 +255,8 @@ fn lines(text: &str, a: usize, b: usize) -> impl Iterator<Item = (usize, &str)> 
 }
 
 /// The speeches: paragraphs whose first line is a short speaker tag ending in `.` (`Ham.`,
-/// `LADY MACBETH.`, `1 Clown.`), the way printed plays mark who speaks. A paragraph with no tag
+/// `LADY MACBETH.`, `1 Clown.`) or in capitals (`THESEUS`), the way printed plays mark who
+/// speaks. A paragraph with no tag
 /// right after a stage direction that follows a speech goes on with that speech (`[Exeunt all
 /// but Hamlet.]` and then the soliloquy, with no tag of its own).
 fn speeches(text: &str) -> Vec<Speech> {
@@ -1393,9 +1395,9 @@ impl<'w> Analysis<'w> {
         let rate = |c: &Counts, keys: &[String]| {
             keys.iter().map(|k| c.get(k)).sum::<usize>() as f32 * 1e4 / c.total.max(1) as f32
         };
-        let mut scored: Vec<(f32, &str, Vec<String>)> = THEMES
+        let mut scored: Vec<(f32, &str, &str)> = THEMES
             .iter()
-            .map(|(name, words)| {
+            .map(|&(name, words)| {
                 let keys: Vec<String> = words.split(' ').map(key).collect();
                 let count: usize = keys.iter().map(|k| mine.get(k)).sum();
                 let r = rate(&mine, &keys);
@@ -1404,18 +1406,17 @@ impl<'w> Analysis<'w> {
                 } else {
                     r * ((r + 1.0) / (rate(background, &keys) + 1.0)).ln()
                 };
-                (if count >= 5 { s } else { f32::MIN }, *name, keys)
+                (if count >= 5 { s } else { f32::MIN }, name, words)
             })
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         let whole = (self.parts.first().map_or(0, |p| p.1), self.text().len());
         let mut points = Vec::new();
-        for (_, name, _) in scored.into_iter().take_while(|t| t.0 > 0.0) {
+        for (_, name, words) in scored.into_iter().take_while(|t| t.0 > 0.0) {
             if points.len() == n {
                 break;
             }
             let text = self.text();
-            let words = THEMES.iter().find(|t| t.0 == name).map_or("", |t| t.1);
             let score = |r: (usize, usize), who: Option<&str>| {
                 // A line the speaker quotes from someone else (a play within the play, a
                 // letter) is not how the work itself names the theme.
