@@ -586,7 +586,9 @@ fn sentences(text: &str, a: usize, b: usize, stage: bool) -> Vec<(usize, usize)>
                 s += marker.len();
             }
         }
-        while s < e && text[s..e].starts_with(' ') {
+        // Nor the end of the sentence a direction cut (`Why, there then [falls on his
+        // sword]!--thus do I escape`).
+        while s < e && text[s..e].starts_with([' ', '!', '?', '-', ',', ';', ':', '.']) {
             s += 1;
         }
         while e > s && text[s..e].ends_with(['\n', '\r', ' ']) {
@@ -809,11 +811,17 @@ fn title_case(name: &str) -> String {
             if w.chars().any(char::is_lowercase) {
                 w.to_owned()
             } else {
-                let l = w.to_lowercase();
-                let mut c = l.chars();
-                c.next()
-                    .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
-                    .unwrap_or_default()
+                // Each part after a period too (`M.ANTONY` → `M.Antony`).
+                w.to_lowercase()
+                    .split('.')
+                    .map(|p| {
+                        let mut c = p.chars();
+                        c.next()
+                            .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+                            .unwrap_or_default()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".")
             }
         })
         .collect::<Vec<_>>()
@@ -842,10 +850,18 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
         |h| h + 1,
     );
     let mut out = Vec::new();
+    let mut before = "";
     for &(at, line) in &front[first.min(front.len())..] {
         let t = line.trim();
         let lead = line.len() - line.trim_start().len();
-        if t.len() < 3 || t.len() > 100 || t.starts_with('[') {
+        // The rest of the entry above (`Servants to` / `Brutus`) names no one new.
+        let goes_on = before.ends_with(',')
+            || before
+                .rsplit(' ')
+                .next()
+                .is_some_and(|w| ["to", "and", "of", "the", "with", "for", "or"].contains(&w));
+        before = t;
+        if goes_on || t.len() < 3 || t.len() > 100 || t.starts_with('[') {
             continue;
         }
         if !t.starts_with(|c: char| c.is_uppercase()) {
@@ -856,6 +872,13 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
             None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
             None => continue,
         };
+        // Ditto marks (`CASSIUS,   "   "   "`) are no description to quote: the name alone is.
+        let ditto = !desc.is_empty() && !desc.contains(char::is_alphanumeric);
+        let end = if ditto {
+            name.trim_end().len()
+        } else {
+            t.len()
+        };
         out.push(Persona {
             name: name.trim().to_lowercase(),
             role: desc
@@ -864,7 +887,7 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
                 .unwrap_or("")
                 .trim_matches(|c: char| !c.is_alphabetic())
                 .to_lowercase(),
-            line: (at + lead, at + lead + t.len()),
+            line: (at + lead, at + lead + end),
         });
     }
     out
@@ -886,7 +909,8 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let mut best: Option<(usize, &Persona)> = None;
     for p in ps {
-        for w in p.name.split_whitespace() {
+        // `m.antony` is Antony.
+        for w in p.name.split([' ', '.']).filter(|w| !w.is_empty()) {
             let cp = common(&t, w);
             if cp >= 3 && cp * 4 >= t.chars().count() * 3 && best.is_none_or(|(b, _)| cp > b) {
                 best = Some((cp, p));
@@ -1028,6 +1052,18 @@ fn deeds(text: &str) -> Vec<usize> {
     out
 }
 
+/// Words of a direction too common to tie a line to it.
+const ECHO_STOP: &[&str] = &[
+    "the", "and", "his", "her", "him", "them", "with", "from", "their", "one", "other", "off",
+    "into", "upon", "down", "that", "then",
+];
+
+/// Words of a cast-list name that are ranks, not who (`duke of cornwall` is `cornwall`).
+const TITLES: &[&str] = &[
+    "the", "and", "duke", "earl", "lord", "lady", "king", "queen", "prince", "sir", "first",
+    "second", "third",
+];
+
 /// What a line said as a deed is done adds to its plot score (an event word adds 0.8).
 const DEED_WEIGHT: f32 = 0.8;
 
@@ -1165,6 +1201,43 @@ impl<'w> Analysis<'w> {
             })
     }
 
+    /// Whether a deed's `direction` is done by or to the speaker `tag`: it names them (by tag
+    /// or cast-list name) or starts with the deed itself (`Dies.`, `He dies.`).
+    fn does(&self, tag: &str, direction: &str) -> bool {
+        let d = direction.trim().to_lowercase();
+        let first = d
+            .split(|c: char| !c.is_alphabetic())
+            .find(|w| !w.is_empty())
+            .unwrap_or("");
+        // Only a death has the speaker for its subject unnamed: one who falls or wounds may
+        // be anyone (Cassio falls, wounded by another).
+        let verb = |w: &str| matches!(w, "dies" | "die" | "stabs" | "kills");
+        if verb(first)
+            || matches!(first, "he" | "she")
+                && d.split(' ')
+                    .nth(1)
+                    .is_some_and(|w| verb(w.trim_matches(|c: char| !c.is_alphabetic())))
+        {
+            return true;
+        }
+        let t = tag.trim_end_matches('.').to_lowercase();
+        let mut names: Vec<String> = persona_for(tag, &self.personae)
+            .map(|p| {
+                p.name
+                    .split_whitespace()
+                    .filter(|w| w.len() >= 3 && !TITLES.contains(w))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if t.len() >= 3 {
+            names.push(t);
+        }
+        d.split(|c: char| !c.is_alphabetic())
+            .filter(|w| w.len() >= 3)
+            .any(|w| names.iter().any(|n| w == n || w.starts_with(n.as_str())))
+    }
+
     fn names_main(&self, range: (usize, usize)) -> bool {
         tokens(&self.text()[range.0..range.1]).any(|w| self.names.contains(&w.to_lowercase()))
     }
@@ -1191,6 +1264,24 @@ impl<'w> Analysis<'w> {
             out.extend(
                 self.spoken(range)
                     .map(|(r, s)| (r, Some(s.speaker.clone()))),
+            );
+            // A short speech of short sentences said as a deed is done is one line to quote
+            // ("Et tu, Brute?-- Then fall, Caesar!"), though each sentence is too short alone.
+            out.extend(
+                self.speeches
+                    .iter()
+                    .filter(|s| s.start >= range.0 && s.end <= range.1)
+                    .filter_map(|s| {
+                        let all = sentences(text, s.start, s.end, true);
+                        let whole = (all.first()?.0, all.last()?.1);
+                        let short = all.iter().all(|r| word_count(text, *r) < 5);
+                        let next = self.deeds.partition_point(|&at| at < whole.1);
+                        let deed = self.deeds.get(next).is_some_and(|&at| {
+                            text[whole.1..at].split_whitespace().nth(4).is_none()
+                        });
+                        (all.len() > 1 && short && deed && word_count(text, whole) <= 12)
+                            .then(|| (whole, Some(s.speaker.clone())))
+                    }),
             );
         } else {
             let mut fenced = false;
@@ -1284,12 +1375,18 @@ impl<'w> Analysis<'w> {
         self.candidates(range)
             .into_iter()
             .filter(|(r, _)| (5..=max_words).contains(&word_count(text, *r)))
-            .filter(|(r, _)| !self.used.contains(r) && seen.insert(normalized(&text[r.0..r.1])))
+            .filter(|(r, _)| !self.is_used(*r) && seen.insert(normalized(&text[r.0..r.1])))
             .map(|(r, who)| {
                 let s = score(r, who.as_deref());
                 (r, who, s)
             })
             .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.0.cmp(&a.0.0)))
+    }
+
+    /// Whether `r` overlaps a line already quoted (a short speech is quoted whole or by its
+    /// sentences, never both).
+    fn is_used(&self, r: (usize, usize)) -> bool {
+        self.used.iter().any(|u| u.0 < r.1 && r.0 < u.1)
     }
 
     fn take(
@@ -1367,13 +1464,32 @@ impl<'w> Analysis<'w> {
                     // Said as a deed is done: a direction that shows one follows the line
                     // with at most a few words between.
                     let next = self.deeds.partition_point(|&at| at < r.1);
-                    if self
-                        .deeds
-                        .get(next)
+                    if let Some(&at) = self.deeds.get(next)
                         // Counted only as far as 13 words: the next deed may be acts away.
-                        .is_some_and(|&at| text[r.1..at].split_whitespace().nth(12).is_none())
+                        && text[r.1..at].split_whitespace().nth(12).is_none()
                     {
                         s += DEED_WEIGHT;
+                        // The line that names the deed it precedes ("Upon these eyes of thine
+                        // I'll set my foot" before Cornwall plucks out an eye) is the moment
+                        // itself, not a line said near it.
+                        let end = text[at..].find(']').map_or(text.len(), |j| at + j);
+                        let direction = &text[at + 1..end];
+                        let next_to = text[r.1..at].split_whitespace().nth(4).is_none();
+                        if next_to
+                            && tokens(direction)
+                                .filter(|w| {
+                                    w.len() >= 3 && !ECHO_STOP.contains(&w.to_lowercase().as_str())
+                                })
+                                .any(|w| ks.contains(&key(w)))
+                        {
+                            s += DEED_WEIGHT;
+                        }
+                        // Said by the one who does or suffers it: the direction names the
+                        // speaker, or has no subject but them (`[Dies.]` after "Et tu, Brute?--
+                        // Then fall, Caesar!").
+                        if next_to && who.is_some_and(|w| self.does(w, direction)) {
+                            s += DEED_WEIGHT;
+                        }
                     }
                     s
                 };
@@ -1525,7 +1641,7 @@ impl<'w> Analysis<'w> {
             }
             sentences(text, from, s.end, true)
                 .into_iter()
-                .find(|r| word_count(text, *r) >= 7 && !self.used.contains(r))
+                .find(|r| word_count(text, *r) >= 7 && !self.is_used(*r))
         };
         let mut chosen: Vec<(usize, (usize, usize))> = Vec::new();
         for pass in 0..2 {
@@ -1682,7 +1798,7 @@ impl<'w> Analysis<'w> {
                 let s = text[r.0..r.1].to_lowercase();
                 let open = s.ends_with('?') || OPEN.iter().any(|w| s.contains(w));
                 let words = word_count(text, *r);
-                if !open || !(5..=40).contains(&words) || self.used.contains(r) {
+                if !open || !(5..=40).contains(&words) || self.is_used(*r) {
                     continue;
                 }
                 let part = self.parts.iter().position(|p| (p.1..p.2).contains(&r.0));
@@ -1906,6 +2022,42 @@ mod tests {
     }
 
     #[test]
+    fn a_deed_is_told_by_the_one_who_does_or_suffers_it() {
+        let w = work(PLAY);
+        let a = Analysis::new(&w);
+        assert!(a.is_play());
+        assert!(a.does("Ham", "Dies."));
+        assert!(a.does("Ham", "He dies."));
+        // Named by cast-list name or by tag.
+        assert!(a.does("King", "Claudius stabs the spy."));
+        assert!(a.does("Queen", "The Queen falls."));
+        // Not one who is not named, nor an unnamed fall or binding.
+        assert!(!a.does("Queen", "Claudius stabs the spy."));
+        assert!(!a.does("Ham", "Falls."));
+        assert!(!a.does("Ham", "Servants bind him."));
+    }
+
+    #[test]
+    fn a_short_speech_said_as_a_deed_is_done_is_quoted_whole() {
+        let text = format!(
+            "{PLAY}\nQueen.\nEt tu, Brute?-- Then fall, Caesar!\n\n[Dies.]\n\n\
+             King.\nWhy so? Go now.\n\nHam.\nAway! Go, go!\n"
+        );
+        let w = work(&text);
+        let a = Analysis::new(&w);
+        let said: Vec<&str> = a
+            .candidates((0, text.len()))
+            .into_iter()
+            .map(|(r, _)| &text[r.0..r.1])
+            .collect();
+        assert!(
+            said.contains(&"Et tu, Brute?-- Then fall, Caesar!"),
+            "{said:?}"
+        );
+        assert!(!said.contains(&"Why so? Go now."), "{said:?}");
+    }
+
+    #[test]
     fn a_word_names_a_theme_by_its_stem_but_not_a_shorter_word() {
         let fate = "fate fortune prophecy destiny stars";
         assert!(names_theme("fates", fate) && names_theme("Fortunes", fate));
@@ -1932,6 +2084,34 @@ mod tests {
         // Two are a son: the tag names neither. A crowd is no one in the list.
         assert_eq!(name("SON"), None);
         assert_eq!(name("CITIZENS"), None);
+    }
+
+    #[test]
+    fn a_cast_list_entry_is_one_name_whatever_its_lines() {
+        let cast = "PERSONS REPRESENTED\n\nMARCUS BRUTUS, Conspirator against Caesar.\n\
+                    CASSIUS,             \"          \"     \"\nVARRO, CLITUS, Servants to\n\
+                    Brutus\nLUCILIUS, TITINIUS, Friends\nto Brutus and Cassius.\n\nACT I.\n";
+        let ps = personae(cast, cast.find("ACT I").unwrap());
+        let quoted: Vec<&str> = ps.iter().map(|p| &cast[p.line.0..p.line.1]).collect();
+        assert_eq!(
+            quoted,
+            [
+                "MARCUS BRUTUS, Conspirator against Caesar.",
+                "CASSIUS",
+                "VARRO, CLITUS, Servants to",
+                "LUCILIUS, TITINIUS, Friends",
+            ]
+        );
+        assert_eq!(
+            persona_for("BRUTUS", &ps).map(|p| p.name.as_str()),
+            Some("marcus brutus")
+        );
+        let cast = "PERSONS REPRESENTED.\n\nM.ANTONY,          Triumvir\n";
+        let ps = personae(cast, cast.len());
+        assert_eq!(
+            persona_for("ANTONY", &ps).map(|p| p.name.as_str()),
+            Some("m.antony")
+        );
     }
 
     #[test]

@@ -252,9 +252,6 @@ struct Expect {
     themes: &'static [&'static str],
     /// Words of its turning points (what happens, who): the plot slide must tell two.
     events: &'static [&'static str],
-    /// Whether the plot slide is held to `events` yet (checked when true; printed otherwise,
-    /// with the gap said in `docs/ARCHITECTURE.md`).
-    plot_held: bool,
 }
 
 const HAMLET: Expect = Expect {
@@ -276,7 +273,6 @@ const HAMLET: Expect = Expect {
         "Power and kingship",
     ],
     events: &["ghost", "mad", "kill", "poison", "drown", "england"],
-    plot_held: true,
 };
 
 const MACBETH: Expect = Expect {
@@ -306,7 +302,6 @@ const MACBETH: Expect = Expect {
         "Sleep and dreams",
     ],
     events: &["cawdor", "murder", "banquo", "witch", "slain", "birnam"],
-    plot_held: true,
 };
 
 const OTHELLO: Expect = Expect {
@@ -344,7 +339,6 @@ const OTHELLO: Expect = Expect {
         "wedding",
         "lieutenant",
     ],
-    plot_held: true,
 };
 
 const KING_LEAR: Expect = Expect {
@@ -386,7 +380,6 @@ const KING_LEAR: Expect = Expect {
     events: &[
         "kingdom", "divide", "banish", "storm", "eyes", "blind", "mad", "dover", "dead", "hang",
     ],
-    plot_held: false,
 };
 
 /// The plays the rubric is run on.
@@ -485,13 +478,6 @@ async fn decks_about_four_plays_pass_the_rubric() {
             .join("\n")
             .to_lowercase();
         let told: Vec<_> = e.events.iter().filter(|w| plot.contains(*w)).collect();
-        if !e.plot_held {
-            eprintln!(
-                "{}, plot not yet held to its turning points: it tells {told:?}",
-                e.topic
-            );
-            continue;
-        }
         assert!(
             told.len() >= 2,
             "{}: the plot tells {told:?} of {:?}:\n{plot}",
