@@ -15,6 +15,7 @@ pub mod store;
 mod tools;
 pub mod vectors;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
@@ -135,7 +136,13 @@ pub struct RagAgent {
     pub points: usize,
     /// A model that may write the summary from the key points; `None` keeps it extractive.
     pub writer: Option<Arc<dyn DynLlmProvider>>,
+    /// Each document's word counts by path, with a hash of the text they were counted from:
+    /// a brief compares its work with up to 50 others, and counting one reads it whole.
+    counts: Arc<std::sync::Mutex<CountsByPath>>,
 }
+
+/// A document's word counts by its path, with the hash of the text they were counted from.
+type CountsByPath = HashMap<String, (u64, Arc<brief::Counts>)>;
 
 impl RagAgent {
     /// An agent over `collection` of `kb` with the default settings (12 chunks, 6 key points, extractive).
@@ -146,6 +153,7 @@ impl RagAgent {
             top_k: 12,
             points: 6,
             writer: None,
+            counts: Arc::default(),
         }
     }
 
@@ -190,6 +198,7 @@ impl RagAgent {
         let collection = self.collection.clone();
         let topic = topic.to_owned();
         let coll = collection.clone();
+        let counts = self.counts.clone();
         // Reading whole documents and counting their words is CPU work: off the async workers.
         let built = tokio::task::spawn_blocking(move || -> Result<_, RagError> {
             let Some(work) = kb.work(&coll, &path)? else {
@@ -199,7 +208,27 @@ impl RagAgent {
             let mut background = brief::Counts::default();
             for (other, ..) in docs.iter().filter(|d| d.0 != path).take(50) {
                 if let Some(w) = kb.work(&coll, other)? {
-                    background.merge(&brief::counts(&w));
+                    let hash = {
+                        use std::hash::{Hash, Hasher};
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        w.text.hash(&mut h);
+                        h.finish()
+                    };
+                    let kept = counts
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(other)
+                        .filter(|c| c.0 == hash)
+                        .map(|c| c.1.clone());
+                    let c = kept.unwrap_or_else(|| {
+                        let c = Arc::new(brief::counts(&w));
+                        counts
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(other.clone(), (hash, c.clone()));
+                        c
+                    });
+                    background.merge(&c);
                 }
             }
             let mut facets = brief::facets(&work, &background, slides.max(1));
