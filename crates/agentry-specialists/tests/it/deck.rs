@@ -640,54 +640,74 @@ fn the_rubric_catches_what_it_is_for() {
     assert!(wrong.contains("[3] repeats a quote"), "{wrong}");
 }
 
-/// Plays the rubric's facts were not written for: the method must hold on them too (acts found
-/// whatever their headings look like, every quote verbatim and labelled by its act).
-const MORE_PLAYS: [&str; 13] = [
-    "julius_caesar_gut.txt",
-    "romeo_and_juliet_gut.txt",
-    "richard_iii_gut.txt",
-    "coriolanus_gut.txt",
-    "antony_and_cleopatra_gut.txt",
-    "tempest_gut.txt",
-    "timon_of_athens_gut.txt",
-    "merchant_of_venice_gut.txt",
-    "twelfth_night_gut.txt",
-    "as_you_like_it_gut.txt",
-    "henry_v_gut.txt",
-    "winters_tale_gut.txt",
-    // Its speakers' tags have no period (`THESEUS`).
-    "midsummer_nights_dream_gut.txt",
-];
+/// The acts a play's text has, by their headings (`ACT I.`, `ACT 1`, `ACT FIRST.`, `Act II. Scene
+/// I.`), in order: read here apart from the parser, as a reader counts them. Cymbeline's
+/// file has three (its third and fourth acts are missing from it); a poem has none.
+fn acts_in(text: &str) -> Vec<String> {
+    const NUMERALS: [&str; 15] = [
+        "I", "II", "III", "IV", "V", "1", "2", "3", "4", "5", "FIRST", "SECOND", "THIRD", "FOURTH",
+        "FIFTH",
+    ];
+    let mut acts: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        if let (Some(act), Some(n)) = (w.next(), w.next()) {
+            let n = n.trim_end_matches('.').to_uppercase();
+            if act.eq_ignore_ascii_case("act")
+                && NUMERALS.contains(&n.as_str())
+                && !acts.contains(&n)
+            {
+                acts.push(n);
+            }
+        }
+    }
+    acts
+}
 
+/// Every other play of the corpus (33): the rubric's facts were not written for them, so the
+/// method must hold on them as it is (acts found whatever their headings look like, every
+/// quote verbatim and labelled by its act, the plot telling every act the text has).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn decks_about_thirteen_more_plays_pass_the_structural_rubric() {
+async fn decks_about_every_other_play_pass_the_structural_rubric() {
     let Some(plays) = ready() else { return };
     let dir = tempdir("more-plays");
     let mut texts = HashMap::new();
-    for f in MORE_PLAYS {
-        std::fs::copy(plays.join(f), dir.join(f)).unwrap();
-        texts.insert(f.to_owned(), std::fs::read_to_string(dir.join(f)).unwrap());
+    let mut files: Vec<String> = std::fs::read_dir(&plays)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        // One edition of each (`_gut_f` is the First Folio's spelling of the same play).
+        .filter(|f| f.ends_with("_gut.txt") && !PLAYS.iter().any(|e| e.file == f))
+        .collect();
+    files.sort();
+    for f in &files {
+        let text = std::fs::read_to_string(plays.join(f)).unwrap();
+        if !acts_in(&text).is_empty() {
+            std::fs::write(dir.join(f), &text).unwrap();
+            texts.insert(f.clone(), text);
+        }
     }
+    files.retain(|f| texts.contains_key(f));
+    assert!(files.len() >= 30, "{} plays in the corpus", files.len());
     let kb = kb(&dir.join("kb.db"));
     kb.ingest(&dir, "plays", &|_| {}).await.unwrap();
     let agent = RagAgent::new(kb, "plays");
-    for f in MORE_PLAYS {
+    for f in &files {
         let name = f.trim_end_matches("_gut.txt").replace('_', " ");
         let brief = agent
             .brief(&format!("the play {name}"), 4)
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("{name} names a document"));
-        assert_eq!(brief.document, f);
+        assert_eq!(&brief.document, f);
         let outline = deck(&brief, &name, 5, &dir.join("decks")).await;
         let wrong = rubric(&outline, &brief, &texts);
         assert!(wrong.is_empty(), "{name}: {wrong:#?}");
         assert_play_structure(&outline, &name);
         let slide = |t: &str| outline.slides.iter().find(|s| s.title == t).unwrap();
-        // Five acts, each told once, in order.
+        // Every act the text has, each told once, in order.
         let mut acts = labels(slide("The plot, act by act"));
         acts.dedup();
-        assert_eq!(acts.len(), 5, "{name}: {acts:?}");
+        assert_eq!(acts.len(), acts_in(&texts[f]).len(), "{name}: {acts:?}");
         assert!(slide("Who's who").bullets.len() >= 5, "{name}");
     }
 }
