@@ -867,11 +867,21 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
         if !t.starts_with(|c: char| c.is_uppercase()) {
             continue;
         }
-        let (name, desc) = match t.split_once(',') {
+        // A name, then a comma or a run of spaces (`SEXTUS POMPEIUS    Triumvir`), then who.
+        let split = match (t.find(','), t.find("  ")) {
+            (Some(c), Some(s)) => Some(c.min(s)),
+            (c, s) => c.or(s),
+        };
+        let (name, desc) = match split.map(|i| (&t[..i], t[i..].trim_start_matches([',', ' ']))) {
             Some((n, d)) => (n, d),
             None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
             None => continue,
         };
+        // A crowd (`Lords attending on the KING; Officers`, `Servants of Ventidius`) is no one.
+        let first = name.split_whitespace().next().unwrap_or("").to_lowercase();
+        if CROWDS.contains(&first.as_str()) {
+            continue;
+        }
         // Ditto marks (`CASSIUS,   "   "   "`) are no description to quote: the name alone is.
         let ditto = !desc.is_empty() && !desc.contains(char::is_alphanumeric);
         let end = if ditto {
@@ -907,25 +917,65 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
         return Some(p);
     }
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    let mut best: Option<(usize, &Persona)> = None;
-    for p in ps {
-        // `m.antony` is Antony.
-        for w in p.name.split([' ', '.']).filter(|w| !w.is_empty()) {
-            let cp = common(&t, w);
-            if cp >= 3 && cp * 4 >= t.chars().count() * 3 && best.is_none_or(|(b, _)| cp > b) {
-                best = Some((cp, p));
+    // A name word the tag abbreviates; a rank (`prince`, `king`) only after the roles: in
+    // `PRINCE.` Henry IV's tag is Henry, Prince of Wales, not Prince John of Lancaster.
+    let by_word = |titles: bool| {
+        let mut best: Option<(usize, &Persona)> = None;
+        for p in ps {
+            // `m.antony` is Antony; `king-at-arms` is a rank.
+            for w in p
+                .name
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+            {
+                if TITLES.contains(&w) != titles {
+                    continue;
+                }
+                let cp = common(&t, w);
+                if cp >= 3 && cp * 4 >= t.chars().count() * 3 && best.is_none_or(|(b, _)| cp > b) {
+                    best = Some((cp, p));
+                }
             }
         }
-    }
+        best.map(|b| b.1)
+    };
     // By role (`King.` for `CLAUDIUS, King of Denmark.`) only when one character has it: five
     // are a `Son` in Macbeth. A tag in the plural (`CITIZENS.`) is a crowd, not a character.
-    let mut by_role = ps.iter().filter(|p| !p.role.is_empty() && p.role == t);
-    best.map(|b| b.1)
-        .or_else(|| match (by_role.next(), by_role.next()) {
+    let by_role = || {
+        let mut with = ps.iter().filter(|p| !p.role.is_empty() && p.role == t);
+        match (with.next(), with.next()) {
             (Some(p), None) if !t.ends_with('s') => Some(p),
             _ => None,
-        })
+        }
+    };
+    by_word(false).or_else(by_role).or_else(|| by_word(true))
 }
+
+/// The first words of a cast-list line that lists a crowd, not a character.
+const CROWDS: &[&str] = &[
+    "lords",
+    "ladies",
+    "servants",
+    "senators",
+    "officers",
+    "attendants",
+    "citizens",
+    "knights",
+    "soldiers",
+    "messengers",
+    "gentlemen",
+    "musicians",
+    "players",
+    "sailors",
+    "courtiers",
+    "fairies",
+    "spirits",
+    "tribunes",
+    "watchmen",
+    "guards",
+    "other",
+    "several",
+];
 
 /// Literary themes and the words that signal them; which ones a work has is decided by counting
 /// them against the collection's other works.
@@ -2106,8 +2156,20 @@ mod tests {
             persona_for("BRUTUS", &ps).map(|p| p.name.as_str()),
             Some("marcus brutus")
         );
-        let cast = "PERSONS REPRESENTED.\n\nM.ANTONY,          Triumvir\n";
+        // A rank in a tag is a role before it is a word of someone's name.
+        let cast = "Dramatis Personae\n\nKing Henry the Fourth.\nHenry, Prince of Wales, son to \
+                    the King.\nPrince John of Lancaster, son to the King.\nLords attending on \
+                    the KING; Officers.\nGarter King-at-Arms\n";
         let ps = personae(cast, cast.len());
+        let name = |tag: &str| persona_for(tag, &ps).map(|p| p.name.as_str());
+        assert_eq!(name("Prince"), Some("henry"));
+        assert_eq!(name("King"), Some("king henry the fourth"));
+        assert_eq!(name("Lancaster"), Some("prince john of lancaster"));
+        assert_eq!(name("Lords"), None);
+        let cast = "PERSONS REPRESENTED.\n\nM.ANTONY,          Triumvir\nSEXTUS POMPEIUS    \
+                    Triumvir\n";
+        let ps = personae(cast, cast.len());
+        assert_eq!(ps[1].name, "sextus pompeius");
         assert_eq!(
             persona_for("ANTONY", &ps).map(|p| p.name.as_str()),
             Some("m.antony")
