@@ -696,9 +696,24 @@ pub(crate) fn abridge(text: &str, (a, b): (usize, usize), max: usize) -> ((usize
         let w = &text[w0..i];
         words += 1;
         if words >= 5 {
-            if w.ends_with([';', ':', '!', '?']) || w.ends_with("--") {
+            // A colon after a word that points ahead is a lead-in ("Therefore I will, sir,
+            // thus:"), not a thought to end on.
+            let ahead = w.strip_suffix(':').is_some_and(|b| {
+                [
+                    "thus",
+                    "this",
+                    "these",
+                    "follows",
+                    "following",
+                    "say",
+                    "says",
+                    "said",
+                ]
+                .contains(&b.to_lowercase().as_str())
+            });
+            if w.ends_with([';', ':', '!', '?']) && !ahead || w.ends_with("--") {
                 strong = Some(i);
-            } else if w.ends_with(',') || verse_line_end(text, i) {
+            } else if w.ends_with([',', ':']) || verse_line_end(text, i) {
                 weak = Some(i);
             }
         }
@@ -707,7 +722,8 @@ pub(crate) fn abridge(text: &str, (a, b): (usize, usize), max: usize) -> ((usize
             break;
         }
     }
-    ((a, strong.or(weak).unwrap_or(hard)), true)
+    let end = strong.or(weak);
+    ((a, end.unwrap_or(hard)), true)
 }
 
 impl Work {
@@ -2293,6 +2309,15 @@ Now I am alone. O, what a rogue!";
         assert_eq!(&s[a..b], "To be, or not to be, that is the question:");
         let ((_, b), cut) = abridge(s, (0, 20), 12);
         assert!(!cut && b == 20);
+        // Not at a lead-in's colon.
+        let s = "Therefore I will, sir, thus: If Alcibiades kill my countrymen, Let Alcibiades \
+                 know this of Timon, That Timon cares not.";
+        let ((a, b), _) = abridge(s, (0, s.len()), 18);
+        assert_eq!(
+            &s[a..b],
+            "Therefore I will, sir, thus: If Alcibiades kill my countrymen, Let Alcibiades \
+             know this of Timon,"
+        );
     }
 
     #[test]
