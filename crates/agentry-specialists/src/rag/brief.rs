@@ -816,7 +816,8 @@ impl Persona {
     /// `Claudius`, `Lady Macbeth`.
     fn display(&self, text: &str) -> String {
         let line = &text[self.line.0..self.line.1];
-        title_case(line.split(',').next().unwrap_or(line).trim_end_matches('.'))
+        let end = name_end(line).unwrap_or(line.len());
+        title_case(line[..end].trim_end_matches('.'))
     }
 }
 
@@ -842,6 +843,15 @@ fn title_case(name: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Where the name of a cast-list line ends: at a comma or a run of spaces (`SEXTUS POMPEIUS
+/// Triumvir`, set in columns), whichever comes first.
+fn name_end(line: &str) -> Option<usize> {
+    match (line.find(','), line.find("  ")) {
+        (Some(c), Some(s)) => Some(c.min(s)),
+        (c, s) => c.or(s),
+    }
 }
 
 /// Cast-list lines before the first act: `Name, description.` or a short `NAME.`, after a
@@ -883,16 +893,12 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
         if !t.starts_with(|c: char| c.is_uppercase()) {
             continue;
         }
-        // A name, then a comma or a run of spaces (`SEXTUS POMPEIUS    Triumvir`), then who.
-        let split = match (t.find(','), t.find("  ")) {
-            (Some(c), Some(s)) => Some(c.min(s)),
-            (c, s) => c.or(s),
-        };
-        let (name, desc) = match split.map(|i| (&t[..i], t[i..].trim_start_matches([',', ' ']))) {
-            Some((n, d)) => (n, d),
-            None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
-            None => continue,
-        };
+        let (name, desc) =
+            match name_end(t).map(|i| (&t[..i], t[i..].trim_start_matches([',', ' ']))) {
+                Some((n, d)) => (n, d),
+                None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
+                None => continue,
+            };
         // A crowd (`Lords attending on the KING; Officers`, `Servants of Ventidius`) is no one.
         let first = name.split_whitespace().next().unwrap_or("").to_lowercase();
         if CROWDS.contains(&first.as_str()) {
@@ -2186,6 +2192,7 @@ mod tests {
                     Triumvir\n";
         let ps = personae(cast, cast.len());
         assert_eq!(ps[1].name, "sextus pompeius");
+        assert_eq!(ps[1].display(cast), "Sextus Pompeius");
         assert_eq!(
             persona_for("ANTONY", &ps).map(|p| p.name.as_str()),
             Some("m.antony")
