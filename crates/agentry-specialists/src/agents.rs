@@ -243,7 +243,7 @@ fn slide<'k>(title: String, points: impl Iterator<Item = &'k KeyPoint> + Clone) 
         title,
         bullets: points.clone().map(bullet).collect(),
         notes: points
-            .map(|k| format!("[{}] {}", k.citation.n, k.citation.label()))
+            .map(|k| format!("[{}] {}", k.citation.n, crate::rag::source(k)))
             .collect::<Vec<_>>()
             .join("\n"),
         pictures: Vec::new(),
@@ -259,7 +259,15 @@ pub fn outline_from_facets(title: &str, document: &str, facets: &[Facet]) -> Out
         .collect();
     Outline {
         title: title.to_owned(),
-        subtitle: format!("Every line quoted from {document}, with its source in the notes"),
+        subtitle: if facets
+            .iter()
+            .flat_map(|f| &f.points)
+            .any(|k| k.claim.is_some())
+        {
+            format!("Written from {document}: each line's quote and source in the notes")
+        } else {
+            format!("Every line quoted from {document}, with its source in the notes")
+        },
         slides,
         file_name: None,
     }

@@ -754,6 +754,7 @@ impl Work {
             speaker,
             label,
             abridged,
+            claim: None,
             relevance: score,
             similarity: 0.0,
             citation: Citation {

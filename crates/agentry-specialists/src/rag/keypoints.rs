@@ -75,6 +75,10 @@ pub struct KeyPoint {
     /// exactly the words shown.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abridged: bool,
+    /// What a configured model wrote from the quote, when it did: the slide shows it, the
+    /// notes the quote. Kept only when close to the quote ([`super::written::SUPPORT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
     /// Where it is.
     pub citation: Citation,
     /// Ranking score: similarity plus a bonus for naming the question's key words.
@@ -225,6 +229,7 @@ pub async fn key_points(
                 speaker: c.speaker.clone(),
                 label: None,
                 abridged: c.abridged,
+                claim: None,
                 relevance: rel[i],
                 similarity: dot(q, &vs[i]),
                 citation: Citation {

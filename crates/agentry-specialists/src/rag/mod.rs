@@ -14,6 +14,7 @@ pub mod parse;
 pub mod store;
 mod tools;
 pub mod vectors;
+pub mod written;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,8 +88,10 @@ pub struct Brief {
     pub facets: Vec<brief::Facet>,
     /// The facets as cited text (Markdown), with the sources at the end.
     pub answer: String,
-    /// How the text above the facets was written: `extractive` (none) or `model` (a summary
-    /// by the configured model, kept only when it cites the facets' quotes and nothing else).
+    /// How it was written: `extractive` (quotes only) or `model` (by the configured model: the
+    /// facets planned and their bullets written from the quotes, each kept only when close to
+    /// the quote it cites, and a summary kept only when it cites the facets' quotes and
+    /// nothing else).
     pub method: String,
 }
 
@@ -198,6 +201,7 @@ impl RagAgent {
         let collection = self.collection.clone();
         let topic = topic.to_owned();
         let coll = collection.clone();
+        let doc_path = path.clone();
         let counts = self.counts.clone();
         // Reading whole documents and counting their words is CPU work: off the async workers.
         let built = tokio::task::spawn_blocking(move || -> Result<_, RagError> {
@@ -241,9 +245,26 @@ impl RagAgent {
         })
         .await
         .map_err(|e| RagError::Store(format!("brief: {e}")))??;
-        let Some((document, title, facets)) = built else {
+        let Some((document, title, mut facets)) = built else {
             return Ok(None);
         };
+        // A configured model plans the slides and writes their bullets, each checked against
+        // the quote it cites (`written`); the extracted facets stay when it gives nothing.
+        let mut written = false;
+        if let Some(llm) = &self.writer
+            && let Some(w) =
+                written::facets(&**llm, &self.kb, &collection, &doc_path, &title, &facets).await
+        {
+            facets = w;
+            written = true;
+            for (n, p) in facets
+                .iter_mut()
+                .flat_map(|f| f.points.iter_mut())
+                .enumerate()
+            {
+                p.citation.n = n + 1;
+            }
+        }
         let summary = match &self.writer {
             Some(llm) => {
                 let points: Vec<KeyPoint> = facets.iter().flat_map(|f| f.points.clone()).collect();
@@ -268,7 +289,7 @@ impl RagAgent {
             title,
             facets,
             answer,
-            method: if summary.is_some() {
+            method: if summary.is_some() || written {
                 "model"
             } else {
                 "extractive"
@@ -335,19 +356,34 @@ pub fn quoted(k: &KeyPoint) -> String {
     format!("“{}{dots}”{who}", k.text)
 }
 
-/// A point as a bullet: `Act I: “…” (Hamlet) [3]`.
+/// A point as a bullet: `Act I: “…” (Hamlet) [3]`, or what a model wrote from the quote:
+/// `Act I: Hamlet swears to avenge his father. [3]`.
 pub fn bullet(k: &KeyPoint) -> String {
     let label = k
         .label
         .as_ref()
         .map(|l| format!("{l}: "))
         .unwrap_or_default();
-    format!("{label}{} [{}]", quoted(k), k.citation.n)
+    match &k.claim {
+        Some(c) => format!("{label}{c} [{}]", k.citation.n),
+        None => format!("{label}{} [{}]", quoted(k), k.citation.n),
+    }
 }
 
 /// The facets as Markdown, with the sources at the end.
 fn brief_text(title: &str, document: &str, facets: &[brief::Facet]) -> String {
-    let mut s = format!("From {title} ({document}), every line quoted:\n");
+    let mut s = if facets
+        .iter()
+        .flat_map(|f| &f.points)
+        .any(|k| k.claim.is_some())
+    {
+        format!(
+            "From {title} ({document}), written by the configured model, each line resting on \
+             the quote listed under Sources:\n"
+        )
+    } else {
+        format!("From {title} ({document}), every line quoted:\n")
+    };
     for f in facets {
         s.push_str(&format!("\n## {}\n", f.title));
         for p in &f.points {
@@ -356,9 +392,18 @@ fn brief_text(title: &str, document: &str, facets: &[brief::Facet]) -> String {
     }
     s.push_str("\nSources:\n");
     for p in facets.iter().flat_map(|f| &f.points) {
-        s.push_str(&format!("[{}] {}\n", p.citation.n, p.citation.label()));
+        s.push_str(&format!("[{}] {}\n", p.citation.n, source(p)));
     }
     s
+}
+
+/// A point's source as listed under a text or in a slide's notes; with the quote when the
+/// bullet is a model's claim, so that a reader can check one against the other.
+pub fn source(k: &KeyPoint) -> String {
+    match k.claim {
+        Some(_) => format!("{} {}", quoted(k), k.citation.label()),
+        None => k.citation.label(),
+    }
 }
 
 /// The key points as a cited list.

@@ -75,17 +75,28 @@ fn tempdir(name: &str) -> agentry_testkit::Scratch {
     agentry_testkit::Scratch::new(&format!("deck-{name}"))
 }
 
-/// One bullet as shown: `Label: “quote …” (Speaker) [n]`.
+/// One bullet as shown: `Label: “quote …” (Speaker) [n]`, or a model's claim with the number
+/// of the quote it rests on: `Label: claim [n]`.
 struct Bullet {
     label: Option<String>,
     quote: String,
     abridged: bool,
     n: usize,
+    claim: Option<String>,
 }
 
 fn parse_bullet(b: &str) -> Option<Bullet> {
-    let open = b.find('“')?;
-    let close = b.rfind('”')?;
+    let (head, n) = b.rsplit_once('[')?;
+    let n = n.trim_end_matches(']').parse().ok()?;
+    let (Some(open), Some(close)) = (b.find('“'), b.rfind('”')) else {
+        return Some(Bullet {
+            label: None,
+            quote: String::new(),
+            abridged: false,
+            n,
+            claim: Some(head.trim().to_owned()),
+        });
+    };
     let label = b[..open]
         .trim()
         .strip_suffix(':')
@@ -95,12 +106,12 @@ fn parse_bullet(b: &str) -> Option<Bullet> {
         Some(q) => (q.to_owned(), true),
         None => (inner.to_owned(), false),
     };
-    let n = b.rsplit_once('[')?.1.trim_end_matches(']').parse().ok()?;
     Some(Bullet {
         label,
         quote,
         abridged,
         n,
+        claim: None,
     })
 }
 
@@ -170,6 +181,28 @@ fn rubric(outline: &Outline, brief: &Brief, texts: &HashMap<String, String>) -> 
                 ));
                 continue;
             };
+            // A model's claim: the point's own, short, resting on a quote that is verbatim at
+            // its bytes (how close the two are is the test's to check) and cited once.
+            if let Some(claim) = &p.claim {
+                let shown = point
+                    .label
+                    .as_ref()
+                    .and_then(|l| claim.strip_prefix(&format!("{l}: ")))
+                    .unwrap_or(claim);
+                if point.claim.as_deref() != Some(shown) {
+                    wrong.push(format!("[{}] is no claim of the brief: {b}", p.n));
+                }
+                if text.get(c.start..c.end).map(normalized).as_deref() != Some(&point.text) {
+                    wrong.push(format!("[{}] rests on a quote not at its bytes: {b}", p.n));
+                }
+                if shown.split_whitespace().count() > 25 {
+                    wrong.push(format!("[{}] is a long claim: {b}", p.n));
+                }
+                if !ranges.insert((c.start, c.end)) {
+                    wrong.push(format!("[{}] repeats a quote: {b}", p.n));
+                }
+                continue;
+            }
             match text.get(c.start..c.end) {
                 Some(src) if normalized(src) == p.quote => {}
                 src => wrong.push(format!(
@@ -572,6 +605,130 @@ async fn a_deck_about_technical_documents_passes_the_rubric() {
     }
 }
 
+/// With a model configured, the model plans the slides and writes their bullets; what it
+/// writes is kept only where it cites one of its slide's quotes and says what that quote
+/// shows. The model here is scripted (the loop's inputs are what is tested, not a model's
+/// skill): a claim citing a quote it was not given, a claim its quote does not support and a
+/// slide written with no citations are each caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deck_written_by_a_model_keeps_only_what_its_quotes_show() {
+    use agentry_core::llm::{
+        Capabilities, ChatResponse, DynLlmProvider, ScriptedProvider, Transcript,
+    };
+    use agentry_specialists::rag::written::SUPPORT;
+    let Some(plays) = ready() else { return };
+    let dir = tempdir("written");
+    let mut texts = HashMap::new();
+    for f in ["hamlet_gut.txt", "macbeth_gut.txt"] {
+        std::fs::copy(plays.join(f), dir.join(f)).unwrap();
+        texts.insert(f.to_owned(), std::fs::read_to_string(dir.join(f)).unwrap());
+    }
+    let kb = kb(&dir.join("kb.db"));
+    kb.ingest(&dir, "plays", &|_| {}).await.unwrap();
+    let script = [
+        // The plan: two of the extracted facets and one of its own.
+        r#"Here is the plan: {"facets": ["Who's who", "Key passages", "The ghost's command"]}"#,
+        // Who's who (its quotes: [1] Hamlet's cast line, [2] Claudius's, [3] Polonius's,
+        // [4] Horatio's, ... [7] Ophelia's).
+        "- Hamlet is the son of the former king and nephew of the present king [1]\n\
+         - Claudius is the King of Denmark [2]\n\
+         - Polonius plays tennis with Horatio every morning [3]\n\
+         - Ophelia is the daughter of Polonius [9]\n\
+         - Horatio is a friend to Hamlet [4]",
+        // Key passages ([1] "O that this too too solid flesh...", [3] "To be, or not to be").
+        "1. Hamlet wishes his too too solid flesh would melt [1]\n\
+         2. To be or not to be is the question Hamlet asks [3]",
+        // Its own facet: nothing cited.
+        "I cannot help with that.",
+        // The summary above the facets.
+        "Hamlet is the son of the former king [1].",
+    ];
+    let scripted = Arc::new(ScriptedProvider::new(Transcript::of(
+        Capabilities::default(),
+        script.iter().map(|t| ChatResponse::text(*t)).collect(),
+    )));
+    let mut agent = RagAgent::new(kb, "plays");
+    agent.writer = Some(scripted.clone() as Arc<dyn DynLlmProvider>);
+    let brief = agent.brief("Hamlet", 3).await.unwrap().unwrap();
+    assert_eq!(scripted.calls(), 5, "a plan, three slides, a summary");
+    assert_eq!(brief.method, "model");
+    eprintln!("{}", brief.answer);
+    let titles: Vec<&str> = brief.facets.iter().map(|f| f.title.as_str()).collect();
+    assert_eq!(titles, ["Who's who", "Key passages", "The ghost's command"]);
+    let claims = |i: usize| -> Vec<&str> {
+        brief.facets[i]
+            .points
+            .iter()
+            .filter_map(|p| p.claim.as_deref())
+            .collect()
+    };
+    // Kept: what the cast list says. Dropped: the tennis (not what its quote shows: the
+    // embedder here finds it far from "Polonius, Lord Chamberlain.") and Ophelia (a quote it
+    // was not given).
+    let far = WordHash
+        .embed(vec![
+            "Polonius plays tennis with Horatio every morning.".into(),
+            "Polonius, Lord Chamberlain.".into(),
+        ])
+        .await
+        .unwrap();
+    let cos: f32 = far[0].iter().zip(&far[1]).map(|(a, b)| a * b).sum();
+    assert!(cos < SUPPORT, "{cos}");
+    assert_eq!(
+        claims(0),
+        [
+            "Hamlet is the son of the former king and nephew of the present king.",
+            "Claudius is the King of Denmark.",
+            "Horatio is a friend to Hamlet.",
+        ]
+    );
+    assert_eq!(
+        claims(1),
+        [
+            "Hamlet wishes his too too solid flesh would melt.",
+            "To be or not to be is the question Hamlet asks.",
+        ]
+    );
+    // A slide the model wrote nothing checkable for keeps its quotes, found by a search of
+    // the work for the model's own facet.
+    let ghost = &brief.facets[2];
+    assert!(!ghost.points.is_empty() && ghost.points.iter().all(|p| p.claim.is_none()));
+    assert!(
+        ghost
+            .points
+            .iter()
+            .all(|p| p.citation.document == "hamlet_gut.txt")
+    );
+    // Every claim kept is close to its quote, measured here apart from the code.
+    for p in brief.facets.iter().flat_map(|f| &f.points) {
+        if let Some(c) = &p.claim {
+            let v = WordHash
+                .embed(vec![c.clone(), p.text.clone()])
+                .await
+                .unwrap();
+            let cos: f32 = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum();
+            assert!(cos >= SUPPORT, "{c:?} rests on {:?} at {cos}", p.text);
+        }
+    }
+    // The deck shows the claims, the notes their quotes; the rubric holds it as any deck.
+    let outline = deck(&brief, "Hamlet", 4, &dir.join("decks")).await;
+    let wrong = rubric(&outline, &brief, &texts);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    assert!(outline.subtitle.starts_with("Written from hamlet_gut.txt"));
+    assert!(
+        outline.slides[0].bullets[1].starts_with("Claudius is the King of Denmark. ["),
+        "{:?}",
+        outline.slides[0].bullets
+    );
+    assert!(
+        outline.slides[0]
+            .notes
+            .contains("“Claudius, King of Denmark.”"),
+        "{}",
+        outline.slides[0].notes
+    );
+}
+
 /// The rubric itself fails a bad deck: a misquote, a long bullet, a repeat, a title that
 /// names another act.
 #[test]
@@ -584,6 +741,7 @@ fn the_rubric_catches_what_it_is_for() {
         speaker: None,
         label: None,
         abridged: false,
+        claim: None,
         relevance: 1.0,
         similarity: 0.0,
         citation: Citation {
