@@ -118,7 +118,7 @@ static STOP: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
 });
 
 /// The words of `text`: letters and inner apostrophes, at least three letters, no stop words.
-fn tokens(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn tokens(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !(c.is_alphabetic() || c == '\''))
         .map(|w| w.trim_matches('\''))
         .filter(|w| w.len() >= 3 && !STOP.contains(w.to_lowercase().as_str()))
@@ -149,7 +149,7 @@ fn phrases(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
 
 /// A crude stem: lower case, one common suffix off, a final `e` off (`madness` and `mad`,
 /// `revenge` and `revenged` meet).
-fn key(w: &str) -> String {
+pub(crate) fn key(w: &str) -> String {
     let mut w = w.to_lowercase();
     for suf in ["ness", "ing", "ed", "'d", "es", "s", "ly"] {
         if w.len() >= suf.len() + 3 && w.ends_with(suf) {

@@ -19,6 +19,7 @@ pub mod written;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use agentry_core::embed::DynEmbedder;
 use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
 use serde::Serialize;
 
@@ -271,7 +272,7 @@ impl RagAgent {
                 if points.is_empty() {
                     None
                 } else {
-                    written_summary(&**llm, &topic, &points).await
+                    written_summary(&**llm, &**self.kb.embedder(), &topic, &points).await
                 }
             }
             None => None,
@@ -328,10 +329,12 @@ impl RagAgent {
         }
         let extractive = extractive_answer(&kps);
         let (answer, method) = match &self.writer {
-            Some(llm) => match written_answer(&**llm, question, &kps).await {
-                Some(a) => (a, "model"),
-                None => (extractive, "extractive"),
-            },
+            Some(llm) => {
+                match written_answer(&**llm, &**self.kb.embedder(), question, &kps).await {
+                    Some(a) => (a, "model"),
+                    None => (extractive, "extractive"),
+                }
+            }
             None => (extractive, "extractive"),
         };
         Ok(RagAnswer {
@@ -429,10 +432,11 @@ pub fn extractive_answer(kps: &[KeyPoint]) -> String {
 /// the model cited nothing it was given (the caller falls back to the extractive answer).
 async fn written_answer(
     llm: &dyn DynLlmProvider,
+    embedder: &dyn DynEmbedder,
     question: &str,
     kps: &[KeyPoint],
 ) -> Option<String> {
-    let mut s = written_summary(llm, question, kps).await?;
+    let mut s = written_summary(llm, embedder, question, kps).await?;
     s.push_str("\n\nSources:\n");
     for k in kps {
         s.push_str(&format!("[{}] {}\n", k.citation.n, k.citation.label()));
@@ -441,9 +445,11 @@ async fn written_answer(
 }
 
 /// The model's summary of `kps` for `question`, kept only when it cites at least one of them
-/// and nothing else.
+/// and nothing else, and cut to the sentences that say what the quotes they cite show
+/// ([`written::supported`]).
 async fn written_summary(
     llm: &dyn DynLlmProvider,
+    embedder: &dyn DynEmbedder,
     question: &str,
     kps: &[KeyPoint],
 ) -> Option<String> {
@@ -478,5 +484,5 @@ async fn written_summary(
         tracing::info!("model summary discarded: it cites no given evidence");
         return None;
     }
-    Some(text.trim().to_owned())
+    written::supported(embedder, text.trim(), kps).await
 }

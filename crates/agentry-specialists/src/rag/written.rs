@@ -2,9 +2,13 @@
 //! from numbered quotes; every bullet is then checked against the quote it cites.
 //!
 //! The model may only say what a quote shows. A bullet is kept when it cites exactly one quote
-//! of its facet's evidence (`… [2]`) and the embedder finds the claim close to that quote
-//! (cosine at least [`SUPPORT`], the level below which unrelated English scores with MiniLM);
-//! anything else is dropped, and a facet left with nothing keeps its quotes. A planned facet
+//! of its facet's evidence (`… [2]`), the embedder finds the claim close to that quote (cosine
+//! at least [`SUPPORT`], the level below which unrelated English scores with MiniLM), and the
+//! claim adds at most [`MAX_NOVEL`] words of its own to the quote's (MiniLM puts "Polonius
+//! plays tennis with Horatio every morning" at 0.46 from "Polonius, Lord Chamberlain.": a
+//! shared name carries a made-up claim past any cosine threshold that keeps true ones).
+//! Anything else is dropped, and a facet left with nothing keeps its quotes. The check fails
+//! closed: a faithful paraphrase in other words is dropped too, and the quote stays. A planned facet
 //! that is none of the extracted ones gets its evidence by a search of the work. Without a
 //! usable plan the extracted facets are kept, so a weak or broken model costs nothing but
 //! its calls.
@@ -14,11 +18,15 @@ use std::collections::HashSet;
 use agentry_core::embed::{DynEmbedder, dot};
 use agentry_core::llm::{ChatMessage, ChatRequest, DynLlmProvider};
 
-use super::brief::Facet;
+use super::brief::{Facet, key, tokens};
 use super::{KeyPoint, KnowledgeBase, keypoints};
 
 /// How close a claim must be to the quote it cites (cosine of their embeddings).
 pub const SUPPORT: f32 = 0.35;
+
+/// Content words a claim may use that its quote (and speaker) do not: "Hamlet wishes his too
+/// too solid flesh would melt" adds one to "O that this too too solid flesh would melt".
+pub const MAX_NOVEL: usize = 3;
 
 /// Bullets a written slide may have.
 const MAX_BULLETS: usize = 5;
@@ -206,7 +214,9 @@ async fn checked(
     let mut out = Vec::new();
     for (i, (claim, n)) in cited.iter().enumerate() {
         let support = dot(&claims[i], &quotes[i]);
-        if support < SUPPORT || !seen.insert(*n) || out.len() == MAX_BULLETS {
+        let quote = &evidence[n - 1];
+        let novel = novel(claim, &[quote]);
+        if support < SUPPORT || novel > MAX_NOVEL || !seen.insert(*n) || out.len() == MAX_BULLETS {
             tracing::info!(
                 claim,
                 support,
@@ -222,9 +232,136 @@ async fn checked(
     out
 }
 
+/// The content words of `claim` (stems) that none of `quotes` has, in its text or speaker.
+fn novel(claim: &str, quotes: &[&KeyPoint]) -> usize {
+    let known: HashSet<String> = quotes
+        .iter()
+        .flat_map(|q| tokens(&q.text).chain(q.speaker.as_deref().into_iter().flat_map(tokens)))
+        .map(key)
+        .collect();
+    tokens(claim)
+        .map(key)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .filter(|k| !known.contains(k))
+        .count()
+}
+
+/// A model's summary cut to the sentences that cite quotes of `kps` and say what they show
+/// (close to one of them, at most [`MAX_NOVEL`] words of their own beyond them); `None` when
+/// none does.
+pub(crate) async fn supported(
+    embedder: &dyn DynEmbedder,
+    text: &str,
+    kps: &[KeyPoint],
+) -> Option<String> {
+    let mut sentences: Vec<(&str, String, Vec<&KeyPoint>)> = Vec::new();
+    let mut from = 0;
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let end = i + 1 == bytes.len() || matches!(b, b'.' | b'!' | b'?') && bytes[i + 1] == b' ';
+        if !end {
+            continue;
+        }
+        let s = text[from..=i].trim();
+        from = i + 1;
+        // Its citations, and the claim without them.
+        let mut cited = Vec::new();
+        let mut claim = String::new();
+        let mut rest = s;
+        while let Some(open) = rest.find('[') {
+            claim.push_str(&rest[..open]);
+            let Some(close) = rest[open..].find(']') else {
+                break;
+            };
+            if let Ok(n) = rest[open + 1..open + close].trim().parse::<usize>()
+                && let Some(k) = kps.iter().find(|k| k.citation.n == n)
+            {
+                cited.push(k);
+            }
+            rest = &rest[open + close + 1..];
+        }
+        claim.push_str(rest);
+        if !cited.is_empty() {
+            sentences.push((s, claim, cited));
+        }
+    }
+    let mut texts = Vec::new();
+    for (_, claim, cited) in &sentences {
+        texts.push(claim.clone());
+        texts.extend(cited.iter().map(|k| k.text.clone()));
+    }
+    let v = embedder.embed_dyn(texts).await.ok()?;
+    let mut at = 0;
+    let mut kept = Vec::new();
+    for (s, claim, cited) in &sentences {
+        let c = &v[at];
+        let support = v[at + 1..at + 1 + cited.len()]
+            .iter()
+            .map(|q| dot(c, q))
+            .fold(f32::MIN, f32::max);
+        at += 1 + cited.len();
+        if support >= SUPPORT && novel(claim, cited) <= MAX_NOVEL {
+            kept.push(*s);
+        } else {
+            tracing::info!(
+                sentence = s,
+                support,
+                "summary sentence dropped: not what it cites"
+            );
+        }
+    }
+    (!kept.is_empty()).then(|| kept.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::bullet;
+    use super::{bullet, novel};
+    use crate::rag::{Citation, KeyPoint};
+
+    fn point(text: &str, speaker: Option<&str>) -> KeyPoint {
+        KeyPoint {
+            text: text.into(),
+            speaker: speaker.map(Into::into),
+            label: None,
+            abridged: false,
+            claim: None,
+            citation: Citation {
+                n: 1,
+                document: "t.txt".into(),
+                title: "T".into(),
+                section: String::new(),
+                page: None,
+                start: 0,
+                end: text.len(),
+                chunk_id: 0,
+            },
+            relevance: 0.0,
+            similarity: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_claim_may_add_few_words_of_its_own_to_its_quote() {
+        let flesh = point(
+            "O that this too too solid flesh would melt, Thaw, and resolve itself into a dew!",
+            Some("Hamlet"),
+        );
+        assert!(
+            novel(
+                "Hamlet wishes his too too solid flesh would melt.",
+                &[&flesh]
+            ) <= 1
+        );
+        let cast = point("Polonius, Lord Chamberlain.", None);
+        assert_eq!(novel("Polonius is the Lord Chamberlain.", &[&cast]), 0);
+        assert!(
+            novel(
+                "Polonius plays tennis with Horatio every morning.",
+                &[&cast]
+            ) > super::MAX_NOVEL
+        );
+    }
 
     #[test]
     fn a_bullet_is_a_claim_with_one_citation_at_its_end() {

@@ -88,6 +88,32 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
     );
     assert!(a.answer.contains("[1]") && a.answer.contains("hamlet_gut.txt"));
 
+    // With a model configured, its answer keeps only the sentences the quotes they cite show
+    // (a scripted model: what is tested is the check, on the real embedder).
+    {
+        use agentry_core::llm::{
+            Capabilities, ChatResponse, DynLlmProvider, ScriptedProvider, Transcript,
+        };
+        let said = "Hamlet is the son of the former king and nephew of the present king [1]. \
+                    Hamlet plays tennis every morning with his friends at court [1].";
+        let scripted = Arc::new(ScriptedProvider::new(Transcript::of(
+            Capabilities::default(),
+            vec![ChatResponse::text(said)],
+        )));
+        let mut writing = agent.clone();
+        writing.writer = Some(scripted as Arc<dyn DynLlmProvider>);
+        let w = writing.answer("Who is Hamlet?", 4).await.unwrap();
+        assert_eq!(w.method, "model");
+        assert!(
+            w.answer.starts_with(
+                "Hamlet is the son of the former king and nephew of the present king [1].\n"
+            ),
+            "{}",
+            w.answer
+        );
+        assert!(!w.answer.contains("tennis"), "{}", w.answer);
+    }
+
     let none = agent
         .answer("What is the boiling point of tungsten in kelvin?", 4)
         .await
