@@ -96,7 +96,8 @@ async fn plan(llm: &dyn DynLlmProvider, title: &str, facets: &[Facet]) -> Option
         ..Default::default()
     };
     let text = llm.chat_dyn(req).await.ok()?.message.content;
-    let json = &text[text.find('{')?..=text.rfind('}')?];
+    let (open, close) = (text.find('{')?, text.rfind('}')?);
+    let json = text.get(open..=close)?;
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
     let mut seen = HashSet::new();
     let titles: Vec<String> = v
@@ -339,6 +340,33 @@ mod tests {
             relevance: 0.0,
             similarity: 0.0,
         }
+    }
+
+    #[tokio::test]
+    async fn a_plan_is_json_titles_or_nothing() {
+        use agentry_core::llm::{Capabilities, ChatResponse, ScriptedProvider, Transcript};
+        let facets = vec![
+            super::Facet {
+                title: "Who's who".into(),
+                points: Vec::new(),
+            };
+            3
+        ];
+        let answers = [
+            "} no plan {",
+            "Sure! {\"facets\": [\"Who's who\", \"who's who\", \"The ghost\", 7]} Enjoy.",
+            "{\"slides\": [\"Who's who\"]}",
+        ];
+        let llm = ScriptedProvider::new(Transcript::of(
+            Capabilities::default(),
+            answers.iter().map(|a| ChatResponse::text(*a)).collect(),
+        ));
+        assert_eq!(super::plan(&llm, "Hamlet", &facets).await, None);
+        assert_eq!(
+            super::plan(&llm, "Hamlet", &facets).await,
+            Some(vec!["Who's who".to_owned(), "The ghost".to_owned()])
+        );
+        assert_eq!(super::plan(&llm, "Hamlet", &facets).await, None);
     }
 
     #[test]
