@@ -7,7 +7,9 @@
 //! claim adds at most [`MAX_NOVEL`] words of its own to the quote's (MiniLM puts "Polonius
 //! plays tennis with Horatio every morning" at 0.46 from "Polonius, Lord Chamberlain.": a
 //! shared name carries a made-up claim past any cosine threshold that keeps true ones).
-//! Anything else is dropped, and a facet left with nothing keeps its quotes. The check fails
+//! Anything else is dropped; an extracted facet left with nothing keeps its quotes, a slide of
+//! the model's own with nothing is not kept, and the extracted facets the plan left out fill
+//! the deck to the slides asked for. The check fails
 //! closed: a faithful paraphrase in other words is dropped too, and the quote stays. A planned facet
 //! that is none of the extracted ones gets its evidence by a search of the work. Without a
 //! usable plan the extracted facets are kept, so a weak or broken model costs nothing but
@@ -47,7 +49,8 @@ pub async fn facets(
     let mut used: HashSet<(usize, usize)> = HashSet::new();
     let mut wrote = false;
     for name in planned {
-        let evidence = match facets.iter().find(|f| f.title.eq_ignore_ascii_case(&name)) {
+        let extracted = facets.iter().find(|f| f.title.eq_ignore_ascii_case(&name));
+        let evidence = match extracted {
             Some(f) => f.points.clone(),
             None => search(kb, collection, path, title, &name).await,
         };
@@ -61,6 +64,11 @@ pub async fn facets(
         let bullets = write(llm, title, &name, &evidence).await;
         let mut points = checked(embedder, &bullets, &evidence).await;
         if points.is_empty() {
+            // A slide of the model's own with nothing it wrote holding is not kept: its title
+            // may be anything, and what a search found for it is no slide by itself.
+            if extracted.is_none() {
+                continue;
+            }
             points = evidence.into_iter().take(MAX_BULLETS).collect();
         } else {
             wrote = true;
@@ -70,6 +78,28 @@ pub async fn facets(
             title: name,
             points,
         });
+    }
+    // As many slides as were asked for: the extracted facets the plan left out fill the rest.
+    for f in facets {
+        if out.len() >= facets.len() {
+            break;
+        }
+        if out.iter().any(|o| o.title.eq_ignore_ascii_case(&f.title)) {
+            continue;
+        }
+        let points: Vec<KeyPoint> = f
+            .points
+            .iter()
+            .filter(|k| !used.contains(&(k.citation.start, k.citation.end)))
+            .cloned()
+            .collect();
+        if !points.is_empty() {
+            used.extend(points.iter().map(|k| (k.citation.start, k.citation.end)));
+            out.push(Facet {
+                title: f.title.clone(),
+                points,
+            });
+        }
     }
     wrote.then_some(out)
 }
