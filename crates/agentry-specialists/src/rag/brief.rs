@@ -409,14 +409,24 @@ const STALE: usize = 20;
 /// to `I Play.`); one that matches none (`Attendants`) is not followed, so an exit alone does
 /// not make a soliloquy: Lear's "darker purpose" follows `[Exeunt Gloster and Edmund.]` with
 /// the court still on stage.
-fn alone_on_stage(text: &str, speeches: &[Speech], personae: &[Persona]) -> Vec<bool> {
+fn alone_on_stage(
+    text: &str,
+    speeches: &[Speech],
+    personae: &[Persona],
+    cast: &HashMap<String, usize>,
+) -> Vec<bool> {
     let mut tags: Vec<&str> = speeches.iter().map(|s| s.speaker.as_str()).collect();
     tags.sort_unstable();
     tags.dedup();
     let lower: Vec<String> = tags.iter().map(|t| t.to_lowercase()).collect();
     let names: Vec<Option<&str>> = tags
         .iter()
-        .map(|t| persona_for(t, personae).map(|p| p.name.as_str()))
+        .map(|t| {
+            cast.get(*t)
+                .and_then(|&i| personae.get(i))
+                .or_else(|| persona_for(t, personae))
+                .map(|p| p.name.as_str())
+        })
         .collect();
     // The tags a name in a direction stands for: the best match, or all that match it equally
     // (`Senators` for `First Senator` and `Second Senator`).
@@ -928,22 +938,32 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
 
 /// The cast-list line for a speaker tag: the same name, else a name word the tag abbreviates
 /// (`Ham` → Hamlet, `Glou` → Gloster), else a role (`King` → `Claudius, King of Denmark`).
+/// Of several that fit it equally, the first: [`cast_of`] tells them apart by the play's
+/// other tags.
 fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
+    personae_for(tag, ps).into_iter().next()
+}
+
+/// The cast-list lines that fit a tag best ([`persona_for`]), in cast order: more than one
+/// when a name word the tag abbreviates begins several names (`Cor.` for Cordelia and
+/// Cornwall).
+fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
     let t = tag.to_lowercase();
     if let Some(p) = ps.iter().find(|p| p.name == t) {
-        return Some(p);
+        return vec![p];
     }
     // A tag of two words or more that begins a name (`KING HENRY.` for `KING HENRY V.`).
     if t.contains(' ')
         && let Some(p) = ps.iter().find(|p| p.name.starts_with(&format!("{t} ")))
     {
-        return Some(p);
+        return vec![p];
     }
     let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     // A name word the tag abbreviates; a rank (`prince`, `king`) only after the roles: in
     // `PRINCE.` Henry IV's tag is Henry, Prince of Wales, not Prince John of Lancaster.
     let by_word = |titles: bool| {
-        let mut best: Option<(usize, &Persona)> = None;
+        let mut best: Vec<&Persona> = Vec::new();
+        let mut most = 0;
         for p in ps {
             // `m.antony` is Antony; `king-at-arms` is a rank.
             for w in p
@@ -955,23 +975,85 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
                     continue;
                 }
                 let cp = common(&t, w);
-                if cp >= 3 && cp * 4 >= t.chars().count() * 3 && best.is_none_or(|(b, _)| cp > b) {
-                    best = Some((cp, p));
+                if cp < 3 || cp * 4 < t.chars().count() * 3 || cp < most {
+                    continue;
+                }
+                if cp > most {
+                    most = cp;
+                    best.clear();
+                }
+                if !best.iter().any(|b| std::ptr::eq(*b, p)) {
+                    best.push(p);
                 }
             }
         }
-        best.map(|b| b.1)
+        best
     };
     // By role (`King.` for `CLAUDIUS, King of Denmark.`) only when one character has it: five
     // are a `Son` in Macbeth. A tag in the plural (`CITIZENS.`) is a crowd, not a character.
     let by_role = || {
         let mut with = ps.iter().filter(|p| !p.role.is_empty() && p.role == t);
         match (with.next(), with.next()) {
-            (Some(p), None) if !t.ends_with('s') => Some(p),
-            _ => None,
+            (Some(p), None) if !t.ends_with('s') => vec![p],
+            _ => Vec::new(),
         }
     };
-    by_word(false).or_else(by_role).or_else(|| by_word(true))
+    let mut found = by_word(false);
+    if found.is_empty() {
+        found = by_role();
+    }
+    if found.is_empty() {
+        found = by_word(true);
+    }
+    found
+}
+
+/// Each speaker tag's cast-list line (an index into `ps`). A tag that fits several equally
+/// goes to the one no other tag fits alone: `Corn.` is Cornwall, so `Cor.` is Cordelia.
+fn cast_of<'t>(tags: impl Iterator<Item = &'t str>, ps: &[Persona]) -> HashMap<String, usize> {
+    let index = |p: &Persona| ps.iter().position(|q| std::ptr::eq(p, q));
+    let fits: Vec<(String, Vec<usize>)> = tags
+        .map(|t| {
+            let found = personae_for(t, ps).into_iter().filter_map(index).collect();
+            (t.to_owned(), found)
+        })
+        .collect();
+    let alone: HashSet<usize> = fits
+        .iter()
+        .filter(|f| f.1.len() == 1)
+        .map(|f| f.1[0])
+        .collect();
+    let mut out = HashMap::new();
+    for (tag, found) in fits {
+        let free: Vec<usize> = found
+            .iter()
+            .copied()
+            .filter(|i| !alone.contains(i))
+            .collect();
+        let chosen = match free.as_slice() {
+            [one] if found.len() > 1 => Some(*one),
+            _ => found.first().copied(),
+        };
+        if let Some(i) = chosen {
+            out.insert(tag, i);
+        }
+    }
+    out
+}
+
+/// The words of a name that tell who (`hamlet`, `ghost`, `father` in `Ghost of Hamlet's
+/// Father`), lower case, without ranks, short words and a possessive `'s`.
+fn name_words(name: &str) -> Vec<String> {
+    name.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| {
+            let w = w.to_lowercase();
+            w.strip_suffix("'s")
+                .unwrap_or(&w)
+                .trim_matches('\'')
+                .to_owned()
+        })
+        .filter(|w| w.len() >= 3 && !TITLES.contains(&w.as_str()))
+        .collect()
 }
 
 /// The first words of a cast-list line that lists a crowd, not a character.
@@ -1166,6 +1248,8 @@ struct Analysis<'w> {
     work: &'w Work,
     speeches: Vec<Speech>,
     personae: Vec<Persona>,
+    /// Each speaker tag's cast-list line, an index into `personae` ([`cast_of`]).
+    cast: HashMap<String, usize>,
     parts: Vec<(String, usize, usize)>,
     /// Speaker tags by words spoken, most first.
     main: Vec<String>,
@@ -1212,10 +1296,11 @@ impl<'w> Analysis<'w> {
             .collect();
         main.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let main: Vec<String> = main.into_iter().map(|m| m.0.to_owned()).collect();
+        let cast = cast_of(main.iter().map(String::as_str), &personae);
         let mut names = HashSet::new();
         for tag in main.iter().take(7) {
             names.insert(tag.to_lowercase());
-            if let Some(p) = persona_for(tag, &personae) {
+            if let Some(p) = cast.get(tag).map(|&i| &personae[i]) {
                 names.extend(p.name.split_whitespace().map(str::to_owned));
             }
         }
@@ -1228,6 +1313,7 @@ impl<'w> Analysis<'w> {
             work,
             speeches,
             personae,
+            cast,
             parts,
             main,
             names,
@@ -1242,6 +1328,14 @@ impl<'w> Analysis<'w> {
         self.play
     }
 
+    /// The cast-list line of a speaker tag.
+    fn persona(&self, tag: &str) -> Option<&Persona> {
+        match self.cast.get(tag) {
+            Some(&i) => self.personae.get(i),
+            None => persona_for(tag, &self.personae),
+        }
+    }
+
     fn text(&self) -> &'w str {
         &self.work.text
     }
@@ -1249,7 +1343,8 @@ impl<'w> Analysis<'w> {
     /// How a speaker is shown: the cast list's name, else the tag (`SECOND WITCH` → `Second
     /// Witch`).
     fn speaker_name(&self, tag: &str) -> String {
-        persona_for(tag, &self.personae).map_or_else(|| title_case(tag), |p| p.display(self.text()))
+        self.persona(tag)
+            .map_or_else(|| title_case(tag), |p| p.display(self.text()))
     }
 
     fn is_main(&self, tag: &str) -> bool {
@@ -1266,7 +1361,8 @@ impl<'w> Analysis<'w> {
             .filter(|w| !w.is_empty())
             .collect();
         let t = tag.to_lowercase();
-        let name = persona_for(tag, &self.personae)
+        let name = self
+            .persona(tag)
             .map(|p| p.name.split_whitespace().next().unwrap_or("").to_owned());
         self.is_main(tag)
             && words.iter().any(|w| {
@@ -1294,7 +1390,8 @@ impl<'w> Analysis<'w> {
             return true;
         }
         let t = tag.trim_end_matches('.').to_lowercase();
-        let mut names: Vec<String> = persona_for(tag, &self.personae)
+        let mut names: Vec<String> = self
+            .persona(tag)
             .map(|p| {
                 p.name
                     .split_whitespace()
@@ -1482,7 +1579,7 @@ impl<'w> Analysis<'w> {
             if points.len() == 7 {
                 break;
             }
-            if let Some(p) = persona_for(&tag, &self.personae)
+            if let Some(p) = self.persona(&tag)
                 && lines_used.insert(p.line)
             {
                 let line = p.line;
@@ -1639,6 +1736,15 @@ impl<'w> Analysis<'w> {
     /// The openings of the longest speeches (soliloquies first, then set pieces), at most two
     /// per speaker besides their soliloquies, from different acts where possible.
     fn key_passages(&mut self, n: usize) -> Facet {
+        Facet {
+            title: "Key passages".into(),
+            points: self.set_pieces(n, &|_| true),
+        }
+    }
+
+    /// The openings of up to `n` set pieces among the speeches `of` accepts, in play order,
+    /// labelled by their part: the key passages of the whole play, or of one character.
+    fn set_pieces(&mut self, n: usize, of: &dyn Fn(&Speech) -> bool) -> Vec<KeyPoint> {
         let text = self.text();
         // A set piece is long, spoken by a main character, and most often alone on stage (the
         // soliloquy, which a teacher names first), or a scene opens with it. The more a
@@ -1662,7 +1768,7 @@ impl<'w> Analysis<'w> {
         let opens_scene = |l: &str| l.contains("\nScene") || l.contains("\nSCENE");
         // Alone: no one else on stage by the directions, or on entering alone (`[Enter Hamlet.]`
         // with Ophelia unseen at her book).
-        let stage = alone_on_stage(text, &self.speeches, &self.personae);
+        let stage = alone_on_stage(text, &self.speeches, &self.personae, &self.cast);
         let alone: Vec<bool> = leads
             .iter()
             .zip(&self.speeches)
@@ -1718,7 +1824,7 @@ impl<'w> Analysis<'w> {
         };
         let mut chosen: Vec<(usize, (usize, usize))> = Vec::new();
         for pass in 0..2 {
-            for &(_, i) in ranked.iter().take(80) {
+            for &(_, i) in ranked.iter().filter(|r| of(&self.speeches[r.1])).take(80) {
                 if chosen.len() == n {
                     break;
                 }
@@ -1750,10 +1856,157 @@ impl<'w> Analysis<'w> {
             let label = part_of(r.0).map(|p| heading(&parts[p].0));
             points.push(self.take(r, Some(&speaker), label, 1.0));
         }
-        Facet {
-            title: "Key passages".into(),
-            points,
+        points
+    }
+
+    /// Who the character `name` (lower case, as asked: `hamlet`, `lady macbeth`, `king`) is,
+    /// told by the play itself, in up to `n` points: the cast list's line, the first words,
+    /// the set pieces, the last words when they die on stage, and the other entries of the
+    /// cast list that name them (`Horatio, Friend to Hamlet.`). `None` when no one of the cast
+    /// list who speaks goes by that name: a question about someone else, or no play.
+    fn profile(&mut self, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
+        if !self.is_play() || n == 0 {
+            return None;
         }
+        let text = self.text();
+        let asked = name_words(name);
+        // `king lear` is the cast list's `LEAR, King of Britain`.
+        let p = persona_for(name, &self.personae)
+            .or_else(|| persona_for(&asked.join(" "), &self.personae))?
+            .clone();
+        // Every name word asked for is one of theirs (`lady macbeth` is not Macbeth), or the
+        // question names a role only one character has (`king`).
+        let own = name_words(&p.name);
+        // A rank asked for is in their line too (`king lear`: `Lear, King of Britain`; not
+        // `lady hamlet`).
+        let line = text[p.line.0..p.line.1].to_lowercase();
+        let ranks = name
+            .split_whitespace()
+            .filter(|w| TITLES.contains(w))
+            .all(|w| line.split(|c: char| !c.is_alphabetic()).any(|l| l == w));
+        let fits = if asked.is_empty() {
+            p.role == name
+        } else {
+            ranks && asked.iter().all(|w| own.contains(w))
+        };
+        if !fits {
+            return None;
+        }
+        let tags: HashSet<String> = self
+            .main
+            .iter()
+            .filter(|t| self.persona(t).is_some_and(|q| q.line == p.line))
+            .cloned()
+            .collect();
+        let theirs: Vec<Speech> = self
+            .speeches
+            .iter()
+            .filter(|s| tags.contains(&s.speaker))
+            .cloned()
+            .collect();
+        if theirs.is_empty() {
+            return None;
+        }
+        let parts = self.parts.clone();
+        let part = |at: usize| {
+            parts
+                .iter()
+                .find(|q| (q.1..q.2).contains(&at))
+                .map(|q| heading(&q.0))
+        };
+        let labelled = |what: &str, at: usize| {
+            Some(part(at).map_or_else(|| what.to_owned(), |l| format!("{what}, {l}")))
+        };
+
+        let intro = self.take(p.line, None, Some("Cast list".into()), 1.0);
+        // The entries that name them tell who they are to the others; the main characters'
+        // first (Gertrude, `Mother of Hamlet`, before the Ghost).
+        let rank = |q: &Persona| {
+            self.main
+                .iter()
+                .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
+                .unwrap_or(usize::MAX)
+        };
+        // Named by their whole name in the description (`Wife to Iago`, `Ghost of Hamlet's
+        // Father`; Seyton `attending on Macbeth` is not about Lady Macbeth).
+        let whole = p.name.split_whitespace().collect::<Vec<_>>().join(" ");
+        let names_them = |q: &Persona| {
+            let line = text[q.line.0..q.line.1].to_lowercase();
+            let desc = name_end(&line).map_or("", |i| &line[i..]);
+            let words: Vec<&str> = desc
+                .split(|c: char| !c.is_alphanumeric() && c != '\'')
+                .map(|w| w.strip_suffix("'s").unwrap_or(w))
+                .filter(|w| !w.is_empty())
+                .collect();
+            words.join(" ").contains(&whole) && !whole.is_empty()
+        };
+        let mut related: Vec<&Persona> = self
+            .personae
+            .iter()
+            .filter(|q| q.line != p.line && names_them(q))
+            .collect();
+        related.sort_by_key(|q| rank(q));
+        let related: Vec<(usize, usize)> = related.iter().take(2).map(|q| q.line).collect();
+        let related: Vec<KeyPoint> = related
+            .into_iter()
+            .map(|r| self.take(r, None, Some("Cast list".into()), 1.0))
+            .collect();
+
+        // Their first words: the first sentence of four words or more they say.
+        let first = theirs
+            .iter()
+            .take(3)
+            .flat_map(|s| {
+                sentences(text, s.start, s.end, true)
+                    .into_iter()
+                    .map(move |r| (r, s.speaker.clone(), s.start))
+            })
+            // Not a letter they read out (Lady Macbeth's `"They met me in the day of
+            // success...`): no quotation mark left open before it in the speech.
+            .find(|(r, _, from)| {
+                let open = text[*from..r.0].matches(['"', '“', '”']).count() % 2 == 1;
+                word_count(text, *r) >= 4 && !open && !text[r.0..r.1].starts_with(['"', '“'])
+            })
+            .map(|(r, who, _)| (r, who));
+        let first = first.map(|(r, who)| {
+            let label = labelled("First words", r.0);
+            self.take(r, Some(&who), label, 1.0)
+        });
+
+        // Their last words, when a deed that is theirs follows them closely (`[Dies.]`).
+        let last = theirs.last().and_then(|s| {
+            let r = sentences(text, s.start, s.end, true)
+                .into_iter()
+                .rev()
+                .find(|r| word_count(text, *r) >= 3)?;
+            let next = self.deeds.partition_point(|&at| at < r.1);
+            let at = *self.deeds.get(next)?;
+            let end = text[at..].find(']').map_or(text.len(), |j| at + j);
+            let close = text[r.1..at].split_whitespace().nth(12).is_none();
+            (close && self.does(&s.speaker, &text[at + 1..end])).then(|| (r, s.speaker.clone()))
+        });
+        let last = last.and_then(|(r, who)| {
+            (!self.is_used(r)).then(|| {
+                let label = labelled("Last words", r.0);
+                self.take(r, Some(&who), label, 1.0)
+            })
+        });
+
+        let pieces = self.set_pieces(2, &|s| tags.contains(&s.speaker));
+
+        // The most telling first when `n` is short; then shown in the order of the play.
+        let mut pieces = pieces.into_iter();
+        let mut related = related.into_iter();
+        let mut ranked: Vec<(usize, KeyPoint)> = vec![(0, intro)];
+        ranked.extend(first.map(|k| (2, k)));
+        ranked.extend(pieces.next().map(|k| (3, k)));
+        ranked.extend(last.map(|k| (4, k)));
+        ranked.extend(related.next().map(|k| (1, k)));
+        ranked.extend(pieces.next().map(|k| (3, k)));
+        ranked.extend(related.next().map(|k| (1, k)));
+        ranked.truncate(n);
+        ranked.sort_by_key(|(order, k)| (*order, k.citation.start));
+        Some(ranked.into_iter().map(|r| r.1).collect())
     }
 
     /// The opening sentences: what the document says it is about.
@@ -1898,6 +2151,19 @@ pub fn counts(work: &Work) -> Counts {
     a.counted((from, work.text.len()))
 }
 
+/// Who the character `name` (as asked: `Hamlet`, `Lady Macbeth`, `the king`) of the play
+/// `work` is, in up to `n` cited points ([`Analysis::profile`]), numbered from 1; `None` when
+/// `work` is no play or no one of its cast goes by that name.
+pub fn profile(work: &Work, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
+    let name = name.trim().to_lowercase();
+    let name = name.strip_prefix("the ").unwrap_or(&name).trim();
+    let mut points = Analysis::new(work).profile(name, n)?;
+    for (i, p) in points.iter_mut().enumerate() {
+        p.citation.n = i + 1;
+    }
+    Some(points)
+}
+
 /// Splits `parts` into `k` runs of consecutive parts, as even as can be.
 fn runs<T: Clone>(parts: &[T], k: usize) -> Vec<Vec<T>> {
     let k = k.clamp(1, parts.len().max(1));
@@ -2011,6 +2277,68 @@ mod tests {
     }
 
     #[test]
+    fn a_character_is_told_by_cast_list_first_words_set_piece_and_last_words() {
+        let play = "THE TRAGEDY OF TESTING\n\nPERSONS REPRESENTED.\n\nHamlet, Prince of \
+                    Denmark.\nHoratio, Friend to Hamlet.\nLaertes, Son to Polonius.\n\nACT \
+                    I.\n\nScene I. A platform.\n\nHam.\nA little more than kin, and less \
+                    than kind.\n\nHor.\nMy lord, the king your father walks tonight upon the \
+                    platform.\n\nLaer.\nI will be gone to France tomorrow morning, my good \
+                    lord.\n\nACT II.\n\nScene I. A hall.\n\nHam.\nO, I die, Horatio; the \
+                    potent poison quite o'er-crows my spirit.\nThe rest is silence.\n\n[Dies.]\n\n\
+                    Hor.\nNow cracks a noble heart. Good night, sweet prince.\n";
+        let told_in = |play: &str, name: &str, n: usize| {
+            profile(&work(play), name, n).map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        assert_eq!(normalized(&play[p.citation.start..p.citation.end]), p.text);
+                        format!("{}|{}", p.label.clone().unwrap_or_default(), p.text)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let told = |name: &str, n: usize| told_in(play, name, n);
+        assert_eq!(
+            told("Hamlet", 6).unwrap(),
+            [
+                "Cast list|Hamlet, Prince of Denmark.",
+                "Cast list|Horatio, Friend to Hamlet.",
+                "First words, Act I|A little more than kin, and less than kind.",
+                "Act II|O, I die, Horatio; the potent poison quite o'er-crows my spirit.",
+                "Last words, Act II|The rest is silence.",
+            ]
+        );
+        // Fewer points: who they are and their first words come first.
+        assert_eq!(told("hamlet", 2).unwrap().len(), 2);
+        assert!(told("hamlet", 2).unwrap()[1].starts_with("First words"));
+        // One who lives has no last words; one not in the cast, or a name that is only part
+        // of someone's, has no profile.
+        let horatio = told("Horatio", 6).unwrap();
+        assert!(
+            horatio.iter().all(|l| !l.starts_with("Last words")),
+            "{horatio:?}"
+        );
+        assert_eq!(told("Polonius", 6), None);
+        assert_eq!(told("Lady Hamlet", 6), None);
+        // A role only one character has names them.
+        let king = told_in(PLAY, "the king", 6).unwrap();
+        assert_eq!(king[0], "Cast list|CLAUDIUS, King of Denmark.");
+        assert!(king.iter().any(|l| l.contains("crown is ours")), "{king:?}");
+    }
+
+    #[test]
+    fn a_tag_that_begins_two_names_is_the_one_no_other_tag_has() {
+        let text = "PERSONS REPRESENTED.\n\nDuke of Cornwall.\nCordelia, daughter to Lear.\n\n";
+        let ps = personae(text, text.len());
+        assert_eq!(personae_for("Cor", &ps).len(), 2);
+        let cast = cast_of(["Cor", "Corn"].into_iter(), &ps);
+        assert_eq!(ps[cast["Cor"]].name, "cordelia");
+        assert_eq!(ps[cast["Corn"]].name, "duke of cornwall");
+        // Alone, the tag keeps the first that fits.
+        let cast = cast_of(["Cor"].into_iter(), &ps);
+        assert_eq!(ps[cast["Cor"]].name, "duke of cornwall");
+    }
+
+    #[test]
     fn speakers_are_matched_to_the_cast_list() {
         let ps = personae(PLAY, PLAY.find("ACT I").unwrap());
         let name = |tag: &str| persona_for(tag, &ps).map(|p| p.display(PLAY));
@@ -2074,7 +2402,7 @@ mod tests {
         // `Gloster` leaves by name (the tag is `Glou.`), Kent by a bare `[Exit.]` after his
         // speech, the player by his full name; `&c.` empties the stage.
         assert_eq!(
-            alone_on_stage(play, &sp, &personae),
+            alone_on_stage(play, &sp, &personae, &HashMap::new()),
             [false, false, false, true, false, true, false, true]
         );
     }

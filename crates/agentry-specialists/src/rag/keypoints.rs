@@ -248,7 +248,7 @@ pub async fn key_points(
 }
 
 /// The name in "Who is X?" / "Who was X?", lower case.
-fn who_is(question: &str) -> Option<String> {
+pub(crate) fn who_is(question: &str) -> Option<String> {
     let q = question.trim().trim_end_matches('?').trim().to_lowercase();
     let rest = ["who is ", "who was ", "who's "]
         .iter()

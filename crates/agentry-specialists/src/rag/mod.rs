@@ -305,10 +305,21 @@ impl RagAgent {
             .kb
             .search(&self.collection, question, self.top_k.max(points * 2))
             .await?;
-        let kps = keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?;
+        // "Who is Hamlet?" about a character of a play the search found: the play tells who
+        // they are (cast list, first words, set pieces, last words), not the lines that say
+        // the name most.
+        let profile = match keypoints::who_is(question) {
+            Some(name) => self.profile(&name, &hits, points).await?,
+            None => None,
+        };
+        let from_profile = profile.is_some();
+        let kps = match profile {
+            Some(kps) => kps,
+            None => keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?,
+        };
         let best = kps.iter().map(|k| k.similarity).fold(f32::MIN, f32::max);
-        tracing::debug!(best, "best evidence similarity");
-        let grounded = best >= MIN_SIMILARITY;
+        tracing::debug!(best, from_profile, "best evidence similarity");
+        let grounded = from_profile || best >= MIN_SIMILARITY;
         if !grounded {
             return Ok(RagAnswer {
                 question: question.to_owned(),
@@ -345,6 +356,39 @@ impl RagAgent {
             key_points: kps,
             method: method.into(),
         })
+    }
+}
+
+impl RagAgent {
+    /// The profile ([`brief::profile`]) of the character `name` from the first of the plays
+    /// among `hits` whose cast has them (at most five read).
+    async fn profile(
+        &self,
+        name: &str,
+        hits: &[Hit],
+        n: usize,
+    ) -> Result<Option<Vec<KeyPoint>>, RagError> {
+        let mut paths: Vec<String> = Vec::new();
+        for h in hits {
+            if !paths.contains(&h.path) && paths.len() < 5 {
+                paths.push(h.path.clone());
+            }
+        }
+        let kb = self.kb.clone();
+        let collection = self.collection.clone();
+        let name = name.to_owned();
+        tokio::task::spawn_blocking(move || -> Result<_, RagError> {
+            for path in paths {
+                if let Some(work) = kb.work(&collection, &path)?
+                    && let Some(points) = brief::profile(&work, &name, n)
+                {
+                    return Ok(Some(points));
+                }
+            }
+            Ok(None)
+        })
+        .await
+        .map_err(|e| RagError::Store(format!("profile: {e}")))?
     }
 }
 
@@ -419,7 +463,15 @@ pub fn extractive_answer(kps: &[KeyPoint]) -> String {
             .map(|sp| format!("{sp}: "))
             .unwrap_or_default();
         let dots = if k.abridged { " …" } else { "" };
-        s.push_str(&format!("- {who}\"{}{dots}\" [{}]\n", k.text, k.citation.n));
+        let label = k
+            .label
+            .as_ref()
+            .map(|l| format!("{l}: "))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "- {label}{who}\"{}{dots}\" [{}]\n",
+            k.text, k.citation.n
+        ));
     }
     s.push_str("\nSources:\n");
     for k in kps {

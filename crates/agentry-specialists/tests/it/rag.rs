@@ -87,6 +87,44 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
         cast.text
     );
     assert!(a.answer.contains("[1]") && a.answer.contains("hamlet_gut.txt"));
+    // Then the play tells who he is: his first words, a set piece of his and his last words
+    // (four points asked for), each his and verbatim at its offsets.
+    let labels: Vec<&str> = a
+        .key_points
+        .iter()
+        .map(|k| k.label.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(labels.len(), 4, "{labels:?}");
+    assert_eq!(labels[1], "First words, Act I", "{labels:?}");
+    assert!(labels[2].starts_with("Act "), "{labels:?}");
+    assert_eq!(labels[3], "Last words, Act V", "{labels:?}");
+    assert_eq!(
+        a.key_points[1].text,
+        "A little more than kin, and less than kind!"
+    );
+    assert!(a.key_points[3].text.starts_with("O, I die, Horatio"));
+    for k in &a.key_points {
+        let quoted = &text[k.citation.start..k.citation.end];
+        assert_eq!(
+            quoted.split_whitespace().collect::<Vec<_>>().join(" "),
+            k.text
+        );
+        if k.citation.n > 1 {
+            assert_eq!(k.speaker.as_deref(), Some("Hamlet"), "{k:?}");
+        }
+    }
+    assert!(
+        a.answer
+            .contains("First words, Act I: Hamlet: \"A little more than kin")
+    );
+    // Someone else of the play: their own line of the cast list first.
+    let o = agent.answer("Who is Ophelia?", 3).await.unwrap();
+    assert_eq!(o.key_points[0].text, "Ophelia, Daughter to Polonius.");
+    assert!(
+        o.key_points[1..]
+            .iter()
+            .all(|k| k.speaker.as_deref() == Some("Ophelia"))
+    );
 
     // With a model configured, its answer keeps only the sentences the quotes they cite show
     // (a scripted model: what is tested is the check, on the real embedder).
