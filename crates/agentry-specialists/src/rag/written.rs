@@ -43,7 +43,13 @@ pub async fn facets(
     title: &str,
     facets: &[Facet],
 ) -> Option<Vec<Facet>> {
-    let planned = plan(llm, title, facets).await?;
+    let Some(planned) = plan(llm, title, facets).await else {
+        tracing::info!(
+            title,
+            "the model gave no usable plan of slides; the extracted ones stand"
+        );
+        return None;
+    };
     let embedder = &**kb.embedder();
     let mut out = Vec::new();
     let mut used: HashSet<(usize, usize)> = HashSet::new();
