@@ -183,7 +183,7 @@ pub async fn key_points(
     let words = super::store::keyword_words(question);
     // "Who is X?" is answered first by a line that introduces X (`Hamlet, Son to ...`, the
     // way cast lists, glossaries and indexes do).
-    let asked = who_is(question);
+    let asked = who_is(question).map(|n| n.split(" in ").next().unwrap_or("").to_owned());
     // Relevance: similarity to the question, a bonus for naming its key words, and a small
     // prior for the better-ranked chunks.
     let rel: Vec<f32> = cands
@@ -254,7 +254,9 @@ pub(crate) fn who_is(question: &str) -> Option<String> {
         .iter()
         .find_map(|p| q.strip_prefix(p))?;
     let name = rest.trim_start_matches("the ").trim();
-    (!name.is_empty() && name.split_whitespace().count() <= 4).then(|| name.to_owned())
+    // "Who is Portia in the Merchant of Venice?": a name of up to four words, then the work.
+    let who = name.split(" in ").next().unwrap_or(name);
+    (!name.is_empty() && who.split_whitespace().count() <= 4).then(|| name.to_owned())
 }
 
 #[cfg(test)]
@@ -286,6 +288,15 @@ mod tests {
             Some("lady macbeth")
         );
         assert_eq!(who_is("What is revenge?"), None);
+        // The play may be said: the name is what comes before it.
+        assert_eq!(
+            who_is("Who is Portia in The Merchant of Venice?").as_deref(),
+            Some("portia in the merchant of venice")
+        );
+        assert_eq!(
+            who_is("Who is the man who sold the world to the king?"),
+            None
+        );
     }
 
     #[test]

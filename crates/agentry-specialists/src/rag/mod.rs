@@ -123,6 +123,20 @@ fn title_words(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// The documents whose title or file name has every word of `wanted`.
+fn named<'d>(
+    docs: &'d [(String, String, String)],
+    wanted: &[String],
+) -> Vec<&'d (String, String, String)> {
+    docs.iter()
+        .filter(|(_, name, title)| {
+            let mut have = title_words(title);
+            have.extend(title_words(name));
+            wanted.iter().all(|w| have.contains(w))
+        })
+        .collect()
+}
+
 /// Below this cosine similarity between the question and its best sentence the evidence is
 /// treated as missing (MiniLM: unrelated English text scores about 0.0-0.25).
 const MIN_SIMILARITY: f32 = 0.35;
@@ -173,14 +187,7 @@ impl RagAgent {
             return Ok(None);
         }
         let docs = self.kb.documents(&self.collection)?;
-        let named: Vec<&(String, String, String)> = docs
-            .iter()
-            .filter(|(_, name, title)| {
-                let mut have = title_words(title);
-                have.extend(title_words(name));
-                wanted.iter().all(|w| have.contains(w))
-            })
-            .collect();
+        let named = named(&docs, &wanted);
         let path = match named.as_slice() {
             [] => return Ok(None),
             [one] => one.0.clone(),
@@ -313,9 +320,12 @@ impl RagAgent {
             None => None,
         };
         let from_profile = profile.is_some();
-        let kps = match profile {
-            Some(kps) => kps,
-            None => keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?,
+        let (kps, also) = match profile {
+            Some((kps, also)) => (kps, also),
+            None => (
+                keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?,
+                String::new(),
+            ),
         };
         let best = kps.iter().map(|k| k.similarity).fold(f32::MIN, f32::max);
         tracing::debug!(best, from_profile, "best evidence similarity");
@@ -348,6 +358,7 @@ impl RagAgent {
             }
             None => (extractive, "extractive"),
         };
+        let answer = answer + &also;
         Ok(RagAnswer {
             question: question.to_owned(),
             collection: self.collection.clone(),
@@ -360,32 +371,63 @@ impl RagAgent {
 }
 
 impl RagAgent {
-    /// The profile ([`brief::profile`]) of the character `name` from the first of the plays
-    /// among `hits` whose cast has them (at most five read).
+    /// The profile ([`brief::profile`]) of the character `name` ("Portia", or "Portia in the
+    /// Merchant of Venice" to say which play) from the first play among `hits` (at most five
+    /// read), or among the plays the name after "in" names, whose cast has them; with a line
+    /// naming the other plays that have a character of that name.
     async fn profile(
         &self,
         name: &str,
         hits: &[Hit],
         n: usize,
-    ) -> Result<Option<Vec<KeyPoint>>, RagError> {
+    ) -> Result<Option<(Vec<KeyPoint>, String)>, RagError> {
+        let (name, work) = match name.split_once(" in ") {
+            Some((who, work)) => (who.trim().to_owned(), Some(work)),
+            None => (name.to_owned(), None),
+        };
         let mut paths: Vec<String> = Vec::new();
-        for h in hits {
-            if !paths.contains(&h.path) && paths.len() < 5 {
-                paths.push(h.path.clone());
+        match work {
+            Some(work) => {
+                let wanted: Vec<String> = title_words(work)
+                    .into_iter()
+                    .filter(|w| !NOT_A_TITLE.contains(&w.as_str()))
+                    .collect();
+                let docs = self.kb.documents(&self.collection)?;
+                paths.extend(named(&docs, &wanted).iter().take(5).map(|d| d.0.clone()));
+            }
+            None => {
+                for h in hits {
+                    if !paths.contains(&h.path) && paths.len() < 5 {
+                        paths.push(h.path.clone());
+                    }
+                }
             }
         }
         let kb = self.kb.clone();
         let collection = self.collection.clone();
-        let name = name.to_owned();
         tokio::task::spawn_blocking(move || -> Result<_, RagError> {
+            let mut found: Option<Vec<KeyPoint>> = None;
+            let mut others: Vec<String> = Vec::new();
             for path in paths {
                 if let Some(work) = kb.work(&collection, &path)?
                     && let Some(points) = brief::profile(&work, &name, n)
                 {
-                    return Ok(Some(points));
+                    if found.is_none() {
+                        found = Some(points);
+                    } else {
+                        others.push(format!("{} ({})", work.title, work.document));
+                    }
                 }
             }
-            Ok(None)
+            let also = if others.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\nA character of that name is also in: {}. Ask \"Who is {name} in                      <play>?\" for one of them.\n",
+                    others.join("; ")
+                )
+            };
+            Ok(found.map(|f| (f, also)))
         })
         .await
         .map_err(|e| RagError::Store(format!("profile: {e}")))?

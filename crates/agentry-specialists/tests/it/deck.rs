@@ -863,5 +863,63 @@ async fn decks_about_every_other_play_pass_the_structural_rubric() {
         acts.dedup();
         assert_eq!(acts.len(), acts_in(&texts[f]).len(), "{name}: {acts:?}");
         assert!(slide("Who's who").bullets.len() >= 5, "{name}");
+        // "Who is X in <the play>?" about the one who speaks most: the play tells who they
+        // are, their own cast-list line first, then their first words, all verbatim at their
+        // offsets.
+        let first = parse_bullet(&slide("Who's who").bullets[0]).unwrap();
+        let who = first.quote.split(',').next().unwrap_or("");
+        let who = who
+            .split("  ")
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_end_matches('.');
+        let a = agent
+            .answer(&format!("Who is {who} in {name}?"), 5)
+            .await
+            .unwrap();
+        let labels: Vec<&str> = a
+            .key_points
+            .iter()
+            .map(|k| k.label.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            labels.first(),
+            Some(&"Cast list"),
+            "{name}: {who}: {}",
+            a.answer
+        );
+        assert!(
+            labels.iter().any(|l| l.starts_with("First words")),
+            "{name}: {who}: {}",
+            a.answer
+        );
+        for k in &a.key_points {
+            let text = &texts[&k.citation.document];
+            let quoted = &text[k.citation.start..k.citation.end];
+            assert_eq!(
+                quoted.split_whitespace().collect::<Vec<_>>().join(" "),
+                k.text,
+                "{name}: {who}"
+            );
+        }
+        assert_eq!(a.key_points[0].citation.document, *f, "{name}: {who}");
+        assert_eq!(a.key_points[0].text, first.quote, "{name}");
     }
+    // Two plays have a Helena: the answer tells one and names the other; saying which play
+    // gets that one.
+    let a = agent.answer("Who is Helena?", 3).await.unwrap();
+    for play in [
+        "alls_well_that_ends_well_gut.txt",
+        "midsummer_nights_dream_gut.txt",
+    ] {
+        assert!(a.answer.contains(play), "{}", a.answer);
+    }
+    assert!(a.answer.contains("also in:"), "{}", a.answer);
+    let a = agent
+        .answer("Who is Helena in A Midsummer Night's Dream?", 3)
+        .await
+        .unwrap();
+    assert_eq!(a.key_points[0].text, "HELENA, in love with Demetrius.");
+    assert!(!a.answer.contains("also in:"), "{}", a.answer);
 }
