@@ -1408,6 +1408,17 @@ impl<'w> Analysis<'w> {
             .any(|w| names.iter().any(|n| w == n || w.starts_with(n.as_str())))
     }
 
+    /// The first direction showing a deed after byte `end`, with what it says, when at most
+    /// 12 words come between (counted only that far: the next deed may be acts away).
+    fn deed_after(&self, end: usize) -> Option<(usize, &'w str)> {
+        let text = self.text();
+        let at = *self.deeds.get(self.deeds.partition_point(|&at| at < end))?;
+        text[end..at].split_whitespace().nth(12).is_none().then(|| {
+            let close = text[at..].find(']').map_or(text.len(), |j| at + j);
+            (at, &text[at + 1..close])
+        })
+    }
+
     fn names_main(&self, range: (usize, usize)) -> bool {
         tokens(&self.text()[range.0..range.1]).any(|w| self.names.contains(&w.to_lowercase()))
     }
@@ -1633,17 +1644,11 @@ impl<'w> Analysis<'w> {
                     }
                     // Said as a deed is done: a direction that shows one follows the line
                     // with at most a few words between.
-                    let next = self.deeds.partition_point(|&at| at < r.1);
-                    if let Some(&at) = self.deeds.get(next)
-                        // Counted only as far as 13 words: the next deed may be acts away.
-                        && text[r.1..at].split_whitespace().nth(12).is_none()
-                    {
+                    if let Some((at, direction)) = self.deed_after(r.1) {
                         s += DEED_WEIGHT;
                         // The line that names the deed it precedes ("Upon these eyes of thine
                         // I'll set my foot" before Cornwall plucks out an eye) is the moment
                         // itself, not a line said near it.
-                        let end = text[at..].find(']').map_or(text.len(), |j| at + j);
-                        let direction = &text[at + 1..end];
                         let next_to = text[r.1..at].split_whitespace().nth(4).is_none();
                         if next_to
                             && tokens(direction)
@@ -1966,9 +1971,8 @@ impl<'w> Analysis<'w> {
             .find(|(r, _, from)| {
                 let open = text[*from..r.0].matches(['"', '“', '”']).count() % 2 == 1;
                 word_count(text, *r) >= 4 && !open && !text[r.0..r.1].starts_with(['"', '“'])
-            })
-            .map(|(r, who, _)| (r, who));
-        let first = first.map(|(r, who)| {
+            });
+        let first = first.map(|(r, who, _)| {
             let label = labelled("First words", r.0);
             self.take(r, Some(&who), label, 1.0)
         });
@@ -1979,11 +1983,9 @@ impl<'w> Analysis<'w> {
                 .into_iter()
                 .rev()
                 .find(|r| word_count(text, *r) >= 3)?;
-            let next = self.deeds.partition_point(|&at| at < r.1);
-            let at = *self.deeds.get(next)?;
-            let end = text[at..].find(']').map_or(text.len(), |j| at + j);
-            let close = text[r.1..at].split_whitespace().nth(12).is_none();
-            (close && self.does(&s.speaker, &text[at + 1..end])).then(|| (r, s.speaker.clone()))
+            let (_, direction) = self.deed_after(r.1)?;
+            self.does(&s.speaker, direction)
+                .then(|| (r, s.speaker.clone()))
         });
         let last = last.and_then(|(r, who)| {
             (!self.is_used(r)).then(|| {

@@ -423,7 +423,8 @@ impl RagAgent {
                 String::new()
             } else {
                 format!(
-                    "\nA character of that name is also in: {}. Ask \"Who is {name} in                      <play>?\" for one of them.\n",
+                    "\nA character of that name is also in: {}. Ask \"Who is {name} in \
+                     <play>?\" for one of them.\n",
                     others.join("; ")
                 )
             };
