@@ -118,6 +118,9 @@ const CACHE_SLOTS: usize = 4;
 /// is most of what is read.
 const PREFIX_CACHE_TOKENS: usize = 2048;
 
+/// Tokens scored per forward pass by [`ChatModel::line_familiarity`].
+pub const FAMILIARITY_WINDOW: usize = 448;
+
 /// Tokens left when a grammar starts wrapping up (see `Matcher::closing`).
 const CLOSING_RESERVE: usize = 48;
 
@@ -423,6 +426,27 @@ impl ChatModel {
         prefix: &[u32],
         continuation: &[u32],
     ) -> Result<f32, LocalError> {
+        Ok(self.token_logprobs(prefix, continuation)?.iter().sum())
+    }
+
+    /// The log-probability of each token of `continuation` after `prefix` and the tokens
+    /// before it: where in a text the model is sure of what comes, as in a line it knows by
+    /// heart.
+    pub fn token_logprobs(
+        &self,
+        prefix: &[u32],
+        continuation: &[u32],
+    ) -> Result<Vec<f32>, LocalError> {
+        self.scored(prefix, continuation, true)
+    }
+
+    /// [`Self::token_logprobs`], keeping the prefix's KV cache for the next call when `keep`.
+    fn scored(
+        &self,
+        prefix: &[u32],
+        continuation: &[u32],
+        keep: bool,
+    ) -> Result<Vec<f32>, LocalError> {
         if prefix.is_empty() || continuation.is_empty() {
             return Err(LocalError::Model("empty prefix or continuation".into()));
         }
@@ -446,7 +470,8 @@ impl ChatModel {
                 model.clear_kv_cache();
                 let first = forward(&mut model, prefix, 0)?;
                 let mut prefixes = self.prefixes.lock().unwrap_or_else(|p| p.into_inner());
-                if prefix.len() <= PREFIX_CACHE_TOKENS
+                if keep
+                    && prefix.len() <= PREFIX_CACHE_TOKENS
                     && !prefixes.iter().any(|e| e.tokens == prefix)
                 {
                     while prefixes.iter().map(|e| e.tokens.len()).sum::<usize>() + prefix.len()
@@ -463,7 +488,8 @@ impl ChatModel {
                 (model, first)
             }
         };
-        let mut total = log_softmax_at(&first, continuation[0]);
+        let mut each = Vec::with_capacity(continuation.len());
+        each.push(log_softmax_at(&first, continuation[0]));
         if continuation.len() > 1 {
             let input = Tensor::new(&continuation[..continuation.len() - 1], &Device::Cpu)
                 .and_then(|t| t.unsqueeze(0))
@@ -474,10 +500,51 @@ impl ChatModel {
                 .and_then(|t| t.to_vec2::<f32>())
                 .map_err(cerr)?;
             for (row, &next) in all.iter().zip(&continuation[1..]) {
-                total += log_softmax_at(row, next);
+                each.push(log_softmax_at(row, next));
             }
         }
-        Ok(total)
+        Ok(each)
+    }
+
+    /// How sure the model is of each of `lines`, read in order after `lead`: the mean
+    /// log-probability of each line's tokens after its first (the first word of a line is
+    /// open; what follows is not, in a line the model knows by heart). Lines a language
+    /// model's training text quotes again and again score far above the rest: Macbeth's
+    /// "To-morrow, and to-morrow, and to-morrow" -1.0, the lines round it -2.5 to -4.5. Read
+    /// in windows of [`FAMILIARITY_WINDOW`] tokens, each after the 64 before it.
+    pub fn line_familiarity(&self, lead: &str, lines: &[&str]) -> Result<Vec<f32>, LocalError> {
+        let mut stream = self.encode(lead)?;
+        if stream.is_empty() {
+            stream = self.encode("\n")?;
+        }
+        let start = stream.len();
+        let mut spans = Vec::with_capacity(lines.len());
+        for line in lines {
+            let ids = self.encode(&format!("{}\n", line.trim()))?;
+            spans.push((stream.len(), stream.len() + ids.len()));
+            stream.extend(ids);
+        }
+        let mut lp = vec![0f32; stream.len()];
+        let mut at = start;
+        while at < stream.len() {
+            let end = (at + FAMILIARITY_WINDOW).min(stream.len());
+            let prefix = &stream[at.saturating_sub(64)..at];
+            // The windows' prefixes are not kept: no other call reads them.
+            let each = self.scored(prefix, &stream[at..end], false)?;
+            lp[at..end].copy_from_slice(&each);
+            at = end;
+        }
+        Ok(spans
+            .into_iter()
+            .map(|(a, b)| {
+                let rest = &lp[(a + 1).min(b)..b];
+                if rest.is_empty() {
+                    f32::NEG_INFINITY
+                } else {
+                    rest.iter().sum::<f32>() / rest.len() as f32
+                }
+            })
+            .collect())
     }
 
     /// Generates a continuation of `prompt`. `on_text` gets each new piece of text and returns

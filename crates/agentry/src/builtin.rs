@@ -36,9 +36,9 @@ pub async fn make(
             use agentry_core::a2a::Served;
             use agentry_specialists::agents::RagSpecialist;
             let kb = crate::knowledge::open(db.as_deref()).await?;
-            let rag = Arc::new(RagSpecialist::new(agentry_specialists::rag::RagAgent::new(
-                kb, collection,
-            )));
+            let mut agent = agentry_specialists::rag::RagAgent::new(kb, collection);
+            agent.reader = crate::knowledge::reader();
+            let rag = Arc::new(RagSpecialist::new(agent));
             (rag.card(url), Arc::new(Served(rag)))
         }
         #[cfg(feature = "specialists")]

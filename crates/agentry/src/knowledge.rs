@@ -52,3 +52,37 @@ pub async fn open(db: Option<&Path>) -> Result<KnowledgeBase, Error> {
         feature: "local",
     })
 }
+
+/// The embedded chat model as the RAG agent's [`Reader`](agentry_specialists::rag::brief::Reader):
+/// which of the set pieces a brief finds are the ones people quote, and where in them to
+/// quote. `None` (with a warning) when its file is missing: briefs then take the longest
+/// speeches and quote their openings.
+#[cfg(feature = "local")]
+pub fn reader() -> Option<Arc<dyn agentry_specialists::rag::brief::Reader>> {
+    match agentry_local::provider::shared_chat_model(None) {
+        Ok(model) => Some(Arc::new(ModelReader(model))),
+        Err(e) => {
+            tracing::warn!("briefs without a reader: {e}");
+            None
+        }
+    }
+}
+
+/// No reader without the embedded models.
+#[cfg(not(feature = "local"))]
+pub fn reader() -> Option<Arc<dyn agentry_specialists::rag::brief::Reader>> {
+    None
+}
+
+#[cfg(feature = "local")]
+struct ModelReader(Arc<agentry_local::ChatModel>);
+
+#[cfg(feature = "local")]
+impl agentry_specialists::rag::brief::Reader for ModelReader {
+    fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
+        self.0
+            .line_familiarity(lead, lines)
+            .inspect_err(|e| tracing::warn!("brief: the reader could not read a passage: {e}"))
+            .ok()
+    }
+}

@@ -95,6 +95,7 @@ pub async fn prepare(task: &str, o: TeamOptions) -> Result<TeamRun, Error> {
     };
     let mut rag_agent = RagAgent::new(kb, &o.collection);
     rag_agent.writer = llm.clone();
+    rag_agent.reader = crate::knowledge::reader();
     let rag = RagSpecialist::new(rag_agent);
     let ppt = PptSpecialist::new(&Decks::new(&o.output).replacing());
     let team = if o.in_process {

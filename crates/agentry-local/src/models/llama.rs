@@ -294,7 +294,9 @@ pub(crate) struct ModelWeights {
     tok_embeddings: Embedding,
     layers: Vec<Layer>,
     norm: RmsNorm,
-    output: QMatMul,
+    /// The vocabulary's scores: a [`Weight`], so that scoring every position of a text is
+    /// one dense product, not candle's quantized one row by row.
+    output: Weight,
     masks: HashMap<(usize, usize), Tensor>,
     /// The rotary tables as `(cos, sin)`, `MAX_SEQ_LEN x head_dim / 2`, for the prompt path;
     /// `None` where it does not apply (rotary dimensions other than the head's).
@@ -417,7 +419,7 @@ impl ModelWeights {
             tok_embeddings: Embedding::new(tok_embeddings, embedding_length),
             layers,
             norm,
-            output: QMatMul::from_qtensor(output)?,
+            output: Weight::new(output)?,
             masks: HashMap::new(),
             rope,
         })
@@ -456,7 +458,10 @@ impl ModelWeights {
             );
         }
         if seq_len >= DENSE_FROM_ROWS && self.rope.is_some() {
-            return self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos);
+            let h = self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos)?;
+            let d = h.len() / seq_len;
+            let last = Tensor::from_slice(&h[(seq_len - 1) * d..], (1, d), &Device::Cpu)?;
+            return self.output.forward(&self.norm.forward(&last)?);
         }
         self.forward_candle(x, index_pos)
     }
@@ -472,6 +477,13 @@ impl ModelWeights {
     /// Feeds `x` (`(1, seq_len)` token ids) at position `index_pos` on candle's ops; returns
     /// the logits of every position (`(seq_len, vocab)`), for scoring a given continuation.
     pub(crate) fn forward_all(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
+        if seq_len >= DENSE_FROM_ROWS && self.rope.is_some() && index_pos + seq_len <= MAX_SEQ_LEN {
+            let h = self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos)?;
+            let d = h.len() / seq_len;
+            let h = Tensor::from_vec(h, (seq_len, d), &Device::Cpu)?;
+            return self.output.forward(&self.norm.forward(&h)?);
+        }
         let h = self.hidden(x, index_pos)?;
         self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)
     }
@@ -508,8 +520,8 @@ impl ModelWeights {
     /// gate's activation is folded into the up projection's output. candle's ops made each
     /// of these a fresh tensor and a pass of its own (profiled 2026-11-28: half the time
     /// outside the matrix products). Writes the KV caches as `forward_candle` does; returns
-    /// the last position's logits.
-    fn prefill(&mut self, ids: &[u32], pos: usize) -> Result<Tensor> {
+    /// every position's last hidden state (`seq x dim`, before the final norm).
+    fn prefill(&mut self, ids: &[u32], pos: usize) -> Result<Vec<f32>> {
         let dev = Device::Cpu;
         let Some(rope) = self.rope.clone() else {
             candle_core::bail!("the prompt path needs the rotary tables");
@@ -644,7 +656,6 @@ impl ModelWeights {
                 true,
             )?;
         }
-        let last = Tensor::from_slice(&x[(seq - 1) * d..], (1, d), &dev)?;
-        self.output.forward(&self.norm.forward(&last)?)
+        Ok(x)
     }
 }

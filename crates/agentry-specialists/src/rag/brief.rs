@@ -27,8 +27,45 @@ use serde::{Deserialize, Serialize};
 
 use super::keypoints::{Citation, KeyPoint};
 
+/// Set pieces, in the ranking's order, that a [`Reader`] reads for the best-known (each costs
+/// the embedded 135M model about 0.5 s a speech of 20 lines on two cores).
+const READ_SPEECHES: usize = 10;
+/// Lines of a speech the reader reads, from its start.
+const READ_LINES: usize = 16;
+
 /// Words per bullet quote; longer sentences are abridged at a clause end.
 pub const MAX_WORDS: usize = 18;
+
+/// What a [`Reader`] knows best of one speech.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    /// How sure it is of the speech's best-known two lines running.
+    best: f32,
+    /// Where the first of them starts.
+    at: usize,
+    /// How sure it is of its first two lines.
+    opening: f32,
+}
+
+/// How much surer of a set piece's best-known lines than of the median set piece's the reader
+/// must be for it to count as known by heart.
+const KNOWN_ABOVE_MEDIAN: f32 = 0.9;
+
+/// How much surer of a line inside a set piece than of its opening the reader must be to
+/// quote it instead (Macbeth's "To-morrow, and to-morrow", the third line of his answer to
+/// "The queen, my lord, is dead").
+const SURER_INSIDE: f32 = 0.5;
+
+/// A reader who knows some lines by heart: how sure it is of each of `lines`, read in order
+/// after `lead` (higher is surer). A language model's mean log-probability of a line's
+/// tokens does this: the lines people quote, which its training text holds many times over,
+/// stand far above the rest (`agentry_local::ChatModel::line_familiarity`). The brief
+/// uses it to choose among passages it has already found, never to write: every quote is
+/// still the work's own words.
+pub trait Reader: Send + Sync {
+    /// One value per line; `None` when it cannot read them (no model, an error).
+    fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>>;
+}
 
 /// One document as the knowledge base holds it.
 #[derive(Debug, Clone, Default)]
@@ -1261,6 +1298,8 @@ struct Analysis<'w> {
     play: bool,
     /// Counts over all parts, computed once (every part is compared against them).
     whole: std::sync::OnceLock<Counts>,
+    /// Who picks the best-known among the set pieces found, and where in them to quote.
+    reader: Option<&'w dyn Reader>,
 }
 
 impl<'w> Analysis<'w> {
@@ -1321,7 +1360,13 @@ impl<'w> Analysis<'w> {
             deeds: if play { deeds(text) } else { Vec::new() },
             play,
             whole: std::sync::OnceLock::new(),
+            reader: None,
         }
+    }
+
+    fn with_reader(mut self, reader: Option<&'w dyn Reader>) -> Self {
+        self.reader = reader;
+        self
     }
 
     fn is_play(&self) -> bool {
@@ -1810,12 +1855,21 @@ impl<'w> Analysis<'w> {
             })
             .collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let known = self.known(&ranked, of, (2 * n + 4).min(READ_SPEECHES));
         let parts = self.parts.clone();
         let part_of = |at: usize| parts.iter().position(|p| (p.1..p.2).contains(&at));
         // Where a set piece starts: after an exit near the top, at the first unused sentence of
         // seven words or more (past a farewell and "Now I am alone."). A speech with none is
         // not chosen, so that another takes its place.
-        let opening = |s: &Speech| {
+        let opening = |i: usize, s: &Speech| {
+            // The sentence the best-known lines begin in.
+            if let Some(k) = known.get(&i).filter(|k| k.best >= k.opening + SURER_INSIDE)
+                && let Some(r) = sentences(text, s.start, s.end, true)
+                    .into_iter()
+                    .find(|r| r.1 > k.at && word_count(text, *r) >= 5 && !self.is_used(*r))
+            {
+                return Some(r);
+            }
             let quarter = boundary(text, s.start + (s.end - s.start) / 4);
             let mut from = s.start;
             if let Some(j) = text[s.start..quarter].rfind("[Ex")
@@ -1828,8 +1882,31 @@ impl<'w> Analysis<'w> {
                 .find(|r| word_count(text, *r) >= 7 && !self.is_used(*r))
         };
         let mut chosen: Vec<(usize, (usize, usize))> = Vec::new();
+        // The set pieces the reader knows come first, best known first, after the one the
+        // ranking puts first: a small model knows some famous lines and not others (the
+        // 135M one is sure of "To be, or not to be" and not of "Now is the winter of our
+        // discontent"), so knowing is a reason to take a passage, not to drop the first.
+        let mut order: Vec<usize> = ranked
+            .iter()
+            .map(|r| r.1)
+            .filter(|i| of(&self.speeches[*i]))
+            .take(1)
+            .collect();
+        let mut by_heart: Vec<usize> = known
+            .keys()
+            .copied()
+            .filter(|i| !order.contains(i))
+            .collect();
+        by_heart.sort_by(|a, b| known[b].best.total_cmp(&known[a].best).then(a.cmp(b)));
+        order.extend(by_heart);
+        let rest: Vec<usize> = ranked
+            .iter()
+            .map(|r| r.1)
+            .filter(|i| of(&self.speeches[*i]) && !order.contains(i))
+            .collect();
+        order.extend(rest);
         for pass in 0..2 {
-            for &(_, i) in ranked.iter().filter(|r| of(&self.speeches[r.1])).take(80) {
+            for &i in order.iter().take(80) {
                 if chosen.len() == n {
                     break;
                 }
@@ -1849,7 +1926,7 @@ impl<'w> Analysis<'w> {
                 {
                     continue;
                 }
-                if let Some(r) = opening(s) {
+                if let Some(r) = opening(i, s) {
                     chosen.push((i, r));
                 }
             }
@@ -1862,6 +1939,70 @@ impl<'w> Analysis<'w> {
             points.push(self.take(r, Some(&speaker), label, 1.0));
         }
         points
+    }
+
+    /// What the reader knows best in each of the first [`READ_SPEECHES`] of `ranked` that
+    /// `of` accepts: by speech, how sure it is of its best-known two lines running, and where
+    /// the first of them starts.
+    fn known(
+        &self,
+        ranked: &[(f32, usize)],
+        of: &dyn Fn(&Speech) -> bool,
+        read: usize,
+    ) -> HashMap<usize, Known> {
+        let mut known = HashMap::new();
+        let Some(reader) = self.reader else {
+            return known;
+        };
+        let text = self.text();
+        for &(_, i) in ranked.iter().filter(|r| of(&self.speeches[r.1])).take(read) {
+            let s = &self.speeches[i];
+            let spoken: Vec<(usize, &str)> = lines(text, s.start, s.end)
+                .filter(|(_, l)| {
+                    let l = l.trim();
+                    !l.is_empty() && !l.starts_with('[')
+                })
+                .take(READ_LINES)
+                .collect();
+            if spoken.is_empty() {
+                continue;
+            }
+            let lead = &text[boundary(text, s.start.saturating_sub(160))..s.start];
+            let texts: Vec<&str> = spoken.iter().map(|l| l.1).collect();
+            let Some(sure) = reader.familiarity(lead, &texts) else {
+                continue;
+            };
+            // A short line is sure of itself ("By your leave.", "matter in it."): two lines
+            // running, the first of four words or more, ten words in all.
+            let words: Vec<usize> = texts.iter().map(|l| l.split_whitespace().count()).collect();
+            let windows: Vec<(f32, usize)> = (0..spoken.len())
+                .filter(|&j| words[j] >= 4 && words[j] + words.get(j + 1).unwrap_or(&0) >= 10)
+                .map(|j| {
+                    let both = sure.get(j + 1).map_or(sure[j], |n| (sure[j] + n) / 2.0);
+                    (both, spoken[j].0)
+                })
+                .collect();
+            let best = windows.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0));
+            if let (Some(&(opening, _)), Some((best, at))) = (windows.first(), best) {
+                tracing::debug!(
+                    speaker = %s.speaker,
+                    best,
+                    opening,
+                    line = text[at..].lines().next().unwrap_or(""),
+                    "brief: the reader's best-known lines of a set piece"
+                );
+                known.insert(i, Known { best, at, opening });
+            }
+        }
+        // Known by heart is well above the rest of the play's set pieces: how sure a model is
+        // of a line depends on its spelling and verse as much as on its fame, so each play
+        // is its own measure (Hamlet's "To be, or not to be" -1.6 and "What's Hecuba to him"
+        // -2.1, against a median of -3.4).
+        let mut all: Vec<f32> = known.values().map(|k| k.best).collect();
+        all.sort_by(f32::total_cmp);
+        let median = all.get(all.len() / 2).copied().unwrap_or(0.0);
+        known.retain(|_, k| all.len() >= 5 && k.best >= median + KNOWN_ABOVE_MEDIAN);
+        known
     }
 
     /// Who the character `name` (lower case, as asked: `hamlet`, `lady macbeth`, `king`) is,
@@ -2156,10 +2297,15 @@ pub fn counts(work: &Work) -> Counts {
 /// Who the character `name` (as asked: `Hamlet`, `Lady Macbeth`, `the king`) of the play
 /// `work` is, in up to `n` cited points ([`Analysis::profile`]), numbered from 1; `None` when
 /// `work` is no play or no one of its cast goes by that name.
-pub fn profile(work: &Work, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
+pub fn profile(
+    work: &Work,
+    name: &str,
+    n: usize,
+    reader: Option<&dyn Reader>,
+) -> Option<Vec<KeyPoint>> {
     let name = name.trim().to_lowercase();
     let name = name.strip_prefix("the ").unwrap_or(&name).trim();
-    let mut points = Analysis::new(work).profile(name, n)?;
+    let mut points = Analysis::new(work).with_reader(reader).profile(name, n)?;
     for (i, p) in points.iter_mut().enumerate() {
         p.citation.n = i + 1;
     }
@@ -2199,9 +2345,14 @@ pub fn span(labels: &[String]) -> String {
 /// The facets of `work` for `slides` content slides (the title slide not counted).
 /// `background` holds the word counts of the collection's other documents (empty when it has
 /// none), against which themes and key terms are judged.
-pub fn facets(work: &Work, background: &Counts, slides: usize) -> Vec<Facet> {
+pub fn facets(
+    work: &Work,
+    background: &Counts,
+    slides: usize,
+    reader: Option<&dyn Reader>,
+) -> Vec<Facet> {
     let slides = slides.max(1);
-    let mut a = Analysis::new(work);
+    let mut a = Analysis::new(work).with_reader(reader);
     let parts = a.parts.clone();
     let play = a.is_play();
     // The facets in order of priority for a short deck; the parts facet (plot or main points)
@@ -2289,7 +2440,7 @@ mod tests {
                     potent poison quite o'er-crows my spirit.\nThe rest is silence.\n\n[Dies.]\n\n\
                     Hor.\nNow cracks a noble heart. Good night, sweet prince.\n";
         let told_in = |play: &str, name: &str, n: usize| {
-            profile(&work(play), name, n).map(|ps| {
+            profile(&work(play), name, n, None).map(|ps| {
                 ps.iter()
                     .map(|p| {
                         assert_eq!(normalized(&play[p.citation.start..p.citation.end]), p.text);
@@ -2661,7 +2812,7 @@ Now I am alone. O, what a rogue!";
     #[test]
     fn a_play_gets_cast_plot_and_passages_all_cited_verbatim() {
         let w = work(PLAY);
-        let fs = facets(&w, &Counts::default(), 3);
+        let fs = facets(&w, &Counts::default(), 3, None);
         let titles: Vec<&str> = fs.iter().map(|f| f.title.as_str()).collect();
         assert_eq!(
             titles,
@@ -2719,7 +2870,7 @@ Now I am alone. O, what a rogue!";
             };
             let mut background = Counts::default();
             background.merge(&Counts::of("the king is dead, long live the king"));
-            for f in facets(&w, &background, slides) {
+            for f in facets(&w, &background, slides, None) {
                 for p in &f.points {
                     let c = &p.citation;
                     proptest::prop_assert_eq!(normalized(&text[c.start..c.end]), p.text.clone());

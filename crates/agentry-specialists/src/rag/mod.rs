@@ -154,9 +154,52 @@ pub struct RagAgent {
     pub points: usize,
     /// A model that may write the summary from the key points; `None` keeps it extractive.
     pub writer: Option<Arc<dyn DynLlmProvider>>,
+    /// Who tells the best-known among the set pieces a brief or a profile finds, and where
+    /// in them to quote ([`brief::Reader`]: the embedded chat model); `None` takes the
+    /// longest and quotes their openings.
+    pub reader: Option<Arc<dyn brief::Reader>>,
     /// Each document's word counts by path, with a hash of the text they were counted from:
     /// a brief compares its work with up to 50 others, and counting one reads it whole.
     counts: Arc<std::sync::Mutex<CountsByPath>>,
+    /// The reader's answers, kept between briefs ([`Remembering`]).
+    read: Arc<std::sync::Mutex<HashMap<u64, Vec<f32>>>>,
+}
+
+/// A [`brief::Reader`] whose answers are kept: a play briefed again, or a character of it
+/// profiled after its brief, costs the model only the passages it has not read (about 10 s
+/// a play on two cores otherwise).
+struct Remembering {
+    reader: Arc<dyn brief::Reader>,
+    seen: Arc<std::sync::Mutex<HashMap<u64, Vec<f32>>>>,
+}
+
+/// Passages whose reading [`Remembering`] keeps, at most (a few thousand plays' worth of
+/// set pieces; forgotten all at once past that).
+const REMEMBERED: usize = 50_000;
+
+impl brief::Reader for Remembering {
+    fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (lead, lines).hash(&mut h);
+        let key = h.finish();
+        let kept = self
+            .seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if kept.is_some() {
+            return kept;
+        }
+        let read = self.reader.familiarity(lead, lines)?;
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= REMEMBERED {
+            seen.clear();
+        }
+        seen.insert(key, read.clone());
+        Some(read)
+    }
 }
 
 /// A document's word counts by its path, with the hash of the text they were counted from.
@@ -171,8 +214,18 @@ impl RagAgent {
             top_k: 12,
             points: 6,
             writer: None,
+            reader: None,
             counts: Arc::default(),
+            read: Arc::default(),
         }
+    }
+
+    /// The reader, its answers kept between calls.
+    fn remembering(&self) -> Option<Remembering> {
+        self.reader.clone().map(|reader| Remembering {
+            reader,
+            seen: self.read.clone(),
+        })
     }
 
     /// A brief of the work `topic` names (every word of it in a document's title or file
@@ -211,6 +264,7 @@ impl RagAgent {
         let coll = collection.clone();
         let doc_path = path.clone();
         let counts = self.counts.clone();
+        let reader = self.remembering();
         // Reading whole documents and counting their words is CPU work: off the async workers.
         let built = tokio::task::spawn_blocking(move || -> Result<_, RagError> {
             let Some(work) = kb.work(&coll, &path)? else {
@@ -243,7 +297,12 @@ impl RagAgent {
                     background.merge(&c);
                 }
             }
-            let mut facets = brief::facets(&work, &background, slides.max(1));
+            let mut facets = brief::facets(
+                &work,
+                &background,
+                slides.max(1),
+                reader.as_ref().map(|r| r as _),
+            );
             let mut n = 0;
             for p in facets.iter_mut().flat_map(|f| f.points.iter_mut()) {
                 n += 1;
@@ -405,12 +464,22 @@ impl RagAgent {
         }
         let kb = self.kb.clone();
         let collection = self.collection.clone();
+        let reader = self.remembering();
         tokio::task::spawn_blocking(move || -> Result<_, RagError> {
             let mut found: Option<Vec<KeyPoint>> = None;
             let mut others: Vec<String> = Vec::new();
             for path in paths {
                 if let Some(work) = kb.work(&collection, &path)?
-                    && let Some(points) = brief::profile(&work, &name, n)
+                    // Only the play told is worth the reader's time.
+                    && let Some(points) = brief::profile(
+                        &work,
+                        &name,
+                        n,
+                        reader
+                            .as_ref()
+                            .filter(|_| found.is_none())
+                            .map(|r| r as _),
+                    )
                 {
                     if found.is_none() {
                         found = Some(points);

@@ -923,3 +923,110 @@ async fn decks_about_every_other_play_pass_the_structural_rubric() {
     assert_eq!(a.key_points[0].text, "HELENA, in love with Demetrius.");
     assert!(!a.answer.contains("also in:"), "{}", a.answer);
 }
+
+/// The embedded chat model as the brief's reader ([`agentry_specialists::rag::brief::Reader`]),
+/// counting the passages it is asked to read.
+struct ModelReader(
+    Arc<agentry_local::ChatModel>,
+    std::sync::atomic::AtomicUsize,
+);
+
+impl agentry_specialists::rag::brief::Reader for ModelReader {
+    fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(
+            self.0
+                .line_familiarity(lead, lines)
+                .expect("the model reads"),
+        )
+    }
+}
+
+/// With the embedded 135M model as reader, the key passages are the lines people quote, from
+/// inside a speech where that is where they are (Antony's "Brutus says he was ambitious" is
+/// the fifth line of "Friends, Romans, countrymen"), and the ranking's first passage stays
+/// (the model does not know "Now is the winter of our discontent"). Every quote still passes
+/// the rubric. The expected lines are a teacher's, written here by hand; each of them is
+/// missed without the reader (the rubric test above, on the same method).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reader_picks_the_lines_people_quote() {
+    let Some(plays) = ready() else { return };
+    if !agentry_local::paths::chat_model_path().exists() {
+        let msg = "the chat model is missing: run scripts/fetch-models.sh";
+        agentry_testkit::missing::<()>(agentry_testkit::Peer::Models, &msg);
+        return;
+    }
+    let model = agentry_local::provider::shared_chat_model(None).expect("the chat model loads");
+    let dir = tempdir("reader");
+    let cases: [(&str, &str, &[&str], &[&str]); 4] = [
+        (
+            "hamlet_gut.txt",
+            "Hamlet",
+            &["To be, or not to be"],
+            &["What's Hecuba to him", "How weary, stale, flat"],
+        ),
+        (
+            "julius_caesar_gut.txt",
+            "Julius Caesar",
+            &["Brutus says he was ambitious"],
+            &[],
+        ),
+        (
+            "macbeth_gut.txt",
+            "Macbeth",
+            &["Is this a dagger"],
+            &["Life's but a walking shadow", "To-morrow, and to-morrow"],
+        ),
+        (
+            "richard_iii_gut.txt",
+            "Richard III",
+            &["Now is the winter of our discontent"],
+            &[],
+        ),
+    ];
+    let mut texts = HashMap::new();
+    for (file, ..) in cases {
+        std::fs::copy(plays.join(file), dir.join(file)).unwrap();
+        texts.insert(
+            file.to_owned(),
+            std::fs::read_to_string(dir.join(file)).unwrap(),
+        );
+    }
+    let kb = kb(&dir.join("kb.db"));
+    kb.ingest(&dir, "plays", &|_| {}).await.unwrap();
+    let mut agent = RagAgent::new(kb, "plays");
+    let reader = Arc::new(ModelReader(model, Default::default()));
+    agent.reader = Some(reader.clone());
+    let read = || reader.1.load(std::sync::atomic::Ordering::SeqCst);
+    for (file, topic, all, one_of) in cases {
+        let t = std::time::Instant::now();
+        let brief = agent.brief(topic, 4).await.unwrap().unwrap();
+        assert_eq!(brief.document, file);
+        let outline = deck(&brief, topic, 5, &dir.join("decks")).await;
+        let wrong = rubric(&outline, &brief, &texts);
+        assert!(wrong.is_empty(), "{topic}: {wrong:#?}");
+        let slide = outline
+            .slides
+            .iter()
+            .find(|s| s.title == "Key passages")
+            .unwrap();
+        let passages = slide.bullets.join("\n");
+        eprintln!("{topic} ({:.1} s):\n{passages}", t.elapsed().as_secs_f32());
+        for line in all {
+            assert!(passages.contains(line), "{topic}: {line:?} in\n{passages}");
+        }
+        assert!(
+            one_of.is_empty() || one_of.iter().any(|l| passages.contains(l)),
+            "{topic}: one of {one_of:?} in\n{passages}"
+        );
+    }
+    // What the reader read is kept: the same play briefed again costs it nothing.
+    let before = read();
+    assert!(before >= 4 * 5, "{before} passages read for four plays");
+    agent.brief("Hamlet", 4).await.unwrap().unwrap();
+    assert_eq!(read(), before);
+    // A character's set pieces are the ones the reader knows too.
+    let who = agent.answer("Who is Hamlet?", 6).await.unwrap();
+    eprintln!("{}", who.answer);
+    assert!(who.answer.contains("To be, or not to be"), "{}", who.answer);
+}
