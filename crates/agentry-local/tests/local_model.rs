@@ -284,6 +284,64 @@ fn a_continuations_log_probability_follows_the_chain_rule() {
     assert!(m.continuation_logprob(&prefix, &[]).is_err());
 }
 
+/// Every position of a long continuation is scored through the prompt path (many rows at
+/// once, the vocabulary's product dense); each score must be what the token-at-a-time path
+/// gives. And the lines a model's training text quotes over and over are the ones it is
+/// surest of: Macbeth's "To-morrow" above the lines round it, in a passage of his answer to
+/// "The queen, my lord, is dead" (the brief's reader rests on this).
+#[test]
+fn every_position_is_scored_as_one_at_a_time_and_famous_lines_stand_out() {
+    if !have_models() {
+        return;
+    }
+    let m = model();
+    let prefix = m.encode("MACBETH.\n").unwrap();
+    let text = m
+        .encode("She should have died hereafter;\nThere would have been a time for such a word.")
+        .unwrap();
+    assert!(
+        text.len() >= 16,
+        "{} tokens: too few for the prompt path",
+        text.len()
+    );
+    let all = m.token_logprobs(&prefix, &text).unwrap();
+    for (i, &lp) in all.iter().enumerate() {
+        let before = [prefix.as_slice(), &text[..i]].concat();
+        let one = m.token_logprobs(&before, &text[i..=i]).unwrap()[0];
+        // Alone, the vocabulary's product is candle's quantized one (its activations rounded
+        // to 8 bits): a few hundredths apart.
+        assert!(
+            (lp - one).abs() < 0.1 + 0.02 * one.abs(),
+            "token {i}: {lp} at once, {one} alone"
+        );
+    }
+    let lines = [
+        "She should have died hereafter;",
+        "There would have been a time for such a word.--",
+        "To-morrow, and to-morrow, and to-morrow,",
+        "Creeps in this petty pace from day to day,",
+        "Why, then, the horses were saddled at the inn by the river,",
+        "And the steward counted the candles twice before the guests came.",
+    ];
+    let sure = m
+        .line_familiarity(
+            "SEYTON.\nThe queen, my lord, is dead.\n\nMACBETH.\n",
+            &lines,
+        )
+        .unwrap();
+    eprintln!("{sure:?}");
+    assert_eq!(sure.len(), lines.len());
+    let best = (0..lines.len())
+        .max_by(|&a, &b| sure[a].total_cmp(&sure[b]))
+        .unwrap();
+    assert_eq!(lines[best], lines[2], "{sure:?}");
+    // The two invented lines are read as ordinary prose.
+    assert!(
+        sure[2] > sure[4] + 1.0 && sure[2] > sure[5] + 1.0,
+        "{sure:?}"
+    );
+}
+
 /// The tool-choice suites `scripts/fetch-data.sh` builds from BFCL v4's data (PyPI
 /// bfcl-eval): requests and functions written by the leaderboard's authors and users, which
 /// nobody here tuned the router for. `None` (a skip, or a failure where the test command
