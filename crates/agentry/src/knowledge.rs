@@ -55,17 +55,20 @@ pub async fn open(db: Option<&Path>) -> Result<KnowledgeBase, Error> {
 
 /// The embedded chat model as the RAG agent's [`Reader`](agentry_specialists::rag::brief::Reader):
 /// which of the set pieces a brief finds are the ones people quote, and where in them to
-/// quote. `None` (with a warning) when its file is missing: briefs then take the longest
-/// speeches and quote their openings.
+/// quote. Loaded at its first reading, so an agent that never briefs a play never loads it;
+/// `None` (with a warning) when its file is missing: briefs then take the longest speeches
+/// and quote their openings.
 #[cfg(feature = "local")]
 pub fn reader() -> Option<Arc<dyn agentry_specialists::rag::brief::Reader>> {
-    match agentry_local::provider::shared_chat_model(None) {
-        Ok(model) => Some(Arc::new(ModelReader(model))),
-        Err(e) => {
-            tracing::warn!("briefs without a reader: {e}");
-            None
-        }
+    let path = agentry_local::paths::chat_model_path();
+    if !path.exists() {
+        tracing::warn!(
+            "briefs without a reader: no chat model at {} (scripts/fetch-models.sh)",
+            path.display()
+        );
+        return None;
     }
+    Some(Arc::new(ModelReader(std::sync::OnceLock::new())))
 }
 
 /// No reader without the embedded models.
@@ -74,13 +77,20 @@ pub fn reader() -> Option<Arc<dyn agentry_specialists::rag::brief::Reader>> {
     None
 }
 
+/// The chat model, loaded on first use (`None` when it would not load).
 #[cfg(feature = "local")]
-struct ModelReader(Arc<agentry_local::ChatModel>);
+struct ModelReader(std::sync::OnceLock<Option<Arc<agentry_local::ChatModel>>>);
 
 #[cfg(feature = "local")]
 impl agentry_specialists::rag::brief::Reader for ModelReader {
     fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
-        self.0
+        let model = self.0.get_or_init(|| {
+            agentry_local::provider::shared_chat_model(None)
+                .inspect_err(|e| tracing::warn!("briefs without a reader: {e}"))
+                .ok()
+        });
+        model
+            .as_ref()?
             .line_familiarity(lead, lines)
             .inspect_err(|e| tracing::warn!("brief: the reader could not read a passage: {e}"))
             .ok()
