@@ -857,6 +857,11 @@ struct Persona {
     name: String,
     /// The first word of the description (`king` in `Claudius, King of Denmark.`).
     role: String,
+    /// The titles the description gives them, lower case: its first clause and any that
+    /// begins `afterwards`, when they begin with a rank (`duke of gloster`, `king richard
+    /// iii` in `RICHARD, DUKE OF GLOSTER, afterwards KING RICHARD III`), which an edition may
+    /// tag them by.
+    titles: Vec<String>,
     line: (usize, usize),
 }
 
@@ -923,11 +928,21 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
         },
         |h| h + 1,
     );
-    let mut out = Vec::new();
+    let mut out: Vec<Persona> = Vec::new();
     let mut before = "";
     for &(at, line) in &front[first.min(front.len())..] {
         let t = line.trim();
         let lead = line.len() - line.trim_start().len();
+        // `SCENE: England` ends the list: what follows (`King Richard the Third`, the title
+        // again) is no one.
+        let lower = t.to_lowercase();
+        if !out.is_empty()
+            && lower
+                .strip_prefix("scene")
+                .is_some_and(|r| r.starts_with([':', '.', ',', ' ', '-', '\u{2014}']))
+        {
+            break;
+        }
         // The rest of the entry above (`Servants to` / `Brutus`) names no one new.
         let goes_on = before.ends_with(',')
             || before
@@ -967,6 +982,27 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
                 .unwrap_or("")
                 .trim_matches(|c: char| !c.is_alphabetic())
                 .to_lowercase(),
+            titles: desc
+                .split([',', ';'])
+                .enumerate()
+                .filter_map(|(i, clause)| {
+                    let c = clause.trim().to_lowercase();
+                    let c = c
+                        .strip_prefix("afterwards ")
+                        .map(str::to_owned)
+                        .or_else(|| (i == 0).then_some(c))?;
+                    let words: Vec<&str> = c
+                        .split(|ch: char| !ch.is_alphanumeric())
+                        .filter(|w| !w.is_empty())
+                        .collect();
+                    // A rank and what it is of (`duke of gloster`, `king richard iii`), not
+                    // a relation (`son to polonius`).
+                    let rank = words
+                        .first()
+                        .is_some_and(|w| TITLES.contains(w) && !["the", "and"].contains(w));
+                    (rank && words.len() >= 2).then(|| words.join(" "))
+                })
+                .collect(),
             line: (at + lead, at + lead + end),
         });
     }
@@ -986,8 +1022,10 @@ fn persona_for<'p>(tag: &str, ps: &'p [Persona]) -> Option<&'p Persona> {
 /// Cornwall).
 fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
     let t = tag.to_lowercase();
-    if let Some(p) = ps.iter().find(|p| p.name == t) {
-        return vec![p];
+    // Two of one name (`RICHARD, DUKE OF YORK` and `RICHARD, DUKE OF GLOSTER`): both.
+    let same: Vec<&Persona> = ps.iter().filter(|p| p.name == t).collect();
+    if !same.is_empty() {
+        return same;
     }
     // A tag of two words or more that begins a name (`KING HENRY.` for `KING HENRY V.`).
     if t.contains(' ')
@@ -1035,12 +1073,33 @@ fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
             _ => Vec::new(),
         }
     };
+    // A title only one entry gives (`GLOSTER.` and, once he is king, `KING RICHARD.` for
+    // `RICHARD, DUKE OF GLOSTER, afterwards KING RICHARD III`).
+    let by_title = || {
+        let want = format!(
+            " {} ",
+            t.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let mut with = ps.iter().filter(|p| {
+            want.trim().len() >= 3 && p.titles.iter().any(|x| format!(" {x} ").contains(&want))
+        });
+        match (with.next(), with.next()) {
+            (Some(p), None) => vec![p],
+            _ => Vec::new(),
+        }
+    };
     let mut found = by_word(false);
     if found.is_empty() {
         found = by_role();
     }
     if found.is_empty() {
         found = by_word(true);
+    }
+    if found.is_empty() {
+        found = by_title();
     }
     found
 }
@@ -2016,13 +2075,24 @@ impl<'w> Analysis<'w> {
         }
         let text = self.text();
         let asked = name_words(name);
-        // `king lear` is the cast list's `LEAR, King of Britain`.
-        let p = persona_for(name, &self.personae)
-            .or_else(|| persona_for(&asked.join(" "), &self.personae))?
-            .clone();
-        // Every name word asked for is one of theirs (`lady macbeth` is not Macbeth), or the
-        // question names a role only one character has (`king`).
-        let own = name_words(&p.name);
+        // `king lear` is the cast list's `LEAR, King of Britain`. Of two that fit (two
+        // Richards), the one who speaks more.
+        let spoken = |q: &Persona| {
+            self.main
+                .iter()
+                .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
+                .unwrap_or(usize::MAX)
+        };
+        let mut fit = personae_for(name, &self.personae);
+        if fit.is_empty() {
+            fit = personae_for(&asked.join(" "), &self.personae);
+        }
+        let p = fit.into_iter().min_by_key(|q| spoken(q))?.clone();
+        // Every name word asked for is one of theirs, or of a title they have (`gloster`,
+        // `richard iii`; `lady macbeth` is not Macbeth), or the question names a role only
+        // one character has (`king`).
+        let mut own = name_words(&p.name);
+        own.extend(p.titles.iter().flat_map(|t| name_words(t)));
         // A rank asked for is in their line too (`king lear`: `Lear, King of Britain`; not
         // `lady hamlet`).
         let line = text[p.line.0..p.line.1].to_lowercase();
@@ -2492,6 +2562,64 @@ mod tests {
     }
 
     #[test]
+    fn one_character_tagged_by_two_titles_is_one_person() {
+        let play = "KING RICHARD III\n\nDRAMATIS PERSONAE\n\nRICHARD, DUKE OF YORK\n\
+                    RICHARD, DUKE OF GLOSTER, afterwards KING RICHARD III\n\
+                    LADY ANNE, widow of Edward, afterwards married to the Duke of Gloster\n\
+                    BRAKENBURY, Lieutenant of the Tower\n\nSCENE: England\n\n\
+                    King Richard the Third\n\nACT I.\n\nSCENE I. A street\n\nGLOSTER\n\
+                    Now is the winter of our discontent made glorious summer by this sun.\n\n\
+                    ANNE\nFoul devil, for God's sake, hence, and trouble us not.\n\n\
+                    BRAKENBURY\nI know not, my lord, what the king would have of him.\n\n\
+                    ACT II.\n\nSCENE I. The palace\n\nKING RICHARD\n\
+                    Stand all apart, for I would have a word with the lieutenant now.\n\n\
+                    YORK\nI pray you, uncle, give me this dagger for my own.\n";
+        let acts: Vec<usize> = play.match_indices("ACT ").map(|m| m.0).collect();
+        let w = Work {
+            document: "r.txt".into(),
+            title: "King Richard III".into(),
+            text: play.into(),
+            sections: vec![
+                ("DRAMATIS PERSONAE".into(), 0, acts[0]),
+                ("ACT I > SCENE I. A street".into(), acts[0], acts[1]),
+                ("ACT II > SCENE I. The palace".into(), acts[1], play.len()),
+            ],
+            chunks: vec![(1, 0, play.len())],
+        };
+        let ps = personae(play, acts[0]);
+        // The title after `SCENE: England` is no one; a relation is no title.
+        assert_eq!(ps.len(), 4, "{ps:?}");
+        assert_eq!(ps[1].titles, ["duke of gloster", "king richard iii"]);
+        assert!(ps[2].titles.is_empty(), "{:?}", ps[2].titles);
+        assert_eq!(personae_for("GLOSTER", &ps)[0].line, ps[1].line);
+        assert_eq!(personae_for("KING RICHARD", &ps)[0].line, ps[1].line);
+        // Asked by name (two Richards: the one who speaks more), by either title, or as the
+        // play calls him: his lines under both tags.
+        for asked in [
+            "Richard",
+            "Gloster",
+            "King Richard",
+            "Richard III",
+            "the Duke of Gloster",
+        ] {
+            let points = profile(&w, asked, 6, None).unwrap_or_else(|| panic!("{asked}"));
+            let texts: Vec<&str> = points.iter().map(|p| p.text.as_str()).collect();
+            assert!(
+                texts[0].starts_with("RICHARD, DUKE OF GLOSTER"),
+                "{asked}: {texts:?}"
+            );
+            assert!(
+                texts.iter().any(|t| t.starts_with("Now is the winter")),
+                "{texts:?}"
+            );
+            assert!(
+                texts.iter().any(|t| t.starts_with("Stand all apart")),
+                "{texts:?}"
+            );
+        }
+    }
+
+    #[test]
     fn speakers_are_matched_to_the_cast_list() {
         let ps = personae(PLAY, PLAY.find("ACT I").unwrap());
         let name = |tag: &str| persona_for(tag, &ps).map(|p| p.display(PLAY));
@@ -2550,6 +2678,7 @@ mod tests {
         let personae = [Persona {
             name: "earl of gloster".into(),
             role: String::new(),
+            titles: Vec::new(),
             line: (0, 0),
         }];
         // `Gloster` leaves by name (the tag is `Glou.`), Kent by a bare `[Exit.]` after his
