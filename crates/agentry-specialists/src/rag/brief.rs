@@ -2574,19 +2574,8 @@ mod tests {
                     ACT II.\n\nSCENE I. The palace\n\nKING RICHARD\n\
                     Stand all apart, for I would have a word with the lieutenant now.\n\n\
                     YORK\nI pray you, uncle, give me this dagger for my own.\n";
-        let acts: Vec<usize> = play.match_indices("ACT ").map(|m| m.0).collect();
-        let w = Work {
-            document: "r.txt".into(),
-            title: "King Richard III".into(),
-            text: play.into(),
-            sections: vec![
-                ("DRAMATIS PERSONAE".into(), 0, acts[0]),
-                ("ACT I > SCENE I. A street".into(), acts[0], acts[1]),
-                ("ACT II > SCENE I. The palace".into(), acts[1], play.len()),
-            ],
-            chunks: vec![(1, 0, play.len())],
-        };
-        let ps = personae(play, acts[0]);
+        let w = work(play);
+        let ps = personae(play, play.find("ACT I").unwrap());
         // The title after `SCENE: England` is no one; a relation is no title.
         assert_eq!(ps.len(), 4, "{ps:?}");
         assert_eq!(ps[1].titles, ["duke of gloster", "king richard iii"]);
