@@ -63,7 +63,8 @@ const SURER_INSIDE: f32 = 0.5;
 /// uses it to choose among passages it has already found, never to write: every quote is
 /// still the work's own words.
 pub trait Reader: Send + Sync {
-    /// One value per line; `None` when it cannot read them (no model, an error).
+    /// One value per line (any other count is ignored); `None` when it cannot read them (no
+    /// model, an error).
     fn familiarity(&self, lead: &str, lines: &[&str]) -> Option<Vec<f32>>;
 }
 
@@ -2028,7 +2029,10 @@ impl<'w> Analysis<'w> {
             }
             let lead = &text[boundary(text, s.start.saturating_sub(160))..s.start];
             let texts: Vec<&str> = spoken.iter().map(|l| l.1).collect();
-            let Some(sure) = reader.familiarity(lead, &texts) else {
+            let Some(sure) = reader
+                .familiarity(lead, &texts)
+                .filter(|s| s.len() == texts.len())
+            else {
                 continue;
             };
             // A short line is sure of itself ("By your leave.", "matter in it."): two lines
@@ -2925,6 +2929,108 @@ Now I am alone. O, what a rogue!";
             "Therefore I will, sir, thus: If Alcibiades kill my countrymen, Let Alcibiades \
              know this of Timon,"
         );
+    }
+
+    /// Knows by heart the lines that say so, and no others.
+    struct Heart;
+
+    impl Reader for Heart {
+        fn familiarity(&self, _lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
+            Some(
+                lines
+                    .iter()
+                    .map(|l| if l.contains("by heart") { -1.0 } else { -4.0 })
+                    .collect(),
+            )
+        }
+    }
+
+    /// Returns one value too few.
+    struct Short;
+
+    impl Reader for Short {
+        fn familiarity(&self, _lead: &str, lines: &[&str]) -> Option<Vec<f32>> {
+            Some(vec![-1.0; lines.len().saturating_sub(1)])
+        }
+    }
+
+    #[test]
+    fn a_reader_brings_the_passages_it_knows_forward_and_quotes_them_where_it_knows_them() {
+        // Eight speeches by eight speakers, four an act, each shorter than the one before; the
+        // one at `known` holds lines known by heart on its third and fourth lines.
+        let play = |known: usize| {
+            let mut play = String::from(
+                "THE TRAGEDY OF READING\n\nPERSONS REPRESENTED.\n\nAnna, a queen.\nBruno, a \
+                 king.\nCarla, a nurse.\nDario, a guard.\nElsa, a maid.\nFabio, a fool.\n\
+                 Gina, a cook.\nHugo, a page.\n\n",
+            );
+            let names = [
+                "ANNA", "BRUNO", "CARLA", "DARIO", "ELSA", "FABIO", "GINA", "HUGO",
+            ];
+            for (i, name) in names.iter().enumerate() {
+                match i {
+                    0 => play.push_str("ACT I.\n\nScene I. A hall.\n\n"),
+                    4 => play.push_str("ACT II.\n\nScene I. A yard.\n\n"),
+                    _ => {}
+                }
+                play.push_str(&format!("{name}.\n"));
+                for l in 0..14 - i {
+                    if i == known && (l == 2 || l == 3) {
+                        play.push_str("These are the words the whole world has learnt by heart,\n");
+                    } else {
+                        play.push_str(&format!(
+                            "Line {l} of {name}, that nobody remembers, my lord.\n"
+                        ));
+                    }
+                }
+                play.push('\n');
+            }
+            let acts: Vec<usize> = play.match_indices("ACT ").map(|m| m.0).collect();
+            Work {
+                document: "r.txt".into(),
+                title: "The Tragedy of Reading".into(),
+                sections: vec![
+                    ("PERSONS REPRESENTED".into(), 0, acts[0]),
+                    ("ACT I > Scene I. A hall".into(), acts[0], acts[1]),
+                    ("ACT II > Scene I. A yard".into(), acts[1], play.len()),
+                ],
+                chunks: vec![(1, 0, play.len())],
+                text: play,
+            }
+        };
+        let passages = |w: &Work, reader: Option<&dyn Reader>| {
+            let mut a = Analysis::new(w).with_reader(reader);
+            let f = a.key_passages(2);
+            f.points
+                .iter()
+                .map(|p| {
+                    assert_eq!(
+                        normalized(&w.text[p.citation.start..p.citation.end]),
+                        p.text
+                    );
+                    format!("{}|{}", p.speaker.clone().unwrap_or_default(), p.text)
+                })
+                .collect::<Vec<_>>()
+        };
+        // Without a reader: the longest speech of each act, from its opening.
+        let w = play(6);
+        let plain = passages(&w, None);
+        assert_eq!(plain.len(), 2);
+        assert!(plain[0].starts_with("Anna|Line 0 of ANNA"), "{plain:?}");
+        assert!(plain[1].starts_with("Elsa|Line 0 of ELSA"), "{plain:?}");
+        // The known speech comes forward, quoted where it is known.
+        let read = passages(&w, Some(&Heart));
+        assert!(read[0].starts_with("Anna|Line 0 of ANNA"), "{read:?}");
+        assert!(
+            read[1].starts_with("Gina|These are the words the whole world has learnt by heart"),
+            "{read:?}"
+        );
+        // But not before the ranking's first: known in its act, it waits.
+        let w = play(2);
+        assert_eq!(passages(&w, Some(&Heart)), passages(&w, None));
+        // A reader that answers for fewer lines than it was given is not heard.
+        let w = play(6);
+        assert_eq!(passages(&w, Some(&Short)), plain);
     }
 
     #[test]
