@@ -458,12 +458,21 @@ impl ModelWeights {
             );
         }
         if seq_len >= DENSE_FROM_ROWS && self.rope.is_some() {
-            let h = self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos)?;
-            let d = h.len() / seq_len;
-            let last = Tensor::from_slice(&h[(seq_len - 1) * d..], (1, d), &Device::Cpu)?;
-            return self.output.forward(&self.norm.forward(&last)?);
+            return self.prefill_logits(x, index_pos, 1);
         }
         self.forward_candle(x, index_pos)
+    }
+
+    /// The prompt path's logits of the last `rows` positions of `x` (`(rows, vocab)`); the
+    /// caller has checked that `x` fits the context.
+    fn prefill_logits(&mut self, x: &Tensor, index_pos: usize, rows: usize) -> Result<Tensor> {
+        let (_b, seq_len) = x.dims2()?;
+        let rows = rows.clamp(1, seq_len);
+        let mut h = self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos)?;
+        let d = h.len() / seq_len;
+        let h = h.split_off((seq_len - rows) * d);
+        let h = Tensor::from_vec(h, (rows, d), &Device::Cpu)?;
+        self.output.forward(&self.norm.forward(&h)?)
     }
 
     /// The forward pass on candle's ops: generation (one token), and short prompts.
@@ -479,10 +488,7 @@ impl ModelWeights {
     pub(crate) fn forward_all(&mut self, x: &Tensor, index_pos: usize) -> Result<Tensor> {
         let (_b, seq_len) = x.dims2()?;
         if seq_len >= DENSE_FROM_ROWS && self.rope.is_some() && index_pos + seq_len <= MAX_SEQ_LEN {
-            let h = self.prefill(&x.flatten_all()?.to_vec1::<u32>()?, index_pos)?;
-            let d = h.len() / seq_len;
-            let h = Tensor::from_vec(h, (seq_len, d), &Device::Cpu)?;
-            return self.output.forward(&self.norm.forward(&h)?);
+            return self.prefill_logits(x, index_pos, seq_len);
         }
         let h = self.hidden(x, index_pos)?;
         self.output.forward(&self.norm.forward(&h)?.squeeze(0)?)

@@ -1084,9 +1084,12 @@ fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        let mut with = ps.iter().filter(|p| {
-            want.trim().len() >= 3 && p.titles.iter().any(|x| format!(" {x} ").contains(&want))
-        });
+        if want.trim().len() < 3 {
+            return Vec::new();
+        }
+        let mut with = ps
+            .iter()
+            .filter(|p| p.titles.iter().any(|x| format!(" {x} ").contains(&want)));
         match (with.next(), with.next()) {
             (Some(p), None) => vec![p],
             _ => Vec::new(),
@@ -1427,6 +1430,15 @@ impl<'w> Analysis<'w> {
     fn with_reader(mut self, reader: Option<&'w dyn Reader>) -> Self {
         self.reader = reader;
         self
+    }
+
+    /// Where the cast-list entry `q` comes among the speakers by words spoken (0: most;
+    /// `usize::MAX` for one who never speaks).
+    fn speaking_rank(&self, q: &Persona) -> usize {
+        self.main
+            .iter()
+            .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
+            .unwrap_or(usize::MAX)
     }
 
     fn is_play(&self) -> bool {
@@ -2083,17 +2095,14 @@ impl<'w> Analysis<'w> {
         let asked = name_words(name);
         // `king lear` is the cast list's `LEAR, King of Britain`. Of two that fit (two
         // Richards), the one who speaks more.
-        let spoken = |q: &Persona| {
-            self.main
-                .iter()
-                .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
-                .unwrap_or(usize::MAX)
-        };
         let mut fit = personae_for(name, &self.personae);
         if fit.is_empty() {
             fit = personae_for(&asked.join(" "), &self.personae);
         }
-        let p = fit.into_iter().min_by_key(|q| spoken(q))?.clone();
+        let p = fit
+            .into_iter()
+            .min_by_key(|q| self.speaking_rank(q))?
+            .clone();
         // Every name word asked for is one of theirs, or of a title they have (`gloster`,
         // `richard iii`; `lady macbeth` is not Macbeth), or the question names a role only
         // one character has (`king`).
@@ -2143,12 +2152,6 @@ impl<'w> Analysis<'w> {
         let intro = self.take(p.line, None, Some("Cast list".into()), 1.0);
         // The entries that name them tell who they are to the others; the main characters'
         // first (Gertrude, `Mother of Hamlet`, before the Ghost).
-        let rank = |q: &Persona| {
-            self.main
-                .iter()
-                .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
-                .unwrap_or(usize::MAX)
-        };
         // Named by their whole name in the description (`Wife to Iago`, `Ghost of Hamlet's
         // Father`; Seyton `attending on Macbeth` is not about Lady Macbeth).
         let whole = p.name.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -2167,7 +2170,7 @@ impl<'w> Analysis<'w> {
             .iter()
             .filter(|q| q.line != p.line && names_them(q))
             .collect();
-        related.sort_by_key(|q| rank(q));
+        related.sort_by_key(|q| self.speaking_rank(q));
         let related: Vec<(usize, usize)> = related.iter().take(2).map(|q| q.line).collect();
         let related: Vec<KeyPoint> = related
             .into_iter()
