@@ -875,12 +875,16 @@ impl Persona {
     }
 }
 
-/// Words written in capitals get an initial capital only (`LADY MACBETH` → `Lady Macbeth`).
+/// Words written in capitals get an initial capital only (`LADY MACBETH` → `Lady Macbeth`),
+/// the small words after the first none (`DUCHESS OF YORK` → `Duchess of York`).
 fn title_case(name: &str) -> String {
     name.split(' ')
-        .map(|w| {
+        .enumerate()
+        .map(|(i, w)| {
             if w.chars().any(char::is_lowercase) {
                 w.to_owned()
+            } else if i > 0 && ["OF", "THE", "AND", "TO"].contains(&w) {
+                w.to_lowercase()
             } else {
                 // Each part after a period too (`M.ANTONY` → `M.Antony`).
                 w.to_lowercase()
@@ -1096,6 +1100,20 @@ fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
         }
     };
     let mut found = by_word(false);
+    // A place a name is of (`DUCHESS OF YORK`) may be the place of another's title too
+    // (`RICHARD, DUKE OF YORK`, tagged `YORK.`): all of them fit, and [`cast_of`] gives the
+    // tag to the one no other tag has (the Duchess is `DUCHESS.`).
+    let of_place = format!(" of {t}");
+    if !found.is_empty() && found.iter().all(|p| p.name.ends_with(&of_place)) {
+        for p in ps {
+            if p.titles.iter().any(|x| x.ends_with(&of_place))
+                && !found.iter().any(|f| std::ptr::eq(*f, p))
+            {
+                found.push(p);
+            }
+        }
+        found.sort_by_key(|f| f.line);
+    }
     if found.is_empty() {
         found = by_role();
     }
@@ -2192,6 +2210,7 @@ impl<'w> Analysis<'w> {
                 let open = text[*from..r.0].matches(['"', '“', '”']).count() % 2 == 1;
                 word_count(text, *r) >= 4 && !open && !text[r.0..r.1].starts_with(['"', '“'])
             });
+        let opening = first.as_ref().map(|f| f.2);
         let first = first.map(|(r, who, _)| {
             let label = labelled("First words", r.0);
             self.take(r, Some(&who), label, 1.0)
@@ -2214,7 +2233,11 @@ impl<'w> Analysis<'w> {
             })
         });
 
-        let pieces = self.set_pieces(2, &|s| tags.contains(&s.speaker));
+        // Not the speech their first words are from again (Richard's opening soliloquy
+        // quoted twice, "Now is the winter" and "Now are our brows bound").
+        let pieces = self.set_pieces(2, &|s| {
+            tags.contains(&s.speaker) && opening != Some(s.start)
+        });
 
         // The most telling first when `n` is short; then shown in the order of the play.
         let mut pieces = pieces.into_iter();
@@ -2389,6 +2412,25 @@ pub fn profile(
         p.citation.n = i + 1;
     }
     Some(points)
+}
+
+/// Who speaks at each of `offsets` of a play, as its cast list names them (`Hamlet` for the
+/// tag `Ham.`); `None` outside every speech, or for every offset when `work` is no play. An
+/// answer quotes sentences of chunks that may begin in the middle of a speech, where the
+/// chunk alone shows no tag, and an edition's tags are abbreviations (`Mess.`, `Ham.`).
+pub fn speakers_at(work: &Work, offsets: &[usize]) -> Vec<Option<String>> {
+    let a = Analysis::new(work);
+    offsets
+        .iter()
+        .map(|&at| {
+            if !a.is_play() {
+                return None;
+            }
+            let i = a.speeches.partition_point(|s| s.start <= at);
+            let s = &a.speeches[i.checked_sub(1)?];
+            (at < s.end).then(|| a.speaker_name(&s.speaker))
+        })
+        .collect()
 }
 
 /// Splits `parts` into `k` runs of consecutive parts, as even as can be.
@@ -2615,6 +2657,37 @@ mod tests {
                 "{texts:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_place_two_entries_are_of_goes_to_the_one_no_other_tag_has() {
+        let play = "KING RICHARD III\n\nDRAMATIS PERSONAE\n\nRICHARD, DUKE OF YORK\n\
+                    THOMAS ROTHERHAM, ARCHBISHOP OF YORK\n\
+                    DUCHESS OF YORK, mother to King Edward IV\n\nSCENE: England\n\n\
+                    ACT I.\n\nSCENE I. A street\n\n\
+                    DUCHESS\nAccursed and unquiet wrangling days, how many of you have mine eyes beheld!\n\n\
+                    ACT II.\n\nSCENE IV. The palace\n\n\
+                    ARCHBISHOP\nLast night, I hear, they lay at Stony Stratford.\n\n\
+                    YORK\nGrandam, one night as we did sit at supper, my uncle Rivers talked.\n\n\
+                    DUCHESS\nI pray thee, pretty York, who told thee this tale of thine uncle?\n\n\
+                    YORK\nGrandam, his nurse told it, and she was dead before I was born.\n\n\
+                    DUCHESS\nHis nurse! why, she was dead ere thou wast born, my pretty boy.\n";
+        let w = work(play);
+        let a = Analysis::new(&w);
+        // `YORK` fits the Duchess by her name and the boy by his title; `DUCHESS` is hers.
+        assert_eq!(a.speaker_name("YORK"), "Richard");
+        assert_eq!(a.speaker_name("DUCHESS"), "Duchess of York");
+        let points = profile(&w, "the Duke of York", 4, None).expect("the boy is found");
+        assert!(
+            points[0].text.starts_with("RICHARD, DUKE OF YORK"),
+            "{points:?}"
+        );
+        assert!(
+            points[1..]
+                .iter()
+                .all(|p| p.text.starts_with("Grandam") && p.speaker.as_deref() == Some("Richard")),
+            "{points:?}"
+        );
     }
 
     #[test]

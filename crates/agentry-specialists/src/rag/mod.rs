@@ -381,10 +381,11 @@ impl RagAgent {
         let from_profile = profile.is_some();
         let (kps, also) = match profile {
             Some((kps, also)) => (kps, also),
-            None => (
-                keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?,
-                String::new(),
-            ),
+            None => {
+                let kps =
+                    keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?;
+                (self.with_speakers(kps, &hits).await?, String::new())
+            }
         };
         let best = kps.iter().map(|k| k.similarity).fold(f32::MIN, f32::max);
         tracing::debug!(best, from_profile, "best evidence similarity");
@@ -430,6 +431,45 @@ impl RagAgent {
 }
 
 impl RagAgent {
+    /// `kps` with each quote's speaker named as its play's cast list names them, found in the
+    /// whole play ([`brief::speakers_at`]); quotes from other documents as they were.
+    async fn with_speakers(
+        &self,
+        mut kps: Vec<KeyPoint>,
+        hits: &[Hit],
+    ) -> Result<Vec<KeyPoint>, RagError> {
+        let mut paths: Vec<(String, String)> = Vec::new();
+        for k in &kps {
+            if let Some(h) = hits.iter().find(|h| h.document == k.citation.document)
+                && !paths.iter().any(|p| p.0 == h.document)
+            {
+                paths.push((h.document.clone(), h.path.clone()));
+            }
+        }
+        let kb = self.kb.clone();
+        let collection = self.collection.clone();
+        tokio::task::spawn_blocking(move || -> Result<_, RagError> {
+            for (document, path) in paths {
+                let Some(work) = kb.work(&collection, &path)? else {
+                    continue;
+                };
+                let mine: Vec<&mut KeyPoint> = kps
+                    .iter_mut()
+                    .filter(|k| k.citation.document == document)
+                    .collect();
+                let at: Vec<usize> = mine.iter().map(|k| k.citation.start).collect();
+                for (k, who) in mine.into_iter().zip(brief::speakers_at(&work, &at)) {
+                    if who.is_some() {
+                        k.speaker = who;
+                    }
+                }
+            }
+            Ok(kps)
+        })
+        .await
+        .map_err(|e| RagError::Store(format!("speakers: {e}")))?
+    }
+
     /// The profile ([`brief::profile`]) of the character `name` ("Portia", or "Portia in the
     /// Merchant of Venice" to say which play) from the first play among `hits` (at most five
     /// read), or among the plays the name after "in" names, whose cast has them; with a line

@@ -126,6 +126,43 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
             .all(|k| k.speaker.as_deref() == Some("Ophelia"))
     );
 
+    // Any other question: each quote's speaker is found in the whole play, even where the
+    // chunk it came from begins inside the speech, and named as the cast list names them,
+    // not by the edition's tag (`Ham.`, `Mar.`).
+    let g = agent
+        .answer("What does the ghost ask Hamlet to do?", 5)
+        .await
+        .unwrap();
+    eprintln!("{}", g.answer);
+    let cast_list = &text[..text.find("ACT I.").unwrap()];
+    let mut shown = 0;
+    for k in g
+        .key_points
+        .iter()
+        .filter(|k| k.citation.document == "hamlet_gut.txt")
+    {
+        let tag = tag_before(&text, k.citation.start);
+        let Some(tag) = tag else { continue };
+        let who = k.speaker.as_deref().unwrap_or_else(|| panic!("{k:?}"));
+        shown += 1;
+        assert!(
+            cast_list.lines().any(|l| l
+                .trim()
+                .strip_prefix(who)
+                .is_some_and(|r| r.starts_with([',', '.']))),
+            "{who} is no cast-list name ({tag} said it): {k:?}"
+        );
+        if !["King", "Queen"].contains(&tag.as_str()) {
+            assert!(who.starts_with(&tag), "{tag} said it, {who} shown: {k:?}");
+        }
+        assert!(
+            g.answer.contains(&format!("{who}: \"{}", k.text)),
+            "{}",
+            g.answer
+        );
+    }
+    assert!(shown >= 3, "{:#?}", g.key_points);
+
     // With a model configured, its answer keeps only the sentences the quotes they cite show
     // (a scripted model: what is tested is the check, on the real embedder).
     {
@@ -201,6 +238,27 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
     // Unknown collections are a clear error.
     let e = kb.search("poems", "x", 3).await.unwrap_err();
     assert!(e.to_string().contains("no collection `poems`") && e.to_string().contains("plays"));
+}
+
+/// The speaker tag (`Ham.`, without its period) of the speech that the text at `at` is in:
+/// the first line of the nearest paragraph before it that begins with a short tag.
+fn tag_before(text: &str, at: usize) -> Option<String> {
+    let mut end = at;
+    while let Some(p) = text[..end].rfind("\n\n") {
+        let first = text[p + 2..].lines().next().unwrap_or("").trim();
+        if first.starts_with("ACT ") || first.starts_with("Scene ") {
+            return None;
+        }
+        if first.len() <= 12 && first.ends_with('.') && !first.contains(' ') {
+            return Some(first.trim_end_matches('.').to_owned());
+        }
+        if first.starts_with('[') {
+            // A stage direction between the tag and the quote: leave it to the parser's tests.
+            return None;
+        }
+        end = p;
+    }
+    None
 }
 
 /// The plays, without the embedder (the keyword index needs only text).
