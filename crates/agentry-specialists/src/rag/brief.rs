@@ -2414,24 +2414,165 @@ pub fn profile(
     Some(points)
 }
 
-/// Who speaks at each of `offsets` of a play, as its cast list names them (`Hamlet` for the
-/// tag `Ham.`); `None` outside every speech, or for every offset when `work` is no play. An
-/// answer quotes sentences of chunks that may begin in the middle of a speech, where the
-/// chunk alone shows no tag, and an edition's tags are abbreviations (`Mess.`, `Ham.`).
-pub fn speakers_at(work: &Work, offsets: &[usize]) -> Vec<Option<String>> {
-    let a = Analysis::new(work);
-    offsets
-        .iter()
-        .map(|&at| {
-            if !a.is_play() {
-                return None;
-            }
-            let i = a.speeches.partition_point(|s| s.start <= at);
-            let s = &a.speeches[i.checked_sub(1)?];
-            (at < s.end).then(|| a.speaker_name(&s.speaker))
+/// Who is who in a play, for answering questions about it: who speaks where, named as the
+/// cast list names them (`Hamlet` for the tag `Ham.`), and the words a question may name each
+/// speaker by. An answer quotes sentences of chunks that may begin in the middle of a speech,
+/// where the chunk alone shows no tag, and an edition's tags are abbreviations (`Mess.`).
+#[derive(Debug, Clone, Default)]
+pub struct Cast {
+    /// Each speech's range and its speaker's name, in the order of the text.
+    speeches: Vec<(usize, usize, usize)>,
+    /// Speakers' names; an index of `speeches` and `names` points here.
+    speakers: Vec<String>,
+    /// The phrases a speaker goes by, lower case (`ham`, `hamlet`; `first witch`, `witch`;
+    /// `ghost of hamlet's father`, `ghost`), with the speaker.
+    names: Vec<(Vec<String>, usize)>,
+    /// Where the play proper begins, after its title and cast list.
+    front: usize,
+}
+
+/// A question's words, lower case, without a possessive `'s` (`gloster's` → `gloster`).
+pub(crate) fn question_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| {
+            let w = w.to_lowercase();
+            let w = w.strip_suffix("'s").unwrap_or(&w).trim_matches('\'');
+            w.to_owned()
         })
+        .filter(|w| !w.is_empty())
         .collect()
 }
+
+impl Cast {
+    /// The cast of `work`; empty when it is no play.
+    pub fn of(work: &Work) -> Cast {
+        let a = Analysis::new(work);
+        let mut cast = Cast::default();
+        if !a.is_play() {
+            return cast;
+        }
+        cast.front = a.parts.first().map_or(0, |p| p.1);
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for s in &a.speeches {
+            let who = a.speaker_name(&s.speaker);
+            let next = cast.speakers.len();
+            let i = *index.entry(who.clone()).or_insert(next);
+            if i == next {
+                cast.speakers.push(who.clone());
+                let lower = who.to_lowercase();
+                let mut phrases = vec![s.speaker.to_lowercase(), lower.clone()];
+                // The head of the name (`ghost` of `Ghost of Hamlet's Father`, `witch` of
+                // `First Witch`), not a rank (`lady` of `Lady Macbeth`).
+                if let Some(head) = lower
+                    .split(|c: char| !c.is_alphanumeric())
+                    .find(|w| w.len() >= 3 && !TITLES.contains(w))
+                    && head != lower
+                    && !TITLES_OF_HEAD.iter().any(|t| lower.starts_with(t))
+                {
+                    phrases.push(head.to_owned());
+                }
+                for ph in phrases {
+                    let words = question_words(&ph);
+                    if !words.is_empty() && !cast.names.contains(&(words.clone(), i)) {
+                        cast.names.push((words, i));
+                    }
+                }
+            }
+            cast.speeches.push((s.start, s.end, i));
+        }
+        cast
+    }
+
+    /// Whether `at` is in the front matter (title, cast list), before the play proper.
+    pub fn in_front(&self, at: usize) -> bool {
+        at < self.front
+    }
+
+    /// Who speaks at `at`, as the cast list names them; `None` outside every speech.
+    pub fn speaker_at(&self, at: usize) -> Option<&str> {
+        let i = self.speeches.partition_point(|s| s.0 <= at);
+        let s = self.speeches.get(i.checked_sub(1)?)?;
+        (at < s.1).then(|| self.speakers[s.2].as_str())
+    }
+
+    /// The speakers a question names, in the order it names them, each with where its name
+    /// begins and ends among the question's words ([`question_words`]). The longest name
+    /// that fits is taken (`lady macbeth`, not `macbeth`); a plural names every speaker of
+    /// that name (`witches`: the three witches).
+    pub fn named_in(&self, question: &str) -> Vec<(Vec<&str>, (usize, usize))> {
+        let words = question_words(question);
+        let fits = |name: &[String], at: usize| {
+            name.iter().enumerate().all(|(k, n)| {
+                words.get(at + k).is_some_and(|w| {
+                    w == n
+                        || k + 1 == name.len()
+                            && (w.strip_suffix('s') == Some(n.as_str())
+                                || w.strip_suffix("es") == Some(n.as_str()))
+                })
+            })
+        };
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < words.len() {
+            let longest = self
+                .names
+                .iter()
+                .filter(|(name, _)| fits(name, at))
+                .map(|(name, _)| name.len())
+                .max();
+            match longest {
+                Some(len) => {
+                    let mut who: Vec<&str> = Vec::new();
+                    for (name, i) in &self.names {
+                        if name.len() == len && fits(name, at) {
+                            let w = self.speakers[*i].as_str();
+                            if !who.contains(&w) {
+                                who.push(w);
+                            }
+                        }
+                    }
+                    out.push((who, (at, at + len)));
+                    at += len;
+                }
+                None => at += 1,
+            }
+        }
+        out
+    }
+
+    /// Who the question asks about as the one who acts or speaks (`What does the ghost ask
+    /// Hamlet to do?`: the Ghost; `Why does Iago hate Othello?`: Iago), whose own lines
+    /// answer it; none when what is asked is done to them or told of them (`How does Ophelia
+    /// die?`, `How is Macbeth killed?`, `What happens to Gloster's eyes?`).
+    pub fn subject_of(&self, question: &str) -> Vec<&str> {
+        let words = question_words(question);
+        let named = self.named_in(question);
+        let Some((who, (a, mut b))) = named.first().cloned() else {
+            return Vec::new();
+        };
+        let mut who = who;
+        // `Romeo and Juliet die`: the verb comes after both.
+        for (more, (c, d)) in &named[1..] {
+            if *c == b + 1 && words[b] == "and" {
+                who.extend(more);
+                b = *d;
+            }
+        }
+        let before = words[..a]
+            .iter()
+            .rev()
+            .find(|w| !["the", "a", "an"].contains(&w.as_str()));
+        let after = words.get(b).map(String::as_str).unwrap_or("");
+        let asks =
+            before.is_some_and(|w| ["does", "do", "did", "will", "would"].contains(&w.as_str()));
+        let told_of = ["die", "dies", "happen", "happens", "end", "get"].contains(&after);
+        if asks && !told_of { who } else { Vec::new() }
+    }
+}
+
+/// Names whose first word is a rank keep it: their head would name someone else
+/// (`lady macbeth` is not `macbeth`).
+const TITLES_OF_HEAD: &[&str] = &["lady ", "king ", "queen ", "prince "];
 
 /// Splits `parts` into `k` runs of consecutive parts, as even as can be.
 fn runs<T: Clone>(parts: &[T], k: usize) -> Vec<Vec<T>> {
@@ -2548,6 +2689,61 @@ mod tests {
             ],
             chunks: vec![(1, 0, text.len())],
         }
+    }
+
+    #[test]
+    fn a_question_names_speakers_and_whom_it_asks_about() {
+        let w = work(PLAY);
+        let cast = Cast::of(&w);
+        // Who speaks where, by the cast list's names; the cast list itself is front matter.
+        let at = |s: &str| PLAY.find(s).unwrap();
+        assert_eq!(cast.speaker_at(at("Our brother's death")), Some("Claudius"));
+        assert_eq!(cast.speaker_at(at("The play's the thing")), Some("Hamlet"));
+        assert_eq!(cast.speaker_at(at("ACT II")), None);
+        assert!(cast.in_front(at("Gertrude, Queen")) && !cast.in_front(at("Ham.\nThe ghost")));
+        // Named by name, by tag or role (`the king`), with a possessive.
+        let named = |q: &str| -> Vec<Vec<&str>> {
+            cast.named_in(q).into_iter().map(|(who, _)| who).collect()
+        };
+        assert_eq!(
+            named("Why does the king fear Hamlet's madness?"),
+            [vec!["Claudius"], vec!["Hamlet"]]
+        );
+        assert!(named("What is the play about?").is_empty());
+        // The one who acts or speaks, not the one acted on or told of.
+        assert_eq!(
+            cast.subject_of("What does the King say to Hamlet?"),
+            ["Claudius"]
+        );
+        assert_eq!(
+            cast.subject_of("Why does Hamlet test the king?"),
+            ["Hamlet"]
+        );
+        assert!(cast.subject_of("How does Hamlet die?").is_empty());
+        assert!(cast.subject_of("How is Hamlet killed?").is_empty());
+        assert!(cast.subject_of("What happens to Gertrude?").is_empty());
+        assert_eq!(
+            cast.subject_of("What do Hamlet and Gertrude say?"),
+            ["Hamlet", "Gertrude"]
+        );
+        assert!(
+            cast.subject_of("How do Hamlet and Gertrude die?")
+                .is_empty()
+        );
+        // No play, no cast.
+        let text = "A guide to the castle. It has towers and a moat and a long history.";
+        let prose = Work {
+            document: "guide.md".into(),
+            title: "Guide".into(),
+            text: text.into(),
+            sections: vec![("Guide".into(), 0, text.len())],
+            chunks: vec![(1, 0, text.len())],
+        };
+        assert!(
+            Cast::of(&prose)
+                .named_in("Who built the castle?")
+                .is_empty()
+        );
     }
 
     #[test]

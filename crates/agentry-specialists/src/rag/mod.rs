@@ -141,6 +141,14 @@ fn named<'d>(
 /// treated as missing (MiniLM: unrelated English text scores about 0.0-0.25).
 const MIN_SIMILARITY: f32 = 0.35;
 
+/// Chunks searched for a question before keeping those of the plays it names characters of.
+const WIDER: usize = 40;
+
+/// Chunks of those plays read for the answer: more than [`RagAgent::top_k`], since a play
+/// names its characters on every page and the search ranks by names first (20 against 10:
+/// 6 answers against 5 quoting the line expected, of 20 questions).
+const IN_THE_PLAY: usize = 20;
+
 /// Retrieval settings of a RAG agent.
 #[derive(Clone)]
 pub struct RagAgent {
@@ -382,9 +390,33 @@ impl RagAgent {
         let (kps, also) = match profile {
             Some((kps, also)) => (kps, also),
             None => {
-                let kps =
-                    keypoints::key_points(&**self.kb.embedder(), question, &hits, points).await?;
-                (self.with_speakers(kps, &hits).await?, String::new())
+                // Wider, then only the plays whose casts the question names (Ophelia's death
+                // is in Hamlet, whatever Othello says of dying).
+                let wider = self.kb.search(&self.collection, question, WIDER).await?;
+                let casts = self.casts(&wider).await?;
+                let naming: HashMap<&str, usize> = casts
+                    .iter()
+                    .map(|(d, c)| (d.as_str(), c.named_in(question).len()))
+                    .collect();
+                let most = naming.values().copied().max().unwrap_or(0);
+                let hits: Vec<Hit> = if most > 0 {
+                    wider
+                        .into_iter()
+                        .filter(|h| naming.get(h.document.as_str()) == Some(&most))
+                        .take(IN_THE_PLAY)
+                        .collect()
+                } else {
+                    hits.clone()
+                };
+                let kps = keypoints::key_points_with(
+                    &**self.kb.embedder(),
+                    question,
+                    &hits,
+                    points,
+                    &casts,
+                )
+                .await?;
+                (kps, String::new())
             }
         };
         let best = kps.iter().map(|k| k.similarity).fold(f32::MIN, f32::max);
@@ -431,43 +463,27 @@ impl RagAgent {
 }
 
 impl RagAgent {
-    /// `kps` with each quote's speaker named as its play's cast list names them, found in the
-    /// whole play ([`brief::speakers_at`]); quotes from other documents as they were.
-    async fn with_speakers(
-        &self,
-        mut kps: Vec<KeyPoint>,
-        hits: &[Hit],
-    ) -> Result<Vec<KeyPoint>, RagError> {
+    /// The casts of the plays among `hits` ([`brief::Cast`]), by document name.
+    async fn casts(&self, hits: &[Hit]) -> Result<HashMap<String, brief::Cast>, RagError> {
         let mut paths: Vec<(String, String)> = Vec::new();
-        for k in &kps {
-            if let Some(h) = hits.iter().find(|h| h.document == k.citation.document)
-                && !paths.iter().any(|p| p.0 == h.document)
-            {
+        for h in hits {
+            if !paths.iter().any(|p| p.0 == h.document) {
                 paths.push((h.document.clone(), h.path.clone()));
             }
         }
         let kb = self.kb.clone();
         let collection = self.collection.clone();
         tokio::task::spawn_blocking(move || -> Result<_, RagError> {
+            let mut casts = HashMap::new();
             for (document, path) in paths {
-                let Some(work) = kb.work(&collection, &path)? else {
-                    continue;
-                };
-                let mine: Vec<&mut KeyPoint> = kps
-                    .iter_mut()
-                    .filter(|k| k.citation.document == document)
-                    .collect();
-                let at: Vec<usize> = mine.iter().map(|k| k.citation.start).collect();
-                for (k, who) in mine.into_iter().zip(brief::speakers_at(&work, &at)) {
-                    if who.is_some() {
-                        k.speaker = who;
-                    }
+                if let Some(work) = kb.work(&collection, &path)? {
+                    casts.insert(document, brief::Cast::of(&work));
                 }
             }
-            Ok(kps)
+            Ok(casts)
         })
         .await
-        .map_err(|e| RagError::Store(format!("speakers: {e}")))?
+        .map_err(|e| RagError::Store(format!("casts: {e}")))?
     }
 
     /// The profile ([`brief::profile`]) of the character `name` ("Portia", or "Portia in the

@@ -162,6 +162,38 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
         );
     }
     assert!(shown >= 3, "{:#?}", g.key_points);
+    // The question names Hamlet's people: the answer is from Hamlet, not Macbeth, and it is
+    // the Ghost's own lines (the one asked about), not those that say "Hamlet".
+    assert!(
+        g.key_points
+            .iter()
+            .all(|k| k.citation.document == "hamlet_gut.txt"),
+        "{}",
+        g.answer
+    );
+    assert!(
+        g.key_points[..2]
+            .iter()
+            .all(|k| k.speaker.as_deref() == Some("Ghost of Hamlet's Father")),
+        "{}",
+        g.answer
+    );
+    assert!(
+        g.key_points
+            .iter()
+            .any(|k| k.text == "Revenge his foul and most unnatural murder."),
+        "{}",
+        g.answer
+    );
+    // What happens is not answered from the cast list.
+    let p = agent.answer("Who kills Polonius?", 5).await.unwrap();
+    assert!(
+        p.key_points
+            .iter()
+            .all(|k| !k.citation.section.contains("PERSONS")),
+        "{}",
+        p.answer
+    );
 
     // With a model configured, its answer keeps only the sentences the quotes they cite show
     // (a scripted model: what is tested is the check, on the real embedder).
