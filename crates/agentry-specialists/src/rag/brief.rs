@@ -1071,8 +1071,18 @@ fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
     };
     // By role (`King.` for `CLAUDIUS, King of Denmark.`) only when one character has it: five
     // are a `Son` in Macbeth. A tag in the plural (`CITIZENS.`) is a crowd, not a character.
+    // A rank is a role when it is of somewhere (`King of Denmark`), not when it begins the
+    // name of an office (`Polonius, Lord Chamberlain` is not the `Lord.` of Act V).
+    let of_somewhere = |p: &Persona| {
+        !TITLES.contains(&p.role.as_str())
+            || p.titles
+                .first()
+                .is_some_and(|x| x.starts_with(&format!("{} of ", p.role)))
+    };
     let by_role = || {
-        let mut with = ps.iter().filter(|p| !p.role.is_empty() && p.role == t);
+        let mut with = ps
+            .iter()
+            .filter(|p| !p.role.is_empty() && p.role == t && of_somewhere(p));
         match (with.next(), with.next()) {
             (Some(p), None) if !t.ends_with('s') => vec![p],
             _ => Vec::new(),
@@ -1088,7 +1098,8 @@ fn personae_for<'p>(tag: &str, ps: &'p [Persona]) -> Vec<&'p Persona> {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
-        if want.trim().len() < 3 {
+        // A bare rank (`LORD.`) is anyone of that rank.
+        if want.trim().len() < 3 || TITLES.contains(&want.trim()) {
             return Vec::new();
         }
         let mut with = ps
@@ -2473,7 +2484,9 @@ impl Cast {
                 }
                 for ph in phrases {
                     let words = question_words(&ph);
-                    if !words.is_empty() && !cast.names.contains(&(words.clone(), i)) {
+                    // `All.` and `Both.` speak together; "all" in a question names no one.
+                    let anyone = words.iter().all(|w| UNNAMING.contains(&w.as_str()));
+                    if !anyone && !cast.names.contains(&(words.clone(), i)) {
                         cast.names.push((words, i));
                     }
                 }
@@ -2569,6 +2582,9 @@ impl Cast {
         if asks && !told_of { who } else { Vec::new() }
     }
 }
+
+/// Words of speaker tags that name no one in a question (`ALL.`, `BOTH.`, `OMNES.`).
+const UNNAMING: &[&str] = &["all", "both", "omnes", "the", "and"];
 
 /// Names whose first word is a rank keep it: their head would name someone else
 /// (`lady macbeth` is not `macbeth`).
@@ -2710,6 +2726,17 @@ mod tests {
             [vec!["Claudius"], vec!["Hamlet"]]
         );
         assert!(named("What is the play about?").is_empty());
+        // Those who speak together (`All.`) are no one a question names by "all".
+        let crowd = PLAY.replace(
+            "King.\nMy offence",
+            "All.\nLong live the king, and long live the queen of Denmark.\n\nKing.\nMy offence",
+        );
+        let with_all = Cast::of(&work(&crowd));
+        assert_eq!(
+            with_all.speaker_at(crowd.find("Long live").unwrap()),
+            Some("All")
+        );
+        assert!(with_all.named_in("What do all of them say?").is_empty());
         // The one who acts or speaks, not the one acted on or told of.
         assert_eq!(
             cast.subject_of("What does the King say to Hamlet?"),
@@ -2891,6 +2918,18 @@ mod tests {
         let ps = personae(PLAY, PLAY.find("ACT I").unwrap());
         let name = |tag: &str| persona_for(tag, &ps).map(|p| p.display(PLAY));
         assert_eq!(name("Ham").as_deref(), Some("Hamlet"));
+        // A lord of Act V is not Polonius, the Lord Chamberlain; the King is Claudius.
+        let court = "HAMLET\n\nPERSONS REPRESENTED.\n\nPolonius, Lord Chamberlain.\n\
+                     Claudius, King of Denmark.\n\nACT I.";
+        let cs = personae(court, court.find("ACT I").unwrap());
+        assert_eq!(cs.len(), 2, "{cs:?}");
+        assert!(persona_for("Lord", &cs).is_none(), "{cs:?}");
+        assert_eq!(
+            persona_for("King", &cs)
+                .map(|p| p.display(court))
+                .as_deref(),
+            Some("Claudius")
+        );
         assert_eq!(name("King").as_deref(), Some("Claudius"));
         assert_eq!(name("Queen").as_deref(), Some("Gertrude"));
         assert_eq!(name("Fran"), None);
