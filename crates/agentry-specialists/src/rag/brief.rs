@@ -1535,6 +1535,25 @@ impl<'w> Analysis<'w> {
         {
             return true;
         }
+        // Or the death comes after what they do first, no one else named before it (`Falls
+        // and dies.`, `Falls on Romeo's body and dies.`, not `Clifford groans and dies.`).
+        let clause = direction.trim().split('.').next().unwrap_or("");
+        let words: Vec<&str> = clause
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphabetic() && c != '\''))
+            .collect();
+        if let Some(i) = words.iter().position(|w| *w == "dies") {
+            let named =
+                |w: &&str| w.chars().next().is_some_and(char::is_uppercase) && !w.ends_with("'s");
+            let lead = words.first().copied().unwrap_or("");
+            let verb = lead.len() > 3
+                && lead.ends_with('s')
+                && lead.chars().skip(1).all(char::is_lowercase)
+                && self.persona(lead).is_none();
+            if i > 0 && verb && !words[1..i].iter().any(named) {
+                return true;
+            }
+        }
         let t = tag.trim_end_matches('.').to_lowercase();
         let mut names: Vec<String> = self
             .persona(tag)
@@ -2816,6 +2835,24 @@ mod tests {
         );
         assert_eq!(told("Polonius", 6), None);
         assert_eq!(told("Lady Hamlet", 6), None);
+        // A death after what they do first is theirs, a direction opening their line no part
+        // of it; one naming another who dies is not.
+        let slain = play.replace(
+            "Laer.\nI will be gone to France tomorrow morning, my good lord.\n",
+            "Laer.\nI will be gone to France tomorrow morning, my good lord.\n\n\
+             Laer.\n[Behind.] O, I am slain!\n\n[Falls and dies.]\n",
+        );
+        let laertes = told_in(&slain, "Laertes", 6).unwrap();
+        assert!(
+            laertes.contains(&"Last words, Act I|O, I am slain!".to_owned()),
+            "{laertes:?}"
+        );
+        let other = slain.replace("[Falls and dies.]", "[Horatio falls and dies.]");
+        let laertes = told_in(&other, "Laertes", 6).unwrap();
+        assert!(
+            laertes.iter().all(|l| !l.starts_with("Last words")),
+            "{laertes:?}"
+        );
         // A role only one character has names them.
         let king = told_in(PLAY, "the king", 6).unwrap();
         assert_eq!(king[0], "Cast list|CLAUDIUS, King of Denmark.");

@@ -174,9 +174,28 @@ fn plain(text: &str) -> Parsed {
             || structural
                 && (next.starts_with('[')
                     || next.to_ascii_lowercase().starts_with("scene ") && next.len() <= 80);
-        if !(blank_before && blank_after) {
+        // A long structural heading may wrap onto up to three more lines before the blank
+        // (`Scene III. A churchyard; in it a Monument belonging to the` / `Capulets.`).
+        let wrapped = (structural && !blank_after && t.len() >= 50)
+            .then(|| {
+                let more: Vec<&str> = lines[i + 1..]
+                    .iter()
+                    .map(|l| l.1.trim())
+                    .take_while(|l| !l.is_empty())
+                    .take(4)
+                    .collect();
+                (more.len() <= 3 && more.iter().all(|l| l.len() <= 80 && !l.starts_with('[')))
+                    .then(|| more.join(" "))
+            })
+            .flatten();
+        if !(blank_before && (blank_after || wrapped.is_some())) {
             continue;
         }
+        let full = wrapped.map(|more| {
+            let joined = format!("{t} {more}");
+            joined.split_whitespace().collect::<Vec<_>>().join(" ")
+        });
+        let t = full.as_deref().unwrap_or(t);
         let capitals = t.chars().any(char::is_alphabetic)
             && !t.chars().any(char::is_lowercase)
             && t.chars().filter(|c| c.is_alphabetic()).count() >= 4;
@@ -587,6 +606,26 @@ mod tests {
         let s = &p.sections[1];
         assert!(t[s.start..s.end].contains("Who's there?"));
         assert!(t[p.sections[3].start..].contains("Give him this money"));
+    }
+
+    #[test]
+    fn a_long_scene_heading_may_wrap() {
+        let t = "ACT V.\n\nScene II. Friar Lawrence's Cell.\n\nFriar.\nHoly Franciscan friar!\n\n\
+                 Scene III. A churchyard; in it a Monument belonging to the\nCapulets.\n\n\
+                 Paris.\nGive me thy torch, boy.\n\nScene IV. A street.\nRomeo.\nBanished.\n";
+        let p = plain(t);
+        let titles: Vec<_> = p.sections.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "ACT V > Scene II. Friar Lawrence's Cell",
+                "ACT V > Scene III. A churchyard; in it a Monument belonging to the Capulets",
+            ]
+        );
+        let s = &p.sections[1];
+        assert!(t[s.start..s.end].contains("Give me thy torch"));
+        // A short heading with a speech right under it is no wrapped heading.
+        assert!(t[s.start..s.end].contains("Scene IV. A street."));
     }
 
     #[test]
