@@ -350,6 +350,18 @@ fn speeches(text: &str) -> Vec<Speech> {
                 Before::Speech(who) | Before::Direction(who) if !song => Before::Direction(who),
                 _ => Before::Other,
             }
+        } else if first.starts_with('[')
+            && first
+                .find(']')
+                .is_some_and(|j| !first[j + 1..].trim().is_empty())
+            && let Before::Speech(who) | Before::Direction(who) =
+                std::mem::replace(before, Before::Other)
+            && let Some(speech) = out.last_mut()
+        {
+            // Words after a direction that opens the paragraph are the speaker's still
+            // (Emilia's `[Sings.] "Willow, willow, willow."`), and so may the lines after it be.
+            speech.end = last_at + last.len();
+            Before::Direction(who)
         } else if let Before::Direction(who) = std::mem::replace(before, Before::Other)
             && !is_tag(first)
             && !is_heading_line(first)
@@ -1545,12 +1557,14 @@ impl<'w> Analysis<'w> {
         if let Some(i) = words.iter().position(|w| *w == "dies") {
             let named =
                 |w: &&str| w.chars().next().is_some_and(char::is_uppercase) && !w.ends_with("'s");
-            let lead = words.first().copied().unwrap_or("");
+            // `He runs on his sword, and dies.`: the verb after the pronoun.
+            let from = usize::from(matches!(words.first(), Some(&("He" | "She"))));
+            let lead = words.get(from).copied().unwrap_or("");
             let verb = lead.len() > 3
                 && lead.ends_with('s')
                 && lead.chars().skip(1).all(char::is_lowercase)
                 && self.persona(lead).is_none();
-            if i > 0 && verb && !words[1..i].iter().any(named) {
+            if i > from && verb && !words[from + 1..i].iter().any(named) {
                 return true;
             }
         }
@@ -2248,10 +2262,23 @@ impl<'w> Analysis<'w> {
 
         // Their last words, when a deed that is theirs follows them closely (`[Dies.]`).
         let last = theirs.last().and_then(|s| {
-            let r = sentences(text, s.start, s.end, true)
+            let mut r = sentences(text, s.start, s.end, true)
                 .into_iter()
                 .rev()
                 .find(|r| word_count(text, *r) >= 3)?;
+            // What comes after the last break in it (`Farewell, good Strato.--Caesar, now be
+            // still: ...`), when that says something: the words they die on, not the
+            // sentence's opening.
+            if let Some(j) = ["!--", ".--", "?--"]
+                .iter()
+                .filter_map(|b| text[r.0..r.1].rfind(b).map(|j| r.0 + j + b.len()))
+                .max()
+            {
+                let from = j + (text[j..r.1].len() - text[j..r.1].trim_start().len());
+                if word_count(text, (from, r.1)) >= 4 {
+                    r.0 = from;
+                }
+            }
             let (_, direction) = self.deed_after(r.1)?;
             self.does(&s.speaker, direction)
                 .then(|| (r, s.speaker.clone()))
@@ -2845,6 +2872,19 @@ mod tests {
         let laertes = told_in(&slain, "Laertes", 6).unwrap();
         assert!(
             laertes.contains(&"Last words, Act I|O, I am slain!".to_owned()),
+            "{laertes:?}"
+        );
+        // The words they die on, after the last break in the sentence; a pronoun before the
+        // deed; a line after a direction that opens the paragraph is theirs still.
+        let sword = slain.replace(
+            "[Behind.] O, I am slain!\n\n[Falls and dies.]",
+            "Farewell, good Horatio.--France, now be still.\n\n[Sings.] \"Willow.\"\n\n\
+             I kill'd not thee with half so good a will.--Farewell.--Now I go to rest.\n\n\
+             [He runs on his sword, and dies.]",
+        );
+        let laertes = told_in(&sword, "Laertes", 6).unwrap();
+        assert!(
+            laertes.contains(&"Last words, Act I|Now I go to rest.".to_owned()),
             "{laertes:?}"
         );
         let other = slain.replace("[Falls and dies.]", "[Horatio falls and dies.]");
