@@ -55,8 +55,13 @@ pub(crate) async fn ingest(
         if json {
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
         }
+        // Chunks whose text was stored already keep their vectors.
+        let kept = match r.chunks - r.embedded.min(r.chunks) {
+            0 => String::new(),
+            n => format!(", {n} kept as stored"),
+        };
         eprintln!(
-            "agentry: {} files: {} ingested ({} chunks, {:.1} s), {} unchanged, {} skipped",
+            "agentry: {} files: {} ingested ({} chunks{kept}, {:.1} s), {} unchanged, {} skipped",
             r.files_seen,
             r.ingested.len(),
             r.chunks,

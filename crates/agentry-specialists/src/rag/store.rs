@@ -76,6 +76,9 @@ pub struct IngestReport {
     pub skipped: Vec<(String, String)>,
     /// Chunks written.
     pub chunks: usize,
+    /// Chunks embedded: a changed file's chunks whose text and section are as stored keep
+    /// their vectors (an edit to one page re-embeds that page, not the document).
+    pub embedded: usize,
 }
 
 /// Ingestion progress, for a progress bar.
@@ -539,26 +542,45 @@ impl KnowledgeBase {
                 } => (key, hash, bytes, doc),
             };
             let chunks = chunk(&doc, CHUNK_BYTES);
-            let mut vectors = Vec::with_capacity(chunks.len());
-            for batch in chunks.chunks(EMBED_BATCH) {
+            let texts: Vec<String> = chunks
+                .iter()
+                .map(|c| embed_text(&doc.title, &c.section, &c.text))
+                .collect();
+            // The vectors of the same texts as stored for this file before, kept.
+            let kept = {
+                let key = key.clone();
+                self.blocking(move |kb| kb.stored_vectors(cid, &key))
+                    .await?
+            };
+            let mut vectors: Vec<Option<Vec<f32>>> =
+                texts.iter().map(|t| kept.get(t).cloned()).collect();
+            let missing: Vec<usize> = (0..texts.len()).filter(|&j| vectors[j].is_none()).collect();
+            for (b, batch) in missing.chunks(EMBED_BATCH).enumerate() {
                 progress(&Progress {
                     file: shown.clone(),
                     file_index: i,
                     files: total,
-                    chunks_done: vectors.len(),
+                    chunks_done: chunks.len() - missing.len() + b * EMBED_BATCH,
                     chunks_total: chunks.len(),
                 });
-                let texts = batch
-                    .iter()
-                    .map(|c| embed_text(&doc.title, &c.section, &c.text))
-                    .collect();
                 let v = self
                     .embedder
-                    .embed_dyn(texts)
+                    .embed_dyn(batch.iter().map(|&j| texts[j].clone()).collect())
                     .await
                     .map_err(|e| RagError::Embedder(e.to_string()))?;
-                vectors.extend(v);
+                if v.len() != batch.len() {
+                    return Err(RagError::Embedder(format!(
+                        "{} vectors for {} texts",
+                        v.len(),
+                        batch.len()
+                    )));
+                }
+                for (&j, v) in batch.iter().zip(v) {
+                    vectors[j] = Some(v);
+                }
             }
+            let vectors: Vec<Vec<f32>> = vectors.into_iter().flatten().collect();
+            let embedded = missing.len();
             progress(&Progress {
                 file: shown.clone(),
                 file_index: i,
@@ -585,6 +607,7 @@ impl KnowledgeBase {
             match written {
                 Some(n) => {
                     report.chunks += n;
+                    report.embedded += embedded;
                     report.ingested.push(shown);
                 }
                 // Another ingest stored the same content meanwhile.
@@ -592,6 +615,56 @@ impl KnowledgeBase {
             }
         }
         Ok(report)
+    }
+
+    /// The vectors stored for the file `key` of collection `cid`, by the text embedded for
+    /// each chunk ([`embed_text`]): what a re-ingest of the same chunks need not embed again.
+    fn stored_vectors(
+        &self,
+        cid: i64,
+        key: &str,
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>, RagError> {
+        let conn = self.lock();
+        let table = vec_table(self.embedder.dimensions());
+        let exists: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE name = ?1",
+                [&table],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        if !exists {
+            return Ok(std::collections::HashMap::new());
+        }
+        let mut st = conn
+            .prepare(&format!(
+                "SELECT d.title, c.section, c.text, v.embedding FROM chunks c \
+                 JOIN documents d ON d.id = c.document_id JOIN {table} v ON v.rowid = c.id \
+                 WHERE d.collection_id = ?1 AND d.path = ?2"
+            ))
+            .map_err(db)?;
+        let rows = st
+            .query_map(params![cid, key], |r| {
+                let (title, section, text): (String, String, String) =
+                    (r.get(0)?, r.get(1)?, r.get(2)?);
+                let blob: Vec<u8> = r.get(3)?;
+                Ok((embed_text(&title, &section, &text), blob))
+            })
+            .map_err(db)?;
+        let dims = self.embedder.dimensions();
+        let mut out = std::collections::HashMap::new();
+        for row in rows {
+            let (text, blob) = row.map_err(db)?;
+            // A vector of another size is not this embedder's: embedded again.
+            if blob.len() == dims * 4 {
+                let v = blob
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                out.insert(text, v);
+            }
+        }
+        Ok(out)
     }
 
     /// Reads, hashes and parses one file for [`KnowledgeBase::ingest`] (blocking).
@@ -1238,6 +1311,69 @@ mod vector_tests {
                 })
                 .collect())
         }
+    }
+
+    /// A vector of each text's own (its hash's bytes), counting the texts it embeds.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+    fn hashed(text: &str) -> Vec<f32> {
+        let h = fnv1a(text.as_bytes());
+        h.bytes().take(8).map(f32::from).collect()
+    }
+    impl Embedder for Counting {
+        fn dimensions(&self) -> usize {
+            8
+        }
+        async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            Ok(texts.iter().map(|t| hashed(t)).collect())
+        }
+    }
+
+    /// A changed file's chunks whose section and text are as stored keep their vectors: only
+    /// the edited part is embedded again.
+    #[tokio::test]
+    async fn a_changed_file_embeds_only_its_changed_chunks() {
+        let dir = std::env::temp_dir().join(format!("agentry-kb-reuse-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let doc = |edited: &str| {
+            (0..6)
+                .map(|i| {
+                    let body = if i == 3 {
+                        edited
+                    } else {
+                        "The same words as before"
+                    };
+                    format!("## Part {i}\n\n{body}, part {i}.\n\n")
+                })
+                .collect::<String>()
+        };
+        let file = dir.join("notes.md");
+        std::fs::write(&file, doc("Words as first written")).unwrap();
+        let counting = Arc::new(Counting::default());
+        let kb = KnowledgeBase::open(&dir.join("kb.db"), counting.clone(), "axes").unwrap();
+        let first = kb.ingest(&file, "c", &|_| {}).await.unwrap();
+        assert!(first.chunks >= 6, "{first:?}");
+        assert_eq!(first.embedded, first.chunks);
+        let before = kb.export("c").unwrap();
+        std::fs::write(&file, doc("Words written again")).unwrap();
+        let n = counting.0.load(std::sync::atomic::Ordering::SeqCst);
+        let second = kb.ingest(&file, "c", &|_| {}).await.unwrap();
+        assert_eq!(second.ingested.len(), 1, "{second:?}");
+        assert_eq!(second.chunks, first.chunks);
+        assert_eq!(second.embedded, 1, "{second:?}");
+        assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), n + 1);
+        // Every chunk has the vector its text has, kept or new.
+        let after = kb.export("c").unwrap();
+        assert_eq!(after.len(), before.len());
+        for (hit, v) in &after {
+            let text = embed_text(&hit.title, &hit.section, &hit.text);
+            assert_eq!(*v, hashed(&text));
+        }
+        assert!(after.iter().any(|(h, _)| h.text.contains("written again")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
