@@ -141,6 +141,12 @@ fn named<'d>(
 /// treated as missing (MiniLM: unrelated English text scores about 0.0-0.25).
 const MIN_SIMILARITY: f32 = 0.35;
 
+/// The same for a line of the one the question asks about (who says or does what it asks):
+/// the question has chosen its speaker already, so less of the rest must match ("What does
+/// Jaques say about the world?": "All the world's a stage, And all the men and women merely
+/// players;" at 0.32).
+const MIN_SIMILARITY_THEIRS: f32 = 0.3;
+
 /// Chunks searched for a question before keeping those of the plays it names characters of.
 const WIDER: usize = 40;
 
@@ -387,6 +393,7 @@ impl RagAgent {
             None => None,
         };
         let from_profile = profile.is_some();
+        let mut theirs: Vec<String> = Vec::new();
         let (kps, also) = match profile {
             Some((kps, also)) => (kps, also),
             None => {
@@ -394,6 +401,11 @@ impl RagAgent {
                 // is in Hamlet, whatever Othello says of dying).
                 let wider = self.kb.search(&self.collection, question, WIDER).await?;
                 let casts = self.casts(&wider).await?;
+                theirs = casts
+                    .values()
+                    .flat_map(|c| c.subject_of(question))
+                    .map(str::to_owned)
+                    .collect();
                 let naming: HashMap<&str, usize> = casts
                     .iter()
                     .map(|(d, c)| (d.as_str(), c.named_in(question).len()))
@@ -421,7 +433,13 @@ impl RagAgent {
         };
         let best = kps.iter().map(|k| k.similarity).fold(f32::MIN, f32::max);
         tracing::debug!(best, from_profile, "best evidence similarity");
-        let grounded = from_profile || best >= MIN_SIMILARITY;
+        let best_theirs = kps
+            .iter()
+            .filter(|k| k.speaker.as_ref().is_some_and(|s| theirs.contains(s)))
+            .map(|k| k.similarity)
+            .fold(f32::MIN, f32::max);
+        let grounded =
+            from_profile || best >= MIN_SIMILARITY || best_theirs >= MIN_SIMILARITY_THEIRS;
         if !grounded {
             return Ok(RagAnswer {
                 question: question.to_owned(),
