@@ -227,6 +227,22 @@ fn as_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The vector [`as_blob`] stored.
+fn floats(blob: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    blob.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Whether the table (a collection's vectors, made at its first insert) exists yet.
+fn has_table(conn: &Connection, table: &str) -> Result<bool, RagError> {
+    conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE name = ?1",
+        [table],
+        |r| r.get(0),
+    )
+    .map_err(db)
+}
+
 const STOPWORDS: &[&str] = &[
     "a",
     "an",
@@ -364,14 +380,7 @@ impl KnowledgeBase {
             let dims = self.embedder.dimensions();
             let mut all: std::collections::HashMap<i64, VectorIndex> = Default::default();
             let table = vec_table(dims);
-            let exists: bool = conn
-                .query_row(
-                    "SELECT count(*) > 0 FROM sqlite_master WHERE name = ?1",
-                    [&table],
-                    |r| r.get(0),
-                )
-                .map_err(db)?;
-            if exists {
+            if has_table(conn, &table)? {
                 let mut st = conn
                     .prepare(&format!(
                         "SELECT rowid, collection_id, embedding FROM {table}"
@@ -385,10 +394,7 @@ impl KnowledgeBase {
                         RagError::Store(format!("a stored vector is not a blob: {e}"))
                     })?;
                     v.clear();
-                    v.extend(
-                        blob.chunks_exact(4)
-                            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-                    );
+                    v.extend(floats(blob));
                     all.entry(c)
                         .or_insert_with(|| VectorIndex::new(dims))
                         .push(id, &v);
@@ -626,14 +632,7 @@ impl KnowledgeBase {
     ) -> Result<std::collections::HashMap<String, Vec<f32>>, RagError> {
         let conn = self.lock();
         let table = vec_table(self.embedder.dimensions());
-        let exists: bool = conn
-            .query_row(
-                "SELECT count(*) > 0 FROM sqlite_master WHERE name = ?1",
-                [&table],
-                |r| r.get(0),
-            )
-            .map_err(db)?;
-        if !exists {
+        if !has_table(&conn, &table)? {
             return Ok(std::collections::HashMap::new());
         }
         let mut st = conn
@@ -657,11 +656,7 @@ impl KnowledgeBase {
             let (text, blob) = row.map_err(db)?;
             // A vector of another size is not this embedder's: embedded again.
             if blob.len() == dims * 4 {
-                let v = blob
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
-                out.insert(text, v);
+                out.insert(text, floats(&blob).collect());
             }
         }
         Ok(out)
@@ -768,10 +763,7 @@ impl KnowledgeBase {
             .map_err(db)?;
         st.query_map([cid], |r| {
             let blob: Vec<u8> = r.get(9)?;
-            let v = blob
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
+            let v = floats(&blob).collect();
             Ok((
                 Hit {
                     chunk_id: r.get(0)?,
