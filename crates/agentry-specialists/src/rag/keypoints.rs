@@ -121,41 +121,67 @@ fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
                 body_off = nl + 1;
             }
         }
-        // Sentences end at . ! ? (followed by space/newline or the end).
-        let bytes = body.as_bytes();
-        let mut s = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            let c = bytes[i];
-            let end_here = matches!(c, b'.' | b'!' | b'?')
-                && (i + 1 == bytes.len() || bytes[i + 1].is_ascii_whitespace());
-            if end_here || i + 1 == bytes.len() {
-                let e = i + 1;
-                let raw = &body[s..e];
-                let lead = raw.len() - raw.trim_start().len();
-                let words = raw.split_whitespace().count();
-                if (6..=60).contains(&words) && !raw.trim_start().starts_with('[') {
-                    // Long sentences are shown (and cited) up to a clause end, marked abridged.
-                    let at = base + body_off;
-                    let ((a, z), abridged) = super::brief::abridge(
-                        text,
-                        (at + s + lead, at + e),
-                        super::brief::MAX_WORDS,
-                    );
-                    out.push(Candidate {
-                        text: super::brief::normalized(&text[a..z]),
-                        abridged,
-                        speaker: speaker.clone(),
-                        hit: hit_index,
-                        start: hit.start + a,
-                        end: hit.start + z,
-                    });
-                }
-                s = e;
+        let at = base + body_off;
+        for (s, e) in spans(body) {
+            let raw = &body[s..e];
+            let lead = raw.len() - raw.trim_start().len();
+            let words = raw.split_whitespace().count();
+            if (6..=60).contains(&words) && !raw[lead..].starts_with('[') {
+                // Long sentences are shown (and cited) up to a clause end, marked abridged.
+                let ((a, z), abridged) =
+                    super::brief::abridge(text, (at + s + lead, at + e), super::brief::MAX_WORDS);
+                out.push(Candidate {
+                    text: super::brief::normalized(&text[a..z]),
+                    abridged,
+                    speaker: speaker.clone(),
+                    hit: hit_index,
+                    start: hit.start + a,
+                    end: hit.start + z,
+                });
             }
-            i += 1;
         }
     }
+}
+
+/// The sentences of `body` as byte ranges: they end at `.`, `!` or `?` before whitespace or
+/// the end. One of more than 60 words, too long to be a candidate, is this edition's run of
+/// sentences joined by `--` (Orsino's "If music be the food of love, play on, ... The
+/// appetite may sicken and so die.--That strain again;--..." runs on for ten lines): it is
+/// split after each `.--`, `!--` or `?--`, the dashes left to neither part, so its first
+/// sentence is not lost. Shorter sentences are not split there: as one they often keep the
+/// words that say what they are about (`Confess,--handkerchief!--O devil!--`).
+fn spans(body: &str) -> Vec<(usize, usize)> {
+    let bytes = body.as_bytes();
+    let ends = |i: usize, dashes: bool| {
+        matches!(bytes[i], b'.' | b'!' | b'?')
+            && (i + 1 == bytes.len()
+                || bytes[i + 1].is_ascii_whitespace()
+                || dashes && body[i + 1..].starts_with("--"))
+    };
+    let mut out = Vec::new();
+    let mut s = 0;
+    for i in 0..bytes.len() {
+        if ends(i, false) || i + 1 == bytes.len() {
+            let e = i + 1;
+            if body[s..e].split_whitespace().count() > 60 {
+                let mut from = s;
+                for j in s..e {
+                    if ends(j, true) || j + 1 == e {
+                        let to = j + 1;
+                        // Past the dashes of the sentence before.
+                        let dashes =
+                            body[from..to].len() - body[from..to].trim_start_matches('-').len();
+                        out.push((from + dashes, to));
+                        from = to;
+                    }
+                }
+            } else {
+                out.push((s, e));
+            }
+            s = e;
+        }
+    }
+    out
 }
 
 /// What being said by the one a question asks about adds to a sentence's relevance (cosine
@@ -374,5 +400,41 @@ mod tests {
         assert!(doc[out[0].start..out[0].end].ends_with("to suffer."));
         assert_eq!(out[1].speaker.as_deref(), Some("Oph"));
         assert!(doc[out[1].start..out[1].end].ends_with("many a day?"));
+    }
+
+    #[test]
+    fn a_run_of_sentences_joined_by_dashes_is_split_at_them() {
+        // 62 words to `before.`: too long for one candidate, it was lost whole.
+        let doc = "DUKE.
+If music be the food of love, play on,
+Give me excess of it; that, surfeiting,
+The appetite may sicken and so die.--
+That strain again;--it had a dying fall;
+O, it came o'er my ear like the sweet south,
+That breathes upon a bank of violets,
+Stealing and giving odour.--Enough; no more;
+'Tis not so sweet now as it was before.
+O spirit of love, how quick and fresh art thou!
+
+CURIO.
+Confess,--handkerchief!--O devil, will you go hunt, my lord?
+";
+        let mut out = Vec::new();
+        candidates(0, &hit(doc, 0), &mut out);
+        let said: Vec<&str> = out.iter().map(|c| &doc[c.start..c.end]).collect();
+        assert_eq!(
+            said,
+            [
+                // Long, so shown abridged at a clause end, never past `die.`.
+                "If music be the food of love, play on,\nGive me excess of it;",
+                "That strain again;--it had a dying fall;",
+                "Enough; no more;\n'Tis not so sweet now as it was before.",
+                "O spirit of love, how quick and fresh art thou!",
+                // A shorter sentence keeps its dashes.
+                "Confess,--handkerchief!--O devil, will you go hunt, my lord?",
+            ]
+        );
+        assert_eq!(out[0].speaker.as_deref(), Some("DUKE"));
+        assert!(out[0].abridged && out[1].abridged && !out[2].abridged);
     }
 }
