@@ -651,8 +651,9 @@ fn sentences(text: &str, a: usize, b: usize, stage: bool) -> Vec<(usize, usize)>
         while s < e && text[s..e].starts_with([' ', '!', '?', '-', ',', ';', ':', '.']) {
             s += 1;
         }
-        while e > s && text[s..e].ends_with(['\n', '\r', ' ']) {
-            e -= 1;
+        // Nor this edition's dashes after its end (`Thou shouldst not scape me here.--`).
+        while e > s && (text[s..e].ends_with(['\n', '\r', ' ']) || text[s..e].ends_with("--")) {
+            e -= if text[s..e].ends_with("--") { 2 } else { 1 };
         }
         if e > s {
             out.push((s, e));
@@ -771,7 +772,11 @@ pub(crate) fn abridge(text: &str, (a, b): (usize, usize), max: usize) -> ((usize
                 ]
                 .contains(&b.to_lowercase().as_str())
             });
-            if w.ends_with([';', ':', '!', '?']) && !ahead || w.ends_with("--") {
+            if w.ends_with("--") {
+                // Cut before this edition's dashes (`a method in't.--`, `the question:--`):
+                // the `…` shown says that more follows.
+                strong = Some(w0 + w.trim_end_matches('-').len()).filter(|&e| e > w0);
+            } else if w.ends_with([';', ':', '!', '?']) && !ahead {
                 strong = Some(i);
             } else if w.ends_with([',', ':']) || verse_line_end(text, i) {
                 weak = Some(i);
@@ -3318,6 +3323,20 @@ Now I am alone. O, what a rogue!";
             &s[a..b],
             "Therefore I will, sir, thus: If Alcibiades kill my countrymen, Let Alcibiades \
              know this of Timon,"
+        );
+        // Before this edition's dashes, not after them.
+        let s = "To be, or not to be,--that is the question:--\nWhether 'tis nobler in the mind \
+                 to suffer The slings and arrows of outrageous fortune";
+        let ((a, b), _) = abridge(s, (0, s.len()), 12);
+        assert_eq!(&s[a..b], "To be, or not to be,--that is the question:");
+        let s = "Though this be madness, yet there is a method in't.--";
+        let said: Vec<&str> = sentences(s, 0, s.len(), true)
+            .into_iter()
+            .map(|(a, b)| &s[a..b])
+            .collect();
+        assert_eq!(
+            said,
+            ["Though this be madness, yet there is a method in't."]
         );
     }
 
