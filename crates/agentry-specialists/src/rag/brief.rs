@@ -2505,6 +2505,28 @@ pub(crate) fn question_words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `question` without the names `casts` find in it ("How does Ophelia die?" → "how does
+/// die"), when they find one and two words or more are left: what it asks of them.
+pub(crate) fn without_names<'a>(
+    question: &str,
+    casts: impl IntoIterator<Item = &'a Cast>,
+) -> Option<String> {
+    let words = question_words(question);
+    let mut keep = vec![true; words.len()];
+    for cast in casts {
+        for (_, (a, b)) in cast.named_in(question) {
+            keep[a.min(words.len())..b.min(words.len())].fill(false);
+        }
+    }
+    let rest: Vec<&str> = words
+        .iter()
+        .zip(&keep)
+        .filter(|(_, k)| **k)
+        .map(|(w, _)| w.as_str())
+        .collect();
+    (rest.len() < words.len() && rest.len() >= 2).then(|| rest.join(" "))
+}
+
 impl Cast {
     /// The cast of `work`; empty when it is no play.
     pub fn of(work: &Work) -> Cast {
@@ -2777,6 +2799,13 @@ mod tests {
             [vec!["Claudius"], vec!["Hamlet"]]
         );
         assert!(named("What is the play about?").is_empty());
+        // What a question asks of them, for a search that the names do not lead.
+        assert_eq!(
+            without_names("Why does the king fear Hamlet's madness?", [&cast]).as_deref(),
+            Some("why does the fear madness")
+        );
+        assert_eq!(without_names("What is the play about?", [&cast]), None);
+        assert_eq!(without_names("Hamlet?", [&cast]), None);
         // Those who speak together (`All.`) are no one a question names by "all".
         let crowd = PLAY.replace(
             "King.\nMy offence",

@@ -122,7 +122,7 @@ fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
             }
         }
         let at = base + body_off;
-        for (s, e) in spans(body) {
+        for (s, e) in spans(body, speaker.is_some()) {
             let raw = &body[s..e];
             let lead = raw.len() - raw.trim_start().len();
             let words = raw.split_whitespace().count();
@@ -144,19 +144,28 @@ fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
 }
 
 /// The sentences of `body` as byte ranges: they end at `.`, `!` or `?` before whitespace or
-/// the end. One of more than 60 words, too long to be a candidate, is this edition's run of
+/// the end; in `verse` (a speech of a play), a lower-case word after `!` or `?` goes on with
+/// the sentence, as in the decks' sentences (`A horse! a horse! my kingdom for a horse!`,
+/// `Out, damned spot! out, I say!`: three and two sentences too short to quote before). One of more than 60 words, too long to be a candidate, is this edition's run of
 /// sentences joined by `--` (Orsino's "If music be the food of love, play on, ... The
 /// appetite may sicken and so die.--That strain again;--..." runs on for ten lines): it is
 /// split after each `.--`, `!--` or `?--`, the dashes left to neither part, so its first
 /// sentence is not lost. Shorter sentences are not split there: as one they often keep the
 /// words that say what they are about (`Confess,--handkerchief!--O devil!--`).
-fn spans(body: &str) -> Vec<(usize, usize)> {
+fn spans(body: &str, verse: bool) -> Vec<(usize, usize)> {
     let bytes = body.as_bytes();
     let ends = |i: usize, dashes: bool| {
-        matches!(bytes[i], b'.' | b'!' | b'?')
-            && (i + 1 == bytes.len()
+        let c = bytes[i];
+        let rest = &body[i + 1..];
+        matches!(c, b'.' | b'!' | b'?')
+            && (rest.is_empty()
                 || bytes[i + 1].is_ascii_whitespace()
-                || dashes && body[i + 1..].starts_with("--"))
+                || dashes && rest.starts_with("--"))
+            && !(verse
+                && c != b'.'
+                && rest
+                    .trim_start_matches(|c: char| c.is_whitespace() || c == '-')
+                    .starts_with(|c: char| c.is_lowercase()))
     };
     let mut out = Vec::new();
     let mut s = 0;
@@ -400,6 +409,21 @@ mod tests {
         assert!(doc[out[0].start..out[0].end].ends_with("to suffer."));
         assert_eq!(out[1].speaker.as_deref(), Some("Oph"));
         assert!(doc[out[1].start..out[1].end].ends_with("many a day?"));
+    }
+
+    #[test]
+    fn in_a_speech_a_lower_case_word_after_an_exclamation_goes_on() {
+        let doc = "KING RICHARD.\nA horse! a horse! my kingdom for a horse!\n\n\
+                   Out, damned spot! out, I say! No more of that.\n";
+        let mut out = Vec::new();
+        candidates(0, &hit(doc, 0), &mut out);
+        let said: Vec<&str> = out.iter().map(|c| &doc[c.start..c.end]).collect();
+        assert_eq!(said, ["A horse! a horse! my kingdom for a horse!"]);
+        // Outside a speech (no speaker) each `!` ends a sentence, too short to quote.
+        assert!(
+            out.iter()
+                .all(|c| c.speaker.as_deref() == Some("KING RICHARD"))
+        );
     }
 
     #[test]

@@ -150,6 +150,9 @@ const MIN_SIMILARITY_THEIRS: f32 = 0.3;
 /// Chunks searched for a question before keeping those of the plays it names characters of.
 const WIDER: usize = 40;
 
+/// Chunks of those plays added from the search for the question without its names.
+const UNNAMED_EXTRA: usize = 10;
+
 /// Chunks of those plays read for the answer: more than [`RagAgent::top_k`], since a play
 /// names its characters on every page and the search ranks by names first (20 against 10:
 /// 6 answers against 5 quoting the line expected, of 20 questions).
@@ -411,12 +414,32 @@ impl RagAgent {
                     .map(|(d, c)| (d.as_str(), c.named_in(question).len()))
                     .collect();
                 let most = naming.values().copied().max().unwrap_or(0);
+                let ours = |h: &Hit| naming.get(h.document.as_str()) == Some(&most);
                 let hits: Vec<Hit> = if most > 0 {
-                    wider
-                        .into_iter()
-                        .filter(|h| naming.get(h.document.as_str()) == Some(&most))
-                        .take(IN_THE_PLAY)
-                        .collect()
+                    let mut ours_hits: Vec<Hit> =
+                        wider.into_iter().filter(ours).take(IN_THE_PLAY).collect();
+                    // What happens to them is often told without their names (Gertrude's
+                    // willow speech says "your sister's drown'd, Laertes", never
+                    // "Ophelia"): the question searched again without the names, that
+                    // play's chunks added.
+                    let named = casts
+                        .iter()
+                        .filter(|(d, _)| naming.get(d.as_str()) == Some(&most))
+                        .map(|(_, c)| c);
+                    if let Some(unnamed) = brief::without_names(question, named) {
+                        let more = self.kb.search(&self.collection, &unnamed, WIDER).await?;
+                        let mut added = 0;
+                        for h in more.into_iter().filter(ours) {
+                            if added == UNNAMED_EXTRA {
+                                break;
+                            }
+                            if !ours_hits.iter().any(|o| o.chunk_id == h.chunk_id) {
+                                ours_hits.push(h);
+                                added += 1;
+                            }
+                        }
+                    }
+                    ours_hits
                 } else {
                     hits.clone()
                 };
