@@ -56,7 +56,7 @@ pub(crate) async fn ingest(
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
         }
         // Chunks whose text was stored already keep their vectors.
-        let kept = match r.chunks - r.embedded.min(r.chunks) {
+        let kept = match r.chunks.saturating_sub(r.embedded) {
             0 => String::new(),
             n => format!(", {n} kept as stored"),
         };

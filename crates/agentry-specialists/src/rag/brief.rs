@@ -775,7 +775,11 @@ pub(crate) fn abridge(text: &str, (a, b): (usize, usize), max: usize) -> ((usize
             if w.ends_with("--") {
                 // Cut before this edition's dashes (`a method in't.--`, `the question:--`):
                 // the `…` shown says that more follows.
-                strong = Some(w0 + w.trim_end_matches('-').len()).filter(|&e| e > w0);
+                // A dash standing alone is no end of its own: the cut before stays.
+                let e = w0 + w.trim_end_matches('-').len();
+                if e > w0 {
+                    strong = Some(e);
+                }
             } else if w.ends_with([';', ':', '!', '?']) && !ahead {
                 strong = Some(i);
             } else if w.ends_with([',', ':']) || verse_line_end(text, i) {
@@ -3278,16 +3282,20 @@ mod tests {
         }
     }
 
+    /// The sentences of a speech, as text.
+    fn spoken(text: &str) -> Vec<&str> {
+        sentences(text, 0, text.len(), true)
+            .into_iter()
+            .map(|(a, b)| &text[a..b])
+            .collect()
+    }
+
     #[test]
     fn in_verse_a_lower_case_word_after_an_exclamation_goes_on_with_the_sentence() {
         let text = "Kent banish'd thus! and France in choler parted!
 Now I am alone. O, what a rogue!";
-        let said: Vec<&str> = sentences(text, 0, text.len(), true)
-            .into_iter()
-            .map(|(a, b)| &text[a..b])
-            .collect();
         assert_eq!(
-            said,
+            spoken(text),
             [
                 "Kent banish'd thus! and France in choler parted!",
                 "Now I am alone.",
@@ -3359,12 +3367,8 @@ Now I am alone. O, what a rogue!";
         let ((a, b), _) = abridge(s, (0, s.len()), 12);
         assert_eq!(&s[a..b], "To be, or not to be,--that is the question:");
         let s = "Though this be madness, yet there is a method in't.--";
-        let said: Vec<&str> = sentences(s, 0, s.len(), true)
-            .into_iter()
-            .map(|(a, b)| &s[a..b])
-            .collect();
         assert_eq!(
-            said,
+            spoken(s),
             ["Though this be madness, yet there is a method in't."]
         );
     }

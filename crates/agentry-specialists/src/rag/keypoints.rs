@@ -146,7 +146,8 @@ fn candidates(hit_index: usize, hit: &Hit, out: &mut Vec<Candidate>) {
 /// The sentences of `body` as byte ranges: they end at `.`, `!` or `?` before whitespace or
 /// the end; in `verse` (a speech of a play), a lower-case word after `!` or `?` goes on with
 /// the sentence, as in the decks' sentences (`A horse! a horse! my kingdom for a horse!`,
-/// `Out, damned spot! out, I say!`: three and two sentences too short to quote before). One of more than 60 words, too long to be a candidate, is this edition's run of
+/// `Out, damned spot! out, I say!`: three and two sentences too short to quote before).
+/// One of more than 60 words, too long to be a candidate, is this edition's run of
 /// sentences joined by `--` (Orsino's "If music be the food of love, play on, ... The
 /// appetite may sicken and so die.--That strain again;--..." runs on for ten lines): it is
 /// split after each `.--`, `!--` or `?--`, the dashes left to neither part, so its first

@@ -414,7 +414,8 @@ impl RagAgent {
                     .map(|(d, c)| (d.as_str(), c.named_in(question).len()))
                     .collect();
                 let most = naming.values().copied().max().unwrap_or(0);
-                let ours = |h: &Hit| naming.get(h.document.as_str()) == Some(&most);
+                let named_most = |document: &str| naming.get(document) == Some(&most);
+                let ours = |h: &Hit| named_most(&h.document);
                 let hits: Vec<Hit> = if most > 0 {
                     let mut ours_hits: Vec<Hit> =
                         wider.into_iter().filter(ours).take(IN_THE_PLAY).collect();
@@ -422,22 +423,17 @@ impl RagAgent {
                     // willow speech says "your sister's drown'd, Laertes", never
                     // "Ophelia"): the question searched again without the names, that
                     // play's chunks added.
-                    let named = casts
-                        .iter()
-                        .filter(|(d, _)| naming.get(d.as_str()) == Some(&most))
-                        .map(|(_, c)| c);
+                    let named = casts.iter().filter(|(d, _)| named_most(d)).map(|(_, c)| c);
                     if let Some(unnamed) = brief::without_names(question, named) {
                         let more = self.kb.search(&self.collection, &unnamed, WIDER).await?;
-                        let mut added = 0;
-                        for h in more.into_iter().filter(ours) {
-                            if added == UNNAMED_EXTRA {
-                                break;
-                            }
-                            if !ours_hits.iter().any(|o| o.chunk_id == h.chunk_id) {
-                                ours_hits.push(h);
-                                added += 1;
-                            }
-                        }
+                        let new: Vec<Hit> = more
+                            .into_iter()
+                            .filter(|h| {
+                                ours(h) && !ours_hits.iter().any(|o| o.chunk_id == h.chunk_id)
+                            })
+                            .take(UNNAMED_EXTRA)
+                            .collect();
+                        ours_hits.extend(new);
                     }
                     ours_hits
                 } else {
