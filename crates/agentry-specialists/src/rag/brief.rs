@@ -708,6 +708,45 @@ fn sentences(text: &str, a: usize, b: usize, stage: bool) -> Vec<(usize, usize)>
     out
 }
 
+/// The last sentence `r` of a speech from after its last break (`Farewell, good
+/// Strato.--Caesar, now be still: ...`), when that says something: the words one dies on,
+/// not the sentence's opening.
+fn dying_words(text: &str, mut r: (usize, usize)) -> (usize, usize) {
+    if let Some(j) = ["!--", ".--", "?--"]
+        .iter()
+        .filter_map(|b| text[r.0..r.1].rfind(b).map(|j| r.0 + j + b.len()))
+        .max()
+    {
+        let from = j + (text[j..r.1].len() - text[j..r.1].trim_start().len());
+        if word_count(text, (from, r.1)) >= 4 {
+            r.0 = from;
+        }
+    }
+    r
+}
+
+/// Where the quote `r` may start so that it holds at most `max` words: its start, or the
+/// first of its clauses (after `--`, `:`, `;`, `!` or `?`) from which on it does; `None`
+/// when not even its last clause is that short.
+fn clause_tail(text: &str, r: (usize, usize), max: usize) -> Option<usize> {
+    if word_count(text, r) <= max {
+        return Some(r.0);
+    }
+    let bytes = text.as_bytes();
+    (r.0 + 1..r.1)
+        .filter(|&i| {
+            let prev = bytes[i - 1];
+            !bytes[i].is_ascii_whitespace()
+                && bytes[i] != b'-'
+                && (prev == b'-' && i >= 2 && bytes[i - 2] == b'-'
+                    || prev.is_ascii_whitespace() && {
+                        let before = text[r.0..i].trim_end();
+                        before.ends_with([':', ';', '!', '?']) || before.ends_with("--")
+                    })
+        })
+        .find(|&i| word_count(text, (i, r.1)) <= max)
+}
+
 /// `at`, moved back to the start of the character it falls in.
 fn boundary(text: &str, mut at: usize) -> usize {
     at = at.min(text.len());
@@ -1327,6 +1366,18 @@ const DEEDS: &[&str] = &[
     "falls",
 ];
 
+/// Whether a stage direction (lower case) shows a death: one dies or is slain (`Falls and
+/// dies.`, `young Seward is slain`), or kills themself (`Stabs himself.`).
+fn is_death(direction: &str) -> bool {
+    let words: Vec<&str> = direction
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has = |ws: &[&str]| words.iter().any(|w| ws.contains(w));
+    has(&["dies", "die", "dead", "slain"])
+        || has(&["stabs", "stab", "kills", "kill"]) && has(&["himself", "herself"])
+}
+
 /// Where each of the play's stage directions that shows a deed ([`DEEDS`]) begins.
 fn deeds(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
@@ -1577,6 +1628,11 @@ impl<'w> Analysis<'w> {
                 return true;
             }
         }
+        self.named_by(tag, &d)
+    }
+
+    /// Whether the lower-case `direction` names the speaker `tag`, by tag or cast-list name.
+    fn named_by(&self, tag: &str, direction: &str) -> bool {
         let t = tag.trim_end_matches('.').to_lowercase();
         let mut names: Vec<String> = self
             .persona(tag)
@@ -1591,7 +1647,8 @@ impl<'w> Analysis<'w> {
         if t.len() >= 3 {
             names.push(t);
         }
-        d.split(|c: char| !c.is_alphabetic())
+        direction
+            .split(|c: char| !c.is_alphabetic())
             .filter(|w| w.len() >= 3)
             .any(|w| names.iter().any(|n| w == n || w.starts_with(n.as_str())))
     }
@@ -2153,15 +2210,10 @@ impl<'w> Analysis<'w> {
         known
     }
 
-    /// Who the character `name` (lower case, as asked: `hamlet`, `lady macbeth`, `king`) is,
-    /// told by the play itself, in up to `n` points: the cast list's line, the first words,
-    /// the set pieces, the last words when they die on stage, and the other entries of the
-    /// cast list that name them (`Horatio, Friend to Hamlet.`). `None` when no one of the cast
-    /// list who speaks goes by that name: a question about someone else, or no play.
-    fn profile(&mut self, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
-        if !self.is_play() || n == 0 {
-            return None;
-        }
+    /// The character of the cast list that `name` (lower case, as asked: `hamlet`, `lady
+    /// macbeth`, `king`) names, with the tags they speak under; `None` when no one of the cast
+    /// list who speaks goes by that name.
+    fn character(&self, name: &str) -> Option<(Persona, HashSet<String>)> {
         let text = self.text();
         let asked = name_words(name);
         // `king lear` is the cast list's `LEAR, King of Britain`. Of two that fit (two
@@ -2200,6 +2252,250 @@ impl<'w> Analysis<'w> {
             .filter(|t| self.persona(t).is_some_and(|q| q.line == p.line))
             .cloned()
             .collect();
+        (!tags.is_empty()).then_some((p, tags))
+    }
+
+    /// How the character `name` (lower case, as asked) dies, as the play shows it, in up to
+    /// `n` points in the order of the text: their last words, with the direction when it
+    /// follows them (`O, I am slain! [Falls and dies.]`); the words of the one who speaks
+    /// before them (`How now? a rat? [Draws.] Dead for a ducat, dead!`); the deed that kills
+    /// them, when the scene shows it first (`It is too late. [Smothers her.]`); what is said
+    /// next, theirs first (`I kiss'd thee ere I kill'd thee`); the opening of their last
+    /// speech; then the lines before. `None` when the play shows no death of theirs: one only
+    /// told of (Ophelia's) is left to the search.
+    fn death(&mut self, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
+        if !self.is_play() || n == 0 {
+            return None;
+        }
+        let (_, tags) = self.character(name)?;
+        let text = self.text();
+        // A direction ends at its `]`, or at a blank line when the edition left it open
+        // (Macbeth's `[Retreat. Flourish. Enter, with drum and colours, ...`).
+        let end_of = |at: usize| {
+            let rest = &text[at..];
+            let shut = rest.find(']').map_or(rest.len(), |j| j + 1);
+            at + rest.find("\n\n").map_or(shut, |b| b.min(shut))
+        };
+        let shown = |at: usize| text[at + 1..end_of(at)].trim_end_matches(']');
+        let inner = |at: usize| shown(at).to_lowercase();
+        // Whether a clause of a direction shows them dying: the name nearest before its word
+        // of death is theirs (`King dies`, `young Seward is slain`; not Lear in `Re-enter
+        // Lear, with Cordelia dead in his arms`).
+        let dies_in = |clause: &str| {
+            let words: Vec<&str> = clause
+                .split(|c: char| !c.is_alphabetic())
+                .filter(|w| !w.is_empty())
+                .collect();
+            let theirs = |w: &&str| {
+                let w = w.to_lowercase();
+                tags.iter().any(|t| self.named_by(t, &w))
+            };
+            // Killed by name (`Kills TITUS.`, `draw, and kill CORIOLANUS`).
+            let kills = ["kill", "kills", "slay", "slays", "murder", "murders"];
+            if let Some(k) = words
+                .iter()
+                .position(|w| kills.contains(&w.to_lowercase().as_str()))
+                && words[k + 1..]
+                    .iter()
+                    .find(|w| w.starts_with(char::is_uppercase))
+                    .is_some_and(theirs)
+            {
+                return true;
+            }
+            let Some(i) = words.iter().position(|w| is_death(&w.to_lowercase())) else {
+                return false;
+            };
+            words[..i]
+                .iter()
+                .rev()
+                .find(|w| w.starts_with(char::is_uppercase))
+                .is_some_and(theirs)
+        };
+        let speech_before = |at: usize| self.speeches.partition_point(|s| s.start < at);
+        // The first direction of a death that is theirs: right after a speech of theirs, with
+        // no one else its subject ([`Self::does`]), or naming them in its clause of death
+        // (`King dies.`; not `Dies. Exit Lady Macduff, crying Murder`, her son's).
+        let at = self.deeds.iter().copied().find(|&at| {
+            let d = inner(at);
+            let after_theirs = self.speeches[..speech_before(at)]
+                .last()
+                .filter(|s| tags.contains(&s.speaker))
+                .is_some_and(|s| {
+                    let end = sentences(text, s.start, s.end.min(at), true)
+                        .last()
+                        .map_or(s.start, |r| r.1);
+                    self.deed_after(end).is_some_and(|(d_at, shown)| {
+                        d_at == at && is_death(&d) && self.does(&s.speaker, shown)
+                    })
+                });
+            after_theirs || shown(at).split(['.', ';']).any(dies_in)
+        })?;
+        let close = end_of(at);
+        let scene = self
+            .work
+            .sections
+            .iter()
+            .filter(|(_, a, b)| (*a..*b).contains(&at))
+            .map(|(_, a, b)| (*a, *b))
+            .max_by_key(|r| r.0)
+            .unwrap_or((0, text.len()));
+        let first = speech_before(scene.0);
+        let before = speech_before(at);
+        let until = speech_before(scene.1);
+        let said =
+            |s: &Speech, upto: usize| sentences(text, s.start, s.end.min(upto).max(s.start), true);
+        // A speech's last words up to `upto`: its last sentence, with the ones before while it
+        // is short (`How now? a rat? [Draws.] Dead for a ducat, dead!`, `O Antony! O
+        // Antony!`, `O happy dagger! This is thy sheath [stabs herself]`), and the direction
+        // right after when only space comes between (`O, I am slain! [Falls and dies.]`).
+        let last_of = |s: &Speech, upto: usize, dying: bool| {
+            let all = said(s, upto);
+            let (mut k, mut r) = (all.len().checked_sub(1)?, *all.last()?);
+            if dying {
+                r = dying_words(text, r);
+            }
+            while k > 0 && word_count(text, r) < 6 {
+                k -= 1;
+                // The sentence before, or its last clauses (`a fugitive: O Antony! O Antony!`).
+                match clause_tail(text, (all[k].0, r.1), MAX_WORDS) {
+                    Some(from) => r.0 = from,
+                    None => break,
+                }
+            }
+            let d = self
+                .deeds
+                .get(self.deeds.partition_point(|&d| d < r.1))
+                .copied();
+            let between =
+                |d: usize| text[r.1..d].trim_matches(|c: char| c.is_whitespace() || c == '-');
+            if let Some(d) = d.filter(|&d| d <= upto && between(d).is_empty()) {
+                // One's last words are kept whole, the direction then quoted apart; another's
+                // are cut short enough to show the deed (`Precious villain! [Iago stabs
+                // Emilia, and then runs out.]`, not the question before it).
+                let with = (r.0, end_of(d));
+                match clause_tail(text, with, MAX_WORDS) {
+                    Some(from) if from == r.0 || !dying && from < d => r = (from, with.1),
+                    _ => {}
+                }
+            }
+            (word_count(text, r) >= 3).then(|| (r, Some(s.speaker.clone())))
+        };
+        let first_words = |s: &Speech| {
+            said(s, s.end)
+                .into_iter()
+                .find(|r| word_count(text, *r) >= 3)
+                .map(|r| (r, Some(s.speaker.clone())))
+        };
+        let others = |range: std::ops::Range<usize>| {
+            range
+                .rev()
+                .find(|&k| !tags.contains(&self.speeches[k].speaker))
+        };
+        // What to quote, most telling first: (range, speaker).
+        let mut picked: Vec<((usize, usize), Option<String>)> = Vec::new();
+        let mut last_words = None;
+        // Their last speech, when it is one of the three before the death.
+        let mine = (first..before)
+            .rev()
+            .take(3)
+            .find(|&i| tags.contains(&self.speeches[i].speaker));
+        if let Some(i) = mine {
+            let s = &self.speeches[i];
+            if let Some(p) = last_of(s, at, true) {
+                last_words = Some(p.0);
+                picked.push(p);
+            }
+        }
+        // Another's words between theirs and the death, often the deed (`Here, thou
+        // incestuous, murderous, damned Dane, Drink off this potion.`).
+        if let Some(k) = others(mine.map_or(first, |i| i + 1)..before) {
+            picked.extend(last_of(&self.speeches[k], at, false));
+        }
+        picked.push(((at, close), None));
+        // The deed that kills them, when the scene shows it after any other death: one that
+        // names them, or is done to `him` or `her` (`It is too late. [Smothers her.]`).
+        let deed = self.deeds[..self.deeds.partition_point(|&d| d < at)]
+            .iter()
+            .rev()
+            .copied()
+            .take_while(|&d| d >= scene.0 && !is_death(&inner(d)))
+            .find(|&d| {
+                let words = inner(d);
+                tags.iter().any(|t| self.named_by(t, &words))
+                    || words
+                        .split(|c: char| !c.is_alphabetic())
+                        .any(|w| w == "him" || w == "her")
+            });
+        if let Some(d) = deed {
+            let said_with = self.speeches[..speech_before(d)]
+                .last()
+                .and_then(|s| last_of(s, d, false))
+                .filter(|p| p.0.1 > d);
+            picked.push(said_with.unwrap_or(((d, end_of(d)), None)));
+        }
+        // The one who speaks before their last speech.
+        if let Some(j) = mine.and_then(|i| others(first..i)) {
+            picked.extend(last_of(&self.speeches[j], at, false));
+        }
+        // What is said next: their own words when they speak again (`I kiss'd thee ere I
+        // kill'd thee`), else the first words after.
+        let next: Vec<&Speech> = self.speeches[before..until]
+            .iter()
+            .filter(|s| s.start >= close)
+            .take(3)
+            .collect();
+        picked.extend(
+            next.iter()
+                .find(|s| tags.contains(&s.speaker))
+                .or(next.first())
+                .and_then(|s| first_words(s)),
+        );
+        // The opening of their last speech (`Soft you; a word or two before you go.`), then
+        // what is said round it.
+        picked.extend(mine.and_then(|i| first_words(&self.speeches[i])));
+        picked.extend(next.iter().filter_map(|s| first_words(s)));
+        picked.extend(
+            (first..before)
+                .rev()
+                .take(4)
+                .filter_map(|k| last_of(&self.speeches[k], at, false)),
+        );
+        let mut kept: Vec<((usize, usize), Option<String>)> = Vec::new();
+        for p in picked {
+            if kept.len() < n && !kept.iter().any(|k| k.0.0 < p.0.1 && p.0.0 < k.0.1) {
+                kept.push(p);
+            }
+        }
+        kept.sort_by_key(|k| k.0.0);
+        let part = self
+            .parts
+            .iter()
+            .find(|q| (q.1..q.2).contains(&at))
+            .map(|q| heading(&q.0));
+        Some(
+            kept.into_iter()
+                .map(|(r, who)| {
+                    let label = (Some(r) == last_words).then(|| {
+                        part.as_ref()
+                            .map_or_else(|| "Last words".to_owned(), |p| format!("Last words, {p}"))
+                    });
+                    self.take(r, who.as_deref(), label, 1.0)
+                })
+                .collect(),
+        )
+    }
+
+    /// Who the character `name` (lower case, as asked: `hamlet`, `lady macbeth`, `king`) is,
+    /// told by the play itself, in up to `n` points: the cast list's line, the first words,
+    /// the set pieces, the last words when they die on stage, and the other entries of the
+    /// cast list that name them (`Horatio, Friend to Hamlet.`). `None` when no one of the cast
+    /// list who speaks goes by that name: a question about someone else, or no play.
+    fn profile(&mut self, name: &str, n: usize) -> Option<Vec<KeyPoint>> {
+        if !self.is_play() || n == 0 {
+            return None;
+        }
+        let text = self.text();
+        let (p, tags) = self.character(name)?;
         let theirs: Vec<Speech> = self
             .speeches
             .iter()
@@ -2271,23 +2567,11 @@ impl<'w> Analysis<'w> {
 
         // Their last words, when a deed that is theirs follows them closely (`[Dies.]`).
         let last = theirs.last().and_then(|s| {
-            let mut r = sentences(text, s.start, s.end, true)
+            let r = sentences(text, s.start, s.end, true)
                 .into_iter()
                 .rev()
                 .find(|r| word_count(text, *r) >= 3)?;
-            // What comes after the last break in it (`Farewell, good Strato.--Caesar, now be
-            // still: ...`), when that says something: the words they die on, not the
-            // sentence's opening.
-            if let Some(j) = ["!--", ".--", "?--"]
-                .iter()
-                .filter_map(|b| text[r.0..r.1].rfind(b).map(|j| r.0 + j + b.len()))
-                .max()
-            {
-                let from = j + (text[j..r.1].len() - text[j..r.1].trim_start().len());
-                if word_count(text, (from, r.1)) >= 4 {
-                    r.0 = from;
-                }
-            }
+            let r = dying_words(text, r);
             let (_, direction) = self.deed_after(r.1)?;
             self.does(&s.speaker, direction)
                 .then(|| (r, s.speaker.clone()))
@@ -2474,6 +2758,33 @@ pub fn profile(
     let name = name.trim().to_lowercase();
     let name = name.strip_prefix("the ").unwrap_or(&name).trim();
     let mut points = Analysis::new(work).with_reader(reader).profile(name, n)?;
+    for (i, p) in points.iter_mut().enumerate() {
+        p.citation.n = i + 1;
+    }
+    Some(points)
+}
+
+/// How the characters `names` (as asked: `Polonius`, `Romeo and Juliet`) of the play `work`
+/// die, in up to `n` cited points shared between them ([`Analysis::death`]), numbered from 1;
+/// `None` when `work` is no play or shows none of their deaths.
+pub fn death(work: &Work, names: &str, n: usize) -> Option<Vec<KeyPoint>> {
+    let names = names.trim().to_lowercase();
+    let names: Vec<&str> = names
+        .split(" and ")
+        .map(|n| n.trim().strip_prefix("the ").unwrap_or(n.trim()))
+        .filter(|n| !n.is_empty())
+        .collect();
+    let share = n.div_ceil(names.len().max(1));
+    let mut analysis = Analysis::new(work);
+    let mut points: Vec<KeyPoint> = names
+        .iter()
+        .filter_map(|name| analysis.death(name, share))
+        .flatten()
+        .take(n)
+        .collect();
+    if points.is_empty() {
+        return None;
+    }
     for (i, p) in points.iter_mut().enumerate() {
         p.citation.n = i + 1;
     }
@@ -2855,6 +3166,112 @@ mod tests {
                 .named_in("Who built the castle?")
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_death_is_told_by_the_scene_that_shows_it() {
+        let play = "THE TRAGEDY OF DYING\n\nPERSONS REPRESENTED.\n\nClaudius, King of \
+                    Denmark.\nHamlet, Prince of Denmark.\nPolonius, Lord Chamberlain.\n\
+                    Desdemona, a Lady of Venice.\nLear, Father to Cordelia.\nCordelia, \
+                    Daughter to Lear.\nHoratio, Friend to Hamlet.\n\nACT I.\n\nScene I. A \
+                    closet.\n\nPol.\n[Behind.] What, ho! help, help, help!\n\nHam.\nHow now? a \
+                    rat? [Draws.]\nDead for a ducat, dead!\n\n[Makes a pass through the \
+                    arras.]\n\nPol.\n[Behind.] O, I am slain!\n\n[Falls and dies.]\n\nHor.\nO \
+                    me, what hast thou done?\n\nACT II.\n\nScene I. A bedchamber.\n\nCor.\nNothing, my \
+                    lord; I cannot heave my heart into my mouth.\n\nDes.\nKill \
+                    me tomorrow; let me live tonight, my lord.\n\nHam.\nIt is too late.\n\n\
+                    [Smothers her.]\n\nHor.\nWhat noise is this? Not dead? not yet quite \
+                    dead?\n\nDes.\nA guiltless death I die, my lord and friend.\n\nHor.\nO, who \
+                    hath done this deed?\n\nDes.\nNobody; I myself. Farewell: Commend me to my \
+                    kind lord: O, farewell!\n\n[Dies.]\n\nHam.\nHere, thou incestuous, \
+                    murderous, damned Dane, drink off this potion.\n\nKing.\nO, yet defend me, \
+                    friends! I am but hurt.\n\nHam.\nFollow my mother to the grave tonight.\n\n\
+                    [King dies.]\n\n[Re-enter Lear, with Cordelia dead in his arms.]\n\nLear.\n\
+                    Howl, howl, howl, howl! O, you are men of stone.\n\nHor.\nIs this the \
+                    promised end of all our sorrows?\n";
+        let told = |name: &str, n: usize| {
+            death(&work(play), name, n).map(|ps| {
+                ps.iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        assert_eq!(normalized(&play[p.citation.start..p.citation.end]), p.text);
+                        assert_eq!(p.citation.n, i + 1);
+                        format!(
+                            "{}|{}|{}",
+                            p.label.clone().unwrap_or_default(),
+                            p.speaker.clone().unwrap_or_default(),
+                            p.text
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        // The killer's short lines as one quote, the last words with the direction after them,
+        // what is said next, and the line before; in the order of the play.
+        assert_eq!(
+            told("Polonius", 5).unwrap(),
+            [
+                "|Polonius|What, ho! help, help, help!",
+                "|Hamlet|How now? a rat? [Draws.] Dead for a ducat, dead!",
+                "Last words, Act I|Polonius|O, I am slain! [Falls and dies.]",
+                "|Horatio|O me, what hast thou done?",
+            ]
+        );
+        // The deed that kills her, shown before her death, with the line said as it is done.
+        let desdemona = told("desdemona", 5).unwrap();
+        assert!(
+            desdemona.contains(&"|Hamlet|It is too late. [Smothers her.]".to_owned()),
+            "{desdemona:?}"
+        );
+        assert!(
+            desdemona.contains(
+                &"Last words, Act II|Desdemona|Farewell: Commend me to my kind lord: O, farewell! \
+                  [Dies.]"
+                    .to_owned()
+            ),
+            "{desdemona:?}"
+        );
+        // A direction naming them (`King dies.`), and the words said between theirs and it.
+        let claudius = told("claudius", 3).unwrap();
+        assert_eq!(
+            claudius,
+            [
+                "|Hamlet|Here, thou incestuous, murderous, damned Dane, drink off this potion.",
+                "Last words, Act II|Claudius|O, yet defend me, friends! I am but hurt.",
+                "|Hamlet|Follow my mother to the grave tonight. [King dies.]",
+            ]
+        );
+        // `Re-enter Lear, with Cordelia dead in his arms` is her death, not his; one whose
+        // death the play does not show, or no one of the cast, gets none.
+        let cordelia = told("Cordelia", 5).unwrap();
+        assert!(
+            cordelia.contains(&"||[Re-enter Lear, with Cordelia dead in his arms.]".to_owned()),
+            "{cordelia:?}"
+        );
+        assert_eq!(told("Lear", 5), None);
+        assert_eq!(told("Horatio", 5), None);
+        assert_eq!(told("Ophelia", 5), None);
+        // Two asked for share the points.
+        let both = told("Polonius and Claudius", 4).unwrap();
+        assert_eq!(both.len(), 4);
+        assert!(
+            both[1].starts_with("Last words, Act I|Polonius"),
+            "{both:?}"
+        );
+        assert!(
+            both[2].starts_with("Last words, Act II|Claudius"),
+            "{both:?}"
+        );
+        // No play, no death.
+        let prose = "A guide to the castle. It has towers and a moat and a long history.";
+        let guide = Work {
+            document: "guide.md".into(),
+            title: "Guide".into(),
+            text: prose.into(),
+            sections: vec![("Guide".into(), 0, prose.len())],
+            chunks: vec![(1, 0, prose.len())],
+        };
+        assert_eq!(death(&guide, "castle", 5), None);
     }
 
     #[test]

@@ -352,6 +352,66 @@ pub(crate) fn who_is(question: &str) -> Option<String> {
     (!name.is_empty() && who.split_whitespace().count() <= 4).then(|| name.to_owned())
 }
 
+/// The names in a question about how someone dies, lower case, possibly with the work after
+/// ` in `: "How does Ophelia die?", "How is Macbeth killed?", "Who kills Polonius?", "What
+/// does Othello say before he kills himself?", "What are Hamlet's last words?", "How do
+/// Romeo and Juliet die?" (`romeo and juliet`).
+pub(crate) fn death_of(question: &str) -> Option<String> {
+    let q = question.trim().trim_end_matches('?').trim().to_lowercase();
+    let mut words: Vec<&str> = q.split_whitespace().collect();
+    // "How does Antony die in Julius Caesar?": the work after the question's verb.
+    let ends = [
+        "die", "killed", "murdered", "slain", "words", "himself", "herself",
+    ];
+    let work = words
+        .iter()
+        .position(|w| *w == "in")
+        .filter(|&i| i > 0 && ends.contains(&words[i - 1]))
+        .map(|i| {
+            let work = words[i + 1..].join(" ");
+            words.truncate(i);
+            work
+        });
+    let name = |ws: &[&str]| {
+        let name = ws.join(" ");
+        let name = name.strip_suffix("'s").unwrap_or(&name).trim().to_owned();
+        let who = name.split(" in ").next().unwrap_or("");
+        (!who.is_empty() && who.split_whitespace().count() <= 6).then(|| match &work {
+            Some(w) => format!("{name} in {w}"),
+            None => name,
+        })
+    };
+    const KILLS: &[&str] = &[
+        "kills", "killed", "murders", "murdered", "slays", "slew", "poisons", "poisoned", "stabs",
+        "stabbed",
+    ];
+    match words.as_slice() {
+        ["how", "does" | "did" | "do", who @ .., "die"] => name(who),
+        [
+            "how",
+            "is" | "was" | "are" | "were",
+            who @ ..,
+            "killed" | "murdered" | "slain",
+        ] => name(who),
+        ["who", kills, who @ ..] if KILLS.contains(kills) => name(who),
+        ["what", "are" | "were", who @ .., "last", "words"] => name(who),
+        ["what", "does" | "did", rest @ ..] => {
+            let say = rest.iter().position(|w| *w == "say")?;
+            let dies = matches!(
+                &rest[say + 1..],
+                [
+                    "before" | "as" | "when",
+                    "he" | "she" | "they",
+                    "dies" | "die" | "kills" | "kill",
+                    ..
+                ]
+            );
+            if dies { name(&rest[..say]) } else { None }
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +430,35 @@ mod tests {
             score: 1.0,
             vector_rank: Some(1),
             keyword_rank: None,
+        }
+    }
+
+    #[test]
+    fn death_questions_name_who_dies() {
+        for (q, who) in [
+            ("How does Ophelia die?", Some("ophelia")),
+            ("how did King Lear die", Some("king lear")),
+            ("How is Macbeth killed?", Some("macbeth")),
+            ("Who kills Polonius?", Some("polonius")),
+            (
+                "Who murdered the princes in the Tower?",
+                Some("the princes in the tower"),
+            ),
+            (
+                "What does Othello say before he kills himself?",
+                Some("othello"),
+            ),
+            ("What are Hamlet's last words?", Some("hamlet")),
+            ("How do Romeo and Juliet die?", Some("romeo and juliet")),
+            (
+                "How does Antony die in Julius Caesar?",
+                Some("antony in julius caesar"),
+            ),
+            ("What does Hamlet say about death?", None),
+            ("Why does Romeo kill Tybalt?", None),
+            ("How does the play end?", None),
+        ] {
+            assert_eq!(death_of(q).as_deref(), who, "{q}");
         }
     }
 

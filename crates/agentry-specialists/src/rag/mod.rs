@@ -219,6 +219,15 @@ impl brief::Reader for Remembering {
     }
 }
 
+/// What a question asks the play to tell of a character ([`RagAgent::told`]).
+#[derive(Clone, Copy)]
+enum Told {
+    /// "Who is Hamlet?"
+    Who,
+    /// "How does Desdemona die?", "Who kills Polonius?"
+    Death,
+}
+
 /// A document's word counts by its path, with the hash of the text they were counted from.
 type CountsByPath = HashMap<String, (u64, Arc<brief::Counts>)>;
 
@@ -391,9 +400,11 @@ impl RagAgent {
         // "Who is Hamlet?" about a character of a play the search found: the play tells who
         // they are (cast list, first words, set pieces, last words), not the lines that say
         // the name most.
-        let profile = match keypoints::who_is(question) {
-            Some(name) => self.profile(&name, &hits, points).await?,
-            None => None,
+        let profile = match (keypoints::who_is(question), keypoints::death_of(question)) {
+            (Some(name), _) => self.told(Told::Who, &name, &hits, points).await?,
+            // "How does Desdemona die?": the scene of the death, when the play shows it.
+            (None, Some(names)) => self.told(Told::Death, &names, &hits, points).await?,
+            (None, None) => None,
         };
         let from_profile = profile.is_some();
         let mut theirs: Vec<String> = Vec::new();
@@ -523,12 +534,14 @@ impl RagAgent {
         .map_err(|e| RagError::Store(format!("casts: {e}")))?
     }
 
-    /// The profile ([`brief::profile`]) of the character `name` ("Portia", or "Portia in the
-    /// Merchant of Venice" to say which play) from the first play among `hits` (at most five
-    /// read), or among the plays the name after "in" names, whose cast has them; with a line
-    /// naming the other plays that have a character of that name.
-    async fn profile(
+    /// What the play tells of the character `name` ("Portia", or "Portia in the Merchant of
+    /// Venice" to say which play): who they are ([`brief::profile`]) or how they die
+    /// ([`brief::death`]), from the first play among `hits` (at most five read), or among the
+    /// plays the name after "in" names, that tells it; with a line naming the other plays
+    /// that have a character of that name.
+    async fn told(
         &self,
+        told: Told,
         name: &str,
         hits: &[Hit],
         n: usize,
@@ -548,8 +561,12 @@ impl RagAgent {
                 paths.extend(named(&docs, &wanted).iter().take(5).map(|d| d.0.clone()));
             }
             None => {
-                for h in hits {
-                    if !paths.contains(&h.path) && paths.len() < 5 {
+                // The plays the question's search found, then those a search for the name
+                // alone finds: an edition may tag a character by rank (`Queen.`), so the
+                // question's words may find other plays than hers ("How does Gertrude die?").
+                let by_name = self.kb.search(&self.collection, &name, 10).await?;
+                for h in hits.iter().chain(&by_name) {
+                    if !paths.contains(&h.path) && paths.len() < 8 {
                         paths.push(h.path.clone());
                     }
                 }
@@ -562,18 +579,20 @@ impl RagAgent {
             let mut found: Option<Vec<KeyPoint>> = None;
             let mut others: Vec<String> = Vec::new();
             for path in paths {
-                if let Some(work) = kb.work(&collection, &path)?
+                let Some(work) = kb.work(&collection, &path)? else {
+                    continue;
+                };
+                let points = match told {
                     // Only the play told is worth the reader's time.
-                    && let Some(points) = brief::profile(
+                    Told::Who => brief::profile(
                         &work,
                         &name,
                         n,
-                        reader
-                            .as_ref()
-                            .filter(|_| found.is_none())
-                            .map(|r| r as _),
-                    )
-                {
+                        reader.as_ref().filter(|_| found.is_none()).map(|r| r as _),
+                    ),
+                    Told::Death => brief::death(&work, &name, n),
+                };
+                if let Some(points) = points {
                     if found.is_none() {
                         found = Some(points);
                     } else {
@@ -584,9 +603,12 @@ impl RagAgent {
             let also = if others.is_empty() {
                 String::new()
             } else {
+                let ask = match told {
+                    Told::Who => format!("Who is {name} in <play>?"),
+                    Told::Death => format!("How does {name} die in <play>?"),
+                };
                 format!(
-                    "\nA character of that name is also in: {}. Ask \"Who is {name} in \
-                     <play>?\" for one of them.\n",
+                    "\nA character of that name is also in: {}. Ask \"{ask}\" for one of them.\n",
                     others.join("; ")
                 )
             };

@@ -186,14 +186,50 @@ async fn hamlet_answers_are_cited_and_missing_evidence_is_said() {
         "{}",
         g.answer
     );
-    // What happens is not answered from the cast list.
+    // What happens is not answered from the cast list: a death the play shows is answered
+    // by the scene that shows it, the killer's words and the last words with the direction
+    // after them, verbatim at their offsets.
     let p = agent.answer("Who kills Polonius?", 5).await.unwrap();
+    eprintln!("{}", p.answer);
+    assert!(p.grounded);
     assert!(
         p.key_points
             .iter()
             .all(|k| !k.citation.section.contains("PERSONS")),
         "{}",
         p.answer
+    );
+    for k in &p.key_points {
+        let quoted = &text[k.citation.start..k.citation.end];
+        assert_eq!(
+            quoted.split_whitespace().collect::<Vec<_>>().join(" "),
+            k.text
+        );
+        assert!(k.citation.section.starts_with("ACT III"), "{k:?}");
+    }
+    assert!(
+        p.key_points
+            .iter()
+            .any(|k| k.speaker.as_deref() == Some("Hamlet")
+                && k.text.contains("Dead for a ducat, dead!")),
+        "{}",
+        p.answer
+    );
+    assert!(
+        p.answer
+            .contains("Last words, Act III: Polonius: \"O, I am slain! [Falls and dies.]\""),
+        "{}",
+        p.answer
+    );
+    // A death told of, not shown (Ophelia drowns off stage), is left to the search: no
+    // last words are made up for her.
+    let o = agent.answer("How does Ophelia die?", 5).await.unwrap();
+    assert!(
+        o.key_points
+            .iter()
+            .all(|k| !k.label.as_deref().unwrap_or("").starts_with("Last words")),
+        "{}",
+        o.answer
     );
 
     // With a model configured, its answer keeps only the sentences the quotes they cite show
