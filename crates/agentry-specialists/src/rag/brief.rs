@@ -2215,6 +2215,23 @@ impl<'w> Analysis<'w> {
     /// list who speaks goes by that name.
     fn character(&self, name: &str) -> Option<(Persona, HashSet<String>)> {
         let text = self.text();
+        // "Macduff's son", "Hamlet's mother": the one the cast list calls so (`BOY, Son to
+        // Macduff.`, `Gertrude, Queen of Denmark, and Mother of Hamlet.`).
+        if let Some((whose, what)) = name.split_once("'s ")
+            && let Some(p) = self
+                .personae
+                .iter()
+                .filter(|q| {
+                    let line = text[q.line.0..q.line.1].to_lowercase();
+                    let desc = name_end(&line).map_or("", |i| &line[i..]);
+                    [" to ", " of "]
+                        .iter()
+                        .any(|by| desc.contains(&format!("{}{by}{}", what.trim(), whose.trim())))
+                })
+                .min_by_key(|q| self.speaking_rank(q))
+        {
+            return self.speaking(p.clone());
+        }
         let asked = name_words(name);
         // `king lear` is the cast list's `LEAR, King of Britain`. Of two that fit (two
         // Richards), the one who speaks more.
@@ -2246,10 +2263,20 @@ impl<'w> Analysis<'w> {
         if !fits {
             return None;
         }
+        self.speaking(p)
+    }
+
+    /// `p` with the tags they speak under (theirs by the cast list, or by their role when
+    /// the cast list names no one so: `SON.` for `BOY, Son to Macduff.`); `None` when they
+    /// never speak.
+    fn speaking(&self, p: Persona) -> Option<(Persona, HashSet<String>)> {
         let tags: HashSet<String> = self
             .main
             .iter()
-            .filter(|t| self.persona(t).is_some_and(|q| q.line == p.line))
+            .filter(|t| match self.persona(t) {
+                Some(q) => q.line == p.line,
+                None => !p.role.is_empty() && t.to_lowercase() == p.role,
+            })
             .cloned()
             .collect();
         (!tags.is_empty()).then_some((p, tags))
@@ -3248,6 +3275,8 @@ mod tests {
             cordelia.contains(&"||[Re-enter Lear, with Cordelia dead in his arms.]".to_owned()),
             "{cordelia:?}"
         );
+        // Asked by what the cast list calls them (`Cordelia, Daughter to Lear.`).
+        assert_eq!(told("Lear's daughter", 5), Some(cordelia.clone()));
         assert_eq!(told("Lear", 5), None);
         assert_eq!(told("Horatio", 5), None);
         assert_eq!(told("Ophelia", 5), None);

@@ -439,6 +439,7 @@ mod tests {
             ("How does Ophelia die?", Some("ophelia")),
             ("how did King Lear die", Some("king lear")),
             ("How is Macbeth killed?", Some("macbeth")),
+            ("How does Macduff's son die?", Some("macduff's son")),
             ("Who kills Polonius?", Some("polonius")),
             (
                 "Who murdered the princes in the Tower?",
