@@ -536,9 +536,9 @@ impl RagAgent {
 
     /// What the play tells of the character `name` ("Portia", or "Portia in the Merchant of
     /// Venice" to say which play): who they are ([`brief::profile`]) or how they die
-    /// ([`brief::death`]), from the first play among `hits` (at most five read), or among the
-    /// plays the name after "in" names, that tells it; with a line naming the other plays
-    /// that have a character of that name.
+    /// ([`brief::death`]), from the first play that tells it among those of `hits`, then of a
+    /// search for the name alone (at most eight read), or among the plays the name after "in"
+    /// names; with a line naming the other plays that have a character of that name.
     async fn told(
         &self,
         told: Told,
