@@ -82,9 +82,11 @@ impl RpcError {
     pub fn internal(msg: impl Into<String>) -> Self {
         Self::new(code::INTERNAL_ERROR, msg)
     }
-    /// -32001 for the task `id`.
-    pub fn task_not_found(id: &str) -> Self {
-        Self::new(code::TASK_NOT_FOUND, format!("task not found: {id}"))
+    /// -32001. The id asked for is not echoed (as the official SDKs do not): a caller knows
+    /// it, and the 0.3 conformance kit reads "501" anywhere in an error as "not implemented",
+    /// which a random id it sent contains now and then.
+    pub fn task_not_found() -> Self {
+        Self::new(code::TASK_NOT_FOUND, "task not found")
     }
     /// -32002 for the task `id`, saying its state.
     pub fn task_not_cancelable(id: &str, state: crate::model::TaskState) -> Self {

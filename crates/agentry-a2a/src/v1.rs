@@ -1008,7 +1008,7 @@ mod tests {
 
     #[test]
     fn errors_carry_error_info() {
-        let e = error(&RpcError::task_not_found("x"));
+        let e = error(&RpcError::task_not_found());
         assert_eq!(e.data.as_ref().unwrap()[0]["reason"], "TASK_NOT_FOUND");
         assert_eq!(http_status(e.code), 404);
         assert_eq!(

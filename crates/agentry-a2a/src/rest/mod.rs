@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn errors_round_trip_through_status_bodies() {
         for e in [
-            RpcError::task_not_found("t"),
+            RpcError::task_not_found(),
             RpcError::task_not_cancelable("t", TaskState::Completed),
             RpcError::invalid_params("params.id is required"),
             RpcError::version_not_supported("9.9"),
@@ -321,7 +321,7 @@ mod tests {
                 (e.code, e.message.as_str())
             );
         }
-        assert_eq!(error_body(&RpcError::task_not_found("t")).0, 404);
+        assert_eq!(error_body(&RpcError::task_not_found()).0, 404);
         assert_eq!(error_from(500, b"oops").code, code::INTERNAL_ERROR);
         // v0.3 servers: `{"message"}` and a status per error.
         let e = error_from(409, br#"{"message":"Task cannot be canceled"}"#);

@@ -706,7 +706,7 @@ impl AgentTasks {
             .await
             .map_err(internal)?
             .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))
+            .ok_or_else(RpcError::task_not_found)
     }
 
     /// Whether another replica sharing the store runs a turn of `task_id` now.
@@ -740,7 +740,7 @@ impl AgentTasks {
         let live = self.hubs().get(task_id).cloned();
         if let Some(hub) = live {
             if hub.owner.as_deref() != caller {
-                return Err(RpcError::task_not_found(task_id));
+                return Err(RpcError::task_not_found());
             }
             return Ok(self.lease(hub));
         }
@@ -754,7 +754,7 @@ impl AgentTasks {
         };
         let mut task = known
             .filter(|t| t.owner.as_deref() == caller)
-            .ok_or_else(|| RpcError::task_not_found(task_id))?;
+            .ok_or_else(RpcError::task_not_found)?;
         let push = self
             .store
             .list_push(task_id)
@@ -1333,7 +1333,7 @@ impl AgentTasks {
         let live = self.hubs().get(task_id).cloned();
         if let Some(hub) = live {
             if hub.owner.as_deref() != caller {
-                return Err(RpcError::task_not_found(task_id));
+                return Err(RpcError::task_not_found());
             }
             let st = hub.state.lock().await;
             if st.stored {

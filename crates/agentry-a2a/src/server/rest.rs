@@ -577,7 +577,7 @@ mod tests {
     fn errors_map_to_http_and_grpc_status() {
         use crate::rest::status_name;
         for (e, http, status) in [
-            (RpcError::task_not_found("t"), 404, "NOT_FOUND"),
+            (RpcError::task_not_found(), 404, "NOT_FOUND"),
             (
                 RpcError::task_not_cancelable("t", crate::model::TaskState::Completed),
                 409,
