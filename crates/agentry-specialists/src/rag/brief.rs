@@ -2343,18 +2343,19 @@ impl<'w> Analysis<'w> {
         // no one else its subject ([`Self::does`]), or naming them in its clause of death
         // (`King dies.`; not `Dies. Exit Lady Macduff, crying Murder`, her son's).
         let at = self.deeds.iter().copied().find(|&at| {
-            let d = inner(at);
-            let after_theirs = self.speeches[..speech_before(at)]
-                .last()
-                .filter(|s| tags.contains(&s.speaker))
-                .is_some_and(|s| {
-                    let end = sentences(text, s.start, s.end.min(at), true)
-                        .last()
-                        .map_or(s.start, |r| r.1);
-                    self.deed_after(end).is_some_and(|(d_at, shown)| {
-                        d_at == at && is_death(&d) && self.does(&s.speaker, shown)
-                    })
-                });
+            // The speech before is read only for a direction of death (most deeds are a
+            // fight or a blow); one killing them by name (`Kills TITUS.`) is found by clause.
+            let after_theirs = is_death(&inner(at))
+                && self.speeches[..speech_before(at)]
+                    .last()
+                    .filter(|s| tags.contains(&s.speaker))
+                    .is_some_and(|s| {
+                        let end = sentences(text, s.start, s.end.min(at), true)
+                            .last()
+                            .map_or(s.start, |r| r.1);
+                        self.deed_after(end)
+                            .is_some_and(|(d_at, shown)| d_at == at && self.does(&s.speaker, shown))
+                    });
             after_theirs || shown(at).split(['.', ';']).any(dies_in)
         })?;
         let close = end_of(at);
