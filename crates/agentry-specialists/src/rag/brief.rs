@@ -351,15 +351,19 @@ fn speeches(text: &str) -> Vec<Speech> {
                 _ => Before::Other,
             }
         } else if first.starts_with('[')
-            && first
-                .find(']')
-                .is_some_and(|j| !first[j + 1..].trim().is_empty())
+            && first.find(']').is_some_and(|j| {
+                !first[j + 1..].trim().is_empty()
+                    || para.get(1).is_some_and(|l| {
+                        !is_tag(l.1.trim()) && !first.to_lowercase().contains("song")
+                    })
+            })
             && let Before::Speech(who) | Before::Direction(who) =
                 std::mem::replace(before, Before::Other)
             && let Some(speech) = out.last_mut()
         {
             // Words after a direction that opens the paragraph are the speaker's still
-            // (Emilia's `[Sings.] "Willow, willow, willow."`), and so may the lines after it be.
+            // (Emilia's `[Sings.] "Willow, willow, willow."`), and so may the lines after it be,
+            // on its line or the next (`[Exit Messala.]` and then Titinius alone).
             speech.end = last_at + last.len();
             Before::Direction(who)
         } else if let Before::Direction(who) = std::mem::replace(before, Before::Other)
@@ -923,15 +927,24 @@ struct Persona {
     /// iii` in `RICHARD, DUKE OF GLOSTER, afterwards KING RICHARD III`), which an edition may
     /// tag them by.
     titles: Vec<String>,
+    /// The cast-list line, which a line naming several people gives each of them.
     line: (usize, usize),
+    /// Their name in the line: who they are, where the line is shared.
+    name_at: (usize, usize),
+    /// Where the description begins (the line's end when there is none).
+    desc_at: usize,
 }
 
 impl Persona {
     /// `Claudius`, `Lady Macbeth`.
     fn display(&self, text: &str) -> String {
-        let line = &text[self.line.0..self.line.1];
-        let end = name_end(line).unwrap_or(line.len());
-        title_case(line[..end].trim_end_matches('.'))
+        title_case(text[self.name_at.0..self.name_at.1].trim_end_matches('.'))
+    }
+
+    /// The description, lower case (`, king of denmark.`; `friends to brutus and cassius`
+    /// for each of the five a line names).
+    fn description(&self, text: &str) -> String {
+        text[self.desc_at.min(self.line.1)..self.line.1].to_lowercase()
     }
 }
 
@@ -970,6 +983,51 @@ fn name_end(line: &str) -> Option<usize> {
         (Some(c), Some(s)) => Some(c.min(s)),
         (c, s) => c.or(s),
     }
+}
+
+/// The names at the head of a cast-list line that gives several people one description
+/// (`LUCILIUS, TITINIUS, MESSALA, young CATO, and VOLUMNIUS, Friends`, `TRAVERS and MORTON,
+/// retainers of Northumberland.`), as spans of `t`, with where the description begins; `None`
+/// for a line of one. Only names set in capitals are told from a description so (`Senators`
+/// may be either); a rank or a place ends them (`RICHARD, DUKE OF GLOSTER` is one man).
+fn shared_line(t: &str) -> Option<(Vec<(usize, usize)>, usize)> {
+    let is_name = |n: &str, first: bool| {
+        let words: Vec<&str> = n.split_whitespace().collect();
+        let caps =
+            |w: &str| w.chars().any(char::is_alphabetic) && !w.chars().any(char::is_lowercase);
+        !words.is_empty()
+            && words.len() <= 3
+            && n.chars()
+                .all(|c| c.is_alphabetic() || matches!(c, ' ' | '.' | '\''))
+            && words
+                .iter()
+                .all(|w| caps(w) || ["young", "old"].contains(w))
+            && words
+                .last()
+                .is_some_and(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+            && !words.iter().any(|w| ["OF", "THE", "OR"].contains(w))
+            && (first || !TITLES.contains(&words[0].to_lowercase().as_str()))
+    };
+    let mut names: Vec<(usize, usize)> = Vec::new();
+    let mut desc = t.len();
+    let mut start = 0;
+    'clauses: for clause in t.split(',') {
+        let at = start;
+        start += clause.len() + 1;
+        let lead = clause.len() - clause.trim_start().len();
+        let body = clause.trim();
+        let (body, skip) = body.strip_prefix("and ").map_or((body, 0), |b| (b, 4));
+        let mut part_at = at + lead + skip;
+        for part in body.split(" and ") {
+            if !is_name(part, names.is_empty()) {
+                desc = at + lead;
+                break 'clauses;
+            }
+            names.push((part_at, part_at + part.len()));
+            part_at += part.len() + " and ".len();
+        }
+    }
+    (names.len() >= 2).then_some((names, desc))
 }
 
 /// Cast-list lines before the first act: `Name, description.` or a short `NAME.`, after a
@@ -1027,6 +1085,15 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
                 None if t.split_whitespace().count() <= 4 => (t.trim_end_matches('.'), ""),
                 None => continue,
             };
+        // Each person a line names has the line, their own name and the description.
+        let (names, desc_at, desc) = match shared_line(t) {
+            Some((names, d)) => (names, d, &t[d..]),
+            None => (
+                vec![(0, name.trim_end().len())],
+                name_end(t).unwrap_or(t.len()),
+                desc,
+            ),
+        };
         // A crowd (`Lords attending on the KING; Officers`, `Servants of Ventidius`) is no one.
         let first = name.split_whitespace().next().unwrap_or("").to_lowercase();
         if CROWDS.contains(&first.as_str()) {
@@ -1039,37 +1106,44 @@ fn personae(text: &str, before: usize) -> Vec<Persona> {
         } else {
             t.len()
         };
-        out.push(Persona {
-            name: name.trim().to_lowercase(),
-            role: desc
-                .split_whitespace()
-                .next()
-                .unwrap_or("")
-                .trim_matches(|c: char| !c.is_alphabetic())
-                .to_lowercase(),
-            titles: desc
-                .split([',', ';'])
-                .enumerate()
-                .filter_map(|(i, clause)| {
-                    let c = clause.trim().to_lowercase();
-                    let c = c
-                        .strip_prefix("afterwards ")
-                        .map(str::to_owned)
-                        .or_else(|| (i == 0).then_some(c))?;
-                    let words: Vec<&str> = c
-                        .split(|ch: char| !ch.is_alphanumeric())
-                        .filter(|w| !w.is_empty())
-                        .collect();
-                    // A rank and what it is of (`duke of gloster`, `king richard iii`), not
-                    // a relation (`son to polonius`).
-                    let rank = words
-                        .first()
-                        .is_some_and(|w| TITLES.contains(w) && !["the", "and"].contains(w));
-                    (rank && words.len() >= 2).then(|| words.join(" "))
-                })
-                .collect(),
-            line: (at + lead, at + lead + end),
-        });
+        let role = desc
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_matches(|c: char| !c.is_alphabetic())
+            .to_lowercase();
+        let titles: Vec<String> = desc
+            .split([',', ';'])
+            .enumerate()
+            .filter_map(|(i, clause)| {
+                let c = clause.trim().to_lowercase();
+                let c = c
+                    .strip_prefix("afterwards ")
+                    .map(str::to_owned)
+                    .or_else(|| (i == 0).then_some(c))?;
+                let words: Vec<&str> = c
+                    .split(|ch: char| !ch.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                // A rank and what it is of (`duke of gloster`, `king richard iii`), not
+                // a relation (`son to polonius`).
+                let rank = words
+                    .first()
+                    .is_some_and(|w| TITLES.contains(w) && !["the", "and"].contains(w));
+                (rank && words.len() >= 2).then(|| words.join(" "))
+            })
+            .collect();
+        let base = at + lead;
+        for (a, b) in names {
+            out.push(Persona {
+                name: t[a..b].trim().to_lowercase(),
+                role: role.clone(),
+                titles: titles.clone(),
+                line: (base, base + end),
+                name_at: (base + a, base + b),
+                desc_at: base + desc_at,
+            });
+        }
     }
     out
 }
@@ -1346,6 +1420,7 @@ const DEEDS: &[&str] = &[
     "slays",
     "fight",
     "fights",
+    "fighting",
     "wound",
     "wounds",
     "smother",
@@ -1378,14 +1453,23 @@ fn is_death(direction: &str) -> bool {
         || has(&["stabs", "stab", "kills", "kill"]) && has(&["himself", "herself"])
 }
 
+/// Where the stage direction whose `[` is at `at` ends, its `]` included: at a blank line
+/// when the edition left it open (Macbeth's `[Retreat. Flourish. Enter, with drum and
+/// colours, ...`), which would otherwise take in the scene after it.
+fn direction_end(text: &str, at: usize) -> usize {
+    let rest = &text[at..];
+    let shut = rest.find(']').map_or(rest.len(), |j| j + 1);
+    at + rest.find("\n\n").map_or(shut, |b| b.min(shut))
+}
+
 /// Where each of the play's stage directions that shows a deed ([`DEEDS`]) begins.
 fn deeds(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(i) = text[from..].find('[') {
         let at = from + i;
-        let end = text[at..].find(']').map_or(text.len(), |j| at + j);
-        let d = text[at + 1..end].to_lowercase();
+        let end = direction_end(text, at);
+        let d = text[at + 1..end].trim_end_matches(']').to_lowercase();
         let words: Vec<&str> = d
             .split(|c: char| !c.is_alphabetic())
             .filter(|w| !w.is_empty())
@@ -1398,8 +1482,11 @@ fn deeds(text: &str) -> Vec<usize> {
                 words.contains(k)
             }
         });
-        // An entrance or exit only brings or bears people ("bearing off the dead bodies").
-        let moves = ["enter", "exit", "exeunt"].iter().any(|m| d.starts_with(m));
+        // An entrance or exit only brings or bears people ("bearing off the dead bodies"),
+        // unless they go fighting (`Exeunt fighting.`: the last words before it are the
+        // fight's, Macbeth's "lay on, Macduff").
+        let moves = ["enter", "exit", "exeunt"].iter().any(|m| d.starts_with(m))
+            && !words.contains(&"fighting");
         if shown && !moves {
             out.push(at);
         }
@@ -1538,7 +1625,7 @@ impl<'w> Analysis<'w> {
     fn speaking_rank(&self, q: &Persona) -> usize {
         self.main
             .iter()
-            .position(|t| self.persona(t).is_some_and(|x| x.line == q.line))
+            .position(|t| self.persona(t).is_some_and(|x| x.name_at == q.name_at))
             .unwrap_or(usize::MAX)
     }
 
@@ -1659,8 +1746,10 @@ impl<'w> Analysis<'w> {
         let text = self.text();
         let at = *self.deeds.get(self.deeds.partition_point(|&at| at < end))?;
         text[end..at].split_whitespace().nth(12).is_none().then(|| {
-            let close = text[at..].find(']').map_or(text.len(), |j| at + j);
-            (at, &text[at + 1..close])
+            (
+                at,
+                text[at + 1..direction_end(text, at)].trim_end_matches(']'),
+            )
         })
     }
 
@@ -2222,8 +2311,7 @@ impl<'w> Analysis<'w> {
                 .personae
                 .iter()
                 .filter(|q| {
-                    let line = text[q.line.0..q.line.1].to_lowercase();
-                    let desc = name_end(&line).map_or("", |i| &line[i..]);
+                    let desc = q.description(text);
                     [" to ", " of "]
                         .iter()
                         .any(|by| desc.contains(&format!("{}{by}{}", what.trim(), whose.trim())))
@@ -2274,7 +2362,7 @@ impl<'w> Analysis<'w> {
             .main
             .iter()
             .filter(|t| match self.persona(t) {
-                Some(q) => q.line == p.line,
+                Some(q) => q.name_at == p.name_at,
                 None => !p.role.is_empty() && t.to_lowercase() == p.role,
             })
             .cloned()
@@ -2296,13 +2384,7 @@ impl<'w> Analysis<'w> {
         }
         let (_, tags) = self.character(name)?;
         let text = self.text();
-        // A direction ends at its `]`, or at a blank line when the edition left it open
-        // (Macbeth's `[Retreat. Flourish. Enter, with drum and colours, ...`).
-        let end_of = |at: usize| {
-            let rest = &text[at..];
-            let shut = rest.find(']').map_or(rest.len(), |j| j + 1);
-            at + rest.find("\n\n").map_or(shut, |b| b.min(shut))
-        };
+        let end_of = |at: usize| direction_end(text, at);
         let shown = |at: usize| text[at + 1..end_of(at)].trim_end_matches(']');
         let inner = |at: usize| shown(at).to_lowercase();
         // Whether a clause of a direction shows them dying: the name nearest before its word
@@ -2551,8 +2633,7 @@ impl<'w> Analysis<'w> {
         // Father`; Seyton `attending on Macbeth` is not about Lady Macbeth).
         let whole = p.name.split_whitespace().collect::<Vec<_>>().join(" ");
         let names_them = |q: &Persona| {
-            let line = text[q.line.0..q.line.1].to_lowercase();
-            let desc = name_end(&line).map_or("", |i| &line[i..]);
+            let desc = q.description(text);
             let words: Vec<&str> = desc
                 .split(|c: char| !c.is_alphanumeric() && c != '\'')
                 .map(|w| w.strip_suffix("'s").unwrap_or(w))
@@ -3548,6 +3629,8 @@ mod tests {
             role: String::new(),
             titles: Vec::new(),
             line: (0, 0),
+            name_at: (0, 0),
+            desc_at: 0,
         }];
         // `Gloster` leaves by name (the tag is `Glou.`), Kent by a bare `[Exit.]` after his
         // speech, the player by his full name; `&c.` empties the stage.
@@ -3564,12 +3647,22 @@ mod tests {
                     [Reads.]\n[Exeunt, bearing off the dead bodies.]\n[Kneeling.]\n";
         let found: Vec<&str> = deeds(text)
             .into_iter()
-            .map(|at| &text[at..at + text[at..].find(']').unwrap() + 1])
+            .map(|at| &text[at..direction_end(text, at)])
             .collect();
         assert_eq!(
             found,
             ["[Tears out Gloster's other eye.]", "[Falls and dies.]"]
         );
+        // A direction left open ends at the blank line: the deaths spoken of after it are
+        // not its deeds, and the direction that does close is still read.
+        let open = "[Retreat. Flourish. Enter, with drum and colours, Malcolm.\n\n\
+                    Mal.\nSome must go off; Siward is dead, and your son is slain.\n\n\
+                    [Stabs himself.]\n";
+        let found: Vec<&str> = deeds(open)
+            .into_iter()
+            .map(|at| &open[at..direction_end(open, at)])
+            .collect();
+        assert_eq!(found, ["[Stabs himself.]"]);
     }
 
     #[test]
@@ -3650,13 +3743,68 @@ mod tests {
                 "MARCUS BRUTUS, Conspirator against Caesar.",
                 "CASSIUS",
                 "VARRO, CLITUS, Servants to",
+                "VARRO, CLITUS, Servants to",
+                "LUCILIUS, TITINIUS, Friends",
                 "LUCILIUS, TITINIUS, Friends",
             ]
+        );
+        // A line that names several gives each their own name and the description they share.
+        let names: Vec<String> = ps.iter().map(|p| p.display(cast)).collect();
+        assert_eq!(
+            names,
+            [
+                "Marcus Brutus",
+                "Cassius",
+                "Varro",
+                "Clitus",
+                "Lucilius",
+                "Titinius"
+            ]
+        );
+        assert_eq!(ps[5].role, "friends");
+        assert_eq!(ps[5].description(cast), "friends");
+        assert_eq!(ps[0].description(cast), ", conspirator against caesar.");
+        assert_eq!(
+            persona_for("TITINIUS", &ps).map(|p| p.name.as_str()),
+            Some("titinius")
         );
         assert_eq!(
             persona_for("BRUTUS", &ps).map(|p| p.name.as_str()),
             Some("marcus brutus")
         );
+        fn split(line: &str) -> Option<Vec<&str>> {
+            shared_line(line).map(|(ns, d)| {
+                let mut v: Vec<&str> = ns.iter().map(|&(a, b)| &line[a..b]).collect();
+                v.push(&line[d..]);
+                v
+            })
+        }
+        assert_eq!(
+            split("LUCILIUS, TITINIUS, MESSALA, young CATO, and VOLUMNIUS, Friends"),
+            Some(vec![
+                "LUCILIUS",
+                "TITINIUS",
+                "MESSALA",
+                "young CATO",
+                "VOLUMNIUS",
+                "Friends"
+            ])
+        );
+        assert_eq!(
+            split("TRAVERS and MORTON, retainers of Northumberland."),
+            Some(vec!["TRAVERS", "MORTON", "retainers of Northumberland."])
+        );
+        // One person: a rank, a place, another name they go by, or names in mixed case.
+        for one in [
+            "RICHARD, DUKE OF GLOSTER, afterwards KING RICHARD III",
+            "JOHN MORTON, BISHOP OF ELY",
+            "PUCK, or ROBIN GOODFELLOW, a Fairy.",
+            "CLAUDIUS, King of Denmark.",
+            "Voltimand, Cornelius, courtiers.",
+            "JULIUS CAESAR",
+        ] {
+            assert_eq!(split(one), None, "{one}");
+        }
         // A rank in a tag is a role before it is a word of someone's name.
         let cast = "Dramatis Personae\n\nKing Henry the Fourth.\nHenry, Prince of Wales, son to \
                     the King.\nPrince John of Lancaster, son to the King.\nLords attending on \
@@ -3706,6 +3854,33 @@ mod tests {
             said[1]
         );
         assert_eq!(said.len(), 2);
+    }
+
+    #[test]
+    fn a_speech_goes_on_after_a_direction_on_the_line_before() {
+        // Titinius alone after `[Exit Messala.]`, the direction on the first line of the
+        // paragraph his soliloquy goes on in; not a song, nor the next speaker's tag.
+        let text = "TITINIUS.\nHie you, Messala.\n\n[Exit Messala.]\nWhy didst thou send me \
+                    forth?\nCome, Cassius' sword.\n\n[Dies.]\n\nPROSPERO.\nHence!\n\n\
+                    [ARIEL'S SONG.]\nCome unto these yellow sands.\n\nBRUTUS.\nWell done.\n\n\
+                    [Exit Lucius.]\nCASSIUS.\nIt is.\n";
+        let sp = speeches(text);
+        let said: Vec<(&str, &str)> = sp
+            .iter()
+            .map(|s| (s.speaker.as_str(), &text[s.start..s.end]))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "TITINIUS",
+                    "Hie you, Messala.\n\n[Exit Messala.]\nWhy didst thou send me forth?\n\
+                     Come, Cassius' sword."
+                ),
+                ("PROSPERO", "Hence!"),
+                ("BRUTUS", "Well done."),
+            ]
+        );
     }
 
     #[test]
