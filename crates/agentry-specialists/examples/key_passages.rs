@@ -18,17 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for path in std::env::args().skip(1) {
         let bytes = std::fs::read(&path)?;
         let p = parse(&bytes, Format::Text, &path)?;
-        let w = Work {
-            document: path.clone(),
-            title: p.title.clone(),
-            chunks: vec![(1, 0, p.text.len())],
-            sections: p
-                .sections
-                .iter()
-                .map(|s| (s.title.clone(), s.start, s.end))
-                .collect(),
-            text: p.text,
-        };
+        let w = Work::whole(&path, p);
         for reader in [false, true] {
             let t = std::time::Instant::now();
             let fs = facets(

@@ -83,6 +83,24 @@ pub struct Work {
     pub chunks: Vec<(i64, usize, usize)>,
 }
 
+impl Work {
+    /// A parsed document read whole, as one chunk (id 1): a brief of a file outside any
+    /// knowledge base, as the examples make.
+    pub fn whole(document: &str, parsed: super::parse::Parsed) -> Self {
+        Work {
+            document: document.to_owned(),
+            title: parsed.title,
+            chunks: vec![(1, 0, parsed.text.len())],
+            sections: parsed
+                .sections
+                .into_iter()
+                .map(|s| (s.title, s.start, s.end))
+                .collect(),
+            text: parsed.text,
+        }
+    }
+}
+
 /// One facet of the work: a slide's worth of cited points.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Facet {
@@ -2354,6 +2372,20 @@ impl<'w> Analysis<'w> {
         self.speaking(p)
     }
 
+    /// The one speaker tag that abbreviates a name the cast list does not give (`HOT.` for
+    /// Hotspur, listed as `Henry Percy, his son.`): a death is found by the tags alone.
+    fn tag_only(&self, name: &str) -> Option<HashSet<String>> {
+        let [asked] = name_words(name).try_into().ok()?;
+        let mut fit = self.main.iter().filter(|t| {
+            let t = t.to_lowercase();
+            t.chars().count() >= 3 && t.chars().all(char::is_alphabetic) && asked.starts_with(&t)
+        });
+        match (fit.next(), fit.next()) {
+            (Some(t), None) => Some(HashSet::from([t.clone()])),
+            _ => None,
+        }
+    }
+
     /// `p` with the tags they speak under (theirs by the cast list, or by their role when
     /// the cast list names no one so: `SON.` for `BOY, Son to Macduff.`); `None` when they
     /// never speak.
@@ -2382,7 +2414,10 @@ impl<'w> Analysis<'w> {
         if !self.is_play() || n == 0 {
             return None;
         }
-        let (_, tags) = self.character(name)?;
+        let tags = match self.character(name) {
+            Some((_, tags)) => tags,
+            None => self.tag_only(name)?,
+        };
         let text = self.text();
         let end_of = |at: usize| direction_end(text, at);
         let shown = |at: usize| text[at + 1..end_of(at)].trim_end_matches(']');
@@ -3297,7 +3332,8 @@ mod tests {
                     friends! I am but hurt.\n\nHam.\nFollow my mother to the grave tonight.\n\n\
                     [King dies.]\n\n[Re-enter Lear, with Cordelia dead in his arms.]\n\nLear.\n\
                     Howl, howl, howl, howl! O, you are men of stone.\n\nHor.\nIs this the \
-                    promised end of all our sorrows?\n";
+                    promised end of all our sorrows?\n\nHot.\nNo, Percy, thou art dust, and \
+                    food for worms.\n\n[Dies.]\n";
         let told = |name: &str, n: usize| {
             death(&work(play), name, n).map(|ps| {
                 ps.iter()
@@ -3362,6 +3398,16 @@ mod tests {
         assert_eq!(told("Lear", 5), None);
         assert_eq!(told("Horatio", 5), None);
         assert_eq!(told("Ophelia", 5), None);
+        // One the cast list does not name, found by the tag that abbreviates the name asked
+        // (`Hot.` for Hotspur, in the cast list as `Henry Percy, his son.`).
+        let hotspur = told("Hotspur", 3).unwrap();
+        assert!(
+            hotspur
+                .iter()
+                .any(|l| l.starts_with("Last words, Act II|Hot")
+                    && l.ends_with("thou art dust, and food for worms. [Dies.]")),
+            "{hotspur:?}"
+        );
         // Two asked for share the points.
         let both = told("Polonius and Claudius", 4).unwrap();
         assert_eq!(both.len(), 4);
