@@ -2474,6 +2474,20 @@ impl<'w> Analysis<'w> {
                             .is_some_and(|(d_at, shown)| d_at == at && self.does(&s.speaker, shown))
                     });
             after_theirs || shown(at).split(['.', ';']).any(dies_in)
+        });
+        // Or none, and they go off fighting after their last speech, never to speak again
+        // (Macbeth's `lay on, Macduff; ... [Exeunt fighting.]`): the play's last sight of them.
+        let at = at.or_else(|| {
+            let last = self
+                .speeches
+                .iter()
+                .rev()
+                .find(|s| tags.contains(&s.speaker))?;
+            let end = sentences(text, last.start, last.end, true).last()?.1;
+            let (d, shown) = self.deed_after(end)?;
+            let shown = shown.to_lowercase();
+            (["exit", "exeunt"].iter().any(|m| shown.starts_with(m)) && shown.contains("fighting"))
+                .then_some(d)
         })?;
         let close = end_of(at);
         let scene = self
@@ -3333,7 +3347,8 @@ mod tests {
                     [King dies.]\n\n[Re-enter Lear, with Cordelia dead in his arms.]\n\nLear.\n\
                     Howl, howl, howl, howl! O, you are men of stone.\n\nHor.\nIs this the \
                     promised end of all our sorrows?\n\nHot.\nNo, Percy, thou art dust, and \
-                    food for worms.\n\n[Dies.]\n";
+                    food for worms.\n\n[Dies.]\n\nLear.\nLay on; and damn'd be him that first \
+                    cries, Hold!\n\n[Exeunt fighting.]\n";
         let told = |name: &str, n: usize| {
             death(&work(play), name, n).map(|ps| {
                 ps.iter()
@@ -3395,8 +3410,18 @@ mod tests {
         );
         // Asked by what the cast list calls them (`Cordelia, Daughter to Lear.`).
         assert_eq!(told("Lear's daughter", 5), Some(cordelia.clone()));
-        assert_eq!(told("Lear", 5), None);
         assert_eq!(told("Horatio", 5), None);
+        // One whose death is off stage after a fight: the last sight of them, going off
+        // fighting.
+        let lear = told("Lear", 5).unwrap();
+        assert!(
+            lear.contains(
+                &"Last words, Act II|Lear|Lay on; and damn'd be him that first cries, Hold! \
+                  [Exeunt fighting.]"
+                    .to_owned()
+            ),
+            "{lear:?}"
+        );
         assert_eq!(told("Ophelia", 5), None);
         // One the cast list does not name, found by the tag that abbreviates the name asked
         // (`Hot.` for Hotspur, in the cast list as `Henry Percy, his son.`).
