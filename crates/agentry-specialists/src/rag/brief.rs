@@ -1480,6 +1480,11 @@ fn direction_end(text: &str, at: usize) -> usize {
     at + rest.find("\n\n").map_or(shut, |b| b.min(shut))
 }
 
+/// What the stage direction whose `[` is at `at` says, without its brackets.
+fn direction(text: &str, at: usize) -> &str {
+    text[at + 1..direction_end(text, at)].trim_end_matches(']')
+}
+
 /// Where each of the play's stage directions that shows a deed ([`DEEDS`]) begins.
 fn deeds(text: &str) -> Vec<usize> {
     let mut out = Vec::new();
@@ -1487,7 +1492,7 @@ fn deeds(text: &str) -> Vec<usize> {
     while let Some(i) = text[from..].find('[') {
         let at = from + i;
         let end = direction_end(text, at);
-        let d = text[at + 1..end].trim_end_matches(']').to_lowercase();
+        let d = direction(text, at).to_lowercase();
         let words: Vec<&str> = d
             .split(|c: char| !c.is_alphabetic())
             .filter(|w| !w.is_empty())
@@ -1763,12 +1768,11 @@ impl<'w> Analysis<'w> {
     fn deed_after(&self, end: usize) -> Option<(usize, &'w str)> {
         let text = self.text();
         let at = *self.deeds.get(self.deeds.partition_point(|&at| at < end))?;
-        text[end..at].split_whitespace().nth(12).is_none().then(|| {
-            (
-                at,
-                text[at + 1..direction_end(text, at)].trim_end_matches(']'),
-            )
-        })
+        text[end..at]
+            .split_whitespace()
+            .nth(12)
+            .is_none()
+            .then(|| (at, direction(text, at)))
     }
 
     fn names_main(&self, range: (usize, usize)) -> bool {
@@ -2419,8 +2423,7 @@ impl<'w> Analysis<'w> {
             None => self.tag_only(name)?,
         };
         let text = self.text();
-        let end_of = |at: usize| direction_end(text, at);
-        let shown = |at: usize| text[at + 1..end_of(at)].trim_end_matches(']');
+        let shown = |at: usize| direction(text, at);
         let inner = |at: usize| shown(at).to_lowercase();
         // Whether a clause of a direction shows them dying: the name nearest before its word
         // of death is theirs (`King dies`, `young Seward is slain`; not Lear in `Re-enter
@@ -2489,7 +2492,7 @@ impl<'w> Analysis<'w> {
             (["exit", "exeunt"].iter().any(|m| shown.starts_with(m)) && shown.contains("fighting"))
                 .then_some(d)
         })?;
-        let close = end_of(at);
+        let close = direction_end(text, at);
         let scene = self
             .work
             .sections
@@ -2531,7 +2534,7 @@ impl<'w> Analysis<'w> {
                 // One's last words are kept whole, the direction then quoted apart; another's
                 // are cut short enough to show the deed (`Precious villain! [Iago stabs
                 // Emilia, and then runs out.]`, not the question before it).
-                let with = (r.0, end_of(d));
+                let with = (r.0, direction_end(text, d));
                 match clause_tail(text, with, MAX_WORDS) {
                     Some(from) if from == r.0 || !dying && from < d => r = (from, with.1),
                     _ => {}
@@ -2590,7 +2593,7 @@ impl<'w> Analysis<'w> {
                 .last()
                 .and_then(|s| last_of(s, d, false))
                 .filter(|p| p.0.1 > d);
-            picked.push(said_with.unwrap_or(((d, end_of(d)), None)));
+            picked.push(said_with.unwrap_or(((d, direction_end(text, d)), None)));
         }
         // The one who speaks before their last speech.
         if let Some(j) = mine.and_then(|i| others(first..i)) {
